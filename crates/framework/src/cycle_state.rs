@@ -1,0 +1,138 @@
+//! Per-cycle, per-plugin state: what a plugin computed in PreFilter/PreScore for one pod and
+//! reads back, per node, in Filter/Score.
+//!
+//! Upstream: pkg/scheduler/framework/cycle_state.go. Writers (PreFilter, PreScore, Reserve,
+//! the AddPod/RemovePod extensions) get `&mut CycleState`; Filter and Score, which run
+//! concurrently over nodes, get `&CycleState`. The borrow checker replaces upstream's locks.
+
+use std::any::Any;
+use std::collections::HashMap;
+
+/// A value a plugin stores in the [`CycleState`]. Cloned when preemption simulates removing
+/// pods on a copy of the state.
+pub trait StateData: Any + Send + Sync {
+    /// A deep copy of this value, boxed.
+    fn clone_box(&self) -> Box<dyn StateData>;
+    /// `self` as `Any`, to downcast.
+    fn as_any(&self) -> &dyn Any;
+    /// `self` as mutable `Any`, to downcast.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any + Clone + Send + Sync> StateData for T {
+    fn clone_box(&self) -> Box<dyn StateData> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Typed storage keyed by a plugin-chosen `&'static str`, plus the flags the runtime sets.
+#[derive(Default)]
+pub struct CycleState {
+    data: HashMap<&'static str, Box<dyn StateData>>,
+    /// Plugins whose PreFilter returned Skip: their Filter is not run this cycle.
+    skip_filter_plugins: Vec<&'static str>,
+    /// Plugins whose PreScore returned Skip: their Score is not run this cycle.
+    skip_score_plugins: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for CycleState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CycleState")
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .field("skip_filter_plugins", &self.skip_filter_plugins)
+            .field("skip_score_plugins", &self.skip_score_plugins)
+            .finish()
+    }
+}
+
+impl Clone for CycleState {
+    fn clone(&self) -> Self {
+        CycleState {
+            data: self
+                .data
+                .iter()
+                .map(|(k, v)| (*k, v.as_ref().clone_box()))
+                .collect(),
+            skip_filter_plugins: self.skip_filter_plugins.clone(),
+            skip_score_plugins: self.skip_score_plugins.clone(),
+        }
+    }
+}
+
+impl CycleState {
+    pub fn new() -> Self {
+        CycleState::default()
+    }
+
+    /// Stores `value` under `key`, replacing what was there.
+    pub fn write<T: StateData>(&mut self, key: &'static str, value: T) {
+        self.data.insert(key, Box::new(value));
+    }
+
+    /// The value under `key`, if there is one of type `T`.
+    pub fn read<T: StateData>(&self, key: &'static str) -> Option<&T> {
+        self.data
+            .get(key)
+            .and_then(|v| v.as_ref().as_any().downcast_ref::<T>())
+    }
+
+    /// The value under `key` for mutation, if there is one of type `T`.
+    pub fn read_mut<T: StateData>(&mut self, key: &'static str) -> Option<&mut T> {
+        self.data
+            .get_mut(key)
+            .and_then(|v| v.as_mut().as_any_mut().downcast_mut::<T>())
+    }
+
+    /// Removes the value under `key`.
+    pub fn delete(&mut self, key: &'static str) {
+        self.data.remove(key);
+    }
+
+    pub fn skip_filter_plugins(&self) -> &[&'static str] {
+        &self.skip_filter_plugins
+    }
+
+    pub fn set_skip_filter_plugins(&mut self, plugins: Vec<&'static str>) {
+        self.skip_filter_plugins = plugins;
+    }
+
+    pub fn skip_score_plugins(&self) -> &[&'static str] {
+        &self.skip_score_plugins
+    }
+
+    pub fn set_skip_score_plugins(&mut self, plugins: Vec<&'static str>) {
+        self.skip_score_plugins = plugins;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Counter(u32);
+
+    #[test]
+    fn write_read_and_clone_are_independent() {
+        let mut state = CycleState::new();
+        state.write("k", Counter(1));
+        let copy = state.clone();
+        if let Some(c) = state.read_mut::<Counter>("k") {
+            c.0 = 2;
+        }
+        assert_eq!(
+            (
+                state.read::<Counter>("k"),
+                copy.read::<Counter>("k"),
+                state.read::<u64>("k")
+            ),
+            (Some(&Counter(2)), Some(&Counter(1)), None)
+        );
+    }
+}

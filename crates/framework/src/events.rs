@@ -1,0 +1,232 @@
+//! Cluster events and queueing hints: how a plugin says which changes to the cluster might
+//! make a pod it rejected schedulable.
+//!
+//! Upstream: staging/src/k8s.io/kube-scheduler/framework (ClusterEvent, ActionType,
+//! QueueingHint). The queue (a later issue) moves a rejected pod only when an event one of
+//! its rejecting plugins registered arrives and that plugin's hint says `Queue`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+/// The kind of object an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventResource {
+    /// Any pod (assigned or not).
+    Pod,
+    /// A pod bound to a node.
+    AssignedPod,
+    /// A pod not yet bound.
+    UnscheduledPod,
+    Node,
+    Namespace,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    CSINode,
+    CSIDriver,
+    CSIStorageCapacity,
+    /// Matches every resource.
+    WildCard,
+}
+
+/// What happened to the object: a bit set, so one registration can cover several changes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ActionType(pub u32);
+
+impl ActionType {
+    pub const ADD: ActionType = ActionType(1);
+    pub const DELETE: ActionType = ActionType(1 << 1);
+    pub const UPDATE_NODE_ALLOCATABLE: ActionType = ActionType(1 << 2);
+    pub const UPDATE_NODE_LABEL: ActionType = ActionType(1 << 3);
+    pub const UPDATE_NODE_TAINT: ActionType = ActionType(1 << 4);
+    pub const UPDATE_NODE_CONDITION: ActionType = ActionType(1 << 5);
+    pub const UPDATE_NODE_ANNOTATION: ActionType = ActionType(1 << 6);
+    pub const UPDATE_POD_LABEL: ActionType = ActionType(1 << 7);
+    pub const UPDATE_POD_SCALE_DOWN: ActionType = ActionType(1 << 8);
+    pub const UPDATE_POD_TOLERATIONS: ActionType = ActionType(1 << 9);
+    pub const UPDATE_POD_SCHEDULING_GATES_ELIMINATED: ActionType = ActionType(1 << 10);
+    /// Any other update.
+    pub const UPDATE_OTHER: ActionType = ActionType(1 << 11);
+    /// Every kind of update.
+    pub const UPDATE: ActionType = ActionType(((1 << 12) - 1) & !0b11);
+    pub const ALL: ActionType = ActionType((1 << 12) - 1);
+
+    /// Whether the two sets share an action.
+    pub fn intersects(self, other: ActionType) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+impl std::ops::BitOr for ActionType {
+    type Output = ActionType;
+    fn bitor(self, rhs: ActionType) -> ActionType {
+        ActionType(self.0 | rhs.0)
+    }
+}
+
+impl fmt::Debug for ActionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const NAMES: [&str; 12] = [
+            "Add",
+            "Delete",
+            "UpdateNodeAllocatable",
+            "UpdateNodeLabel",
+            "UpdateNodeTaint",
+            "UpdateNodeCondition",
+            "UpdateNodeAnnotation",
+            "UpdatePodLabel",
+            "UpdatePodScaleDown",
+            "UpdatePodTolerations",
+            "UpdatePodSchedulingGatesEliminated",
+            "UpdateOther",
+        ];
+        if *self == ActionType::ALL {
+            return f.write_str("All");
+        }
+        let names: Vec<&str> = NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        f.write_str(&names.join("|"))
+    }
+}
+
+/// A change in the cluster: which resource, which action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClusterEvent {
+    pub resource: EventResource,
+    pub action: ActionType,
+}
+
+impl ClusterEvent {
+    pub const fn new(resource: EventResource, action: ActionType) -> Self {
+        ClusterEvent { resource, action }
+    }
+
+    /// Whether an event `incoming` is covered by this registration.
+    pub fn matches(&self, incoming: &ClusterEvent) -> bool {
+        let resource_ok = self.resource == EventResource::WildCard
+            || self.resource == incoming.resource
+            || (self.resource == EventResource::Pod
+                && matches!(
+                    incoming.resource,
+                    EventResource::AssignedPod | EventResource::UnscheduledPod
+                ));
+        resource_ok && self.action.intersects(incoming.action)
+    }
+}
+
+/// The object an event carries (old or new).
+#[derive(Debug, Clone)]
+pub enum EventObject {
+    Pod(Arc<Pod>),
+    Node(Arc<Node>),
+}
+
+/// A plugin's answer to "may this event make the pod schedulable?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueingHint {
+    /// Retry the pod.
+    Queue,
+    /// The event cannot help this pod.
+    QueueSkip,
+}
+
+/// Computes a [`QueueingHint`] from the pending pod and the event's old and new objects. An
+/// `Err` is treated as `Queue`, so that a buggy hint never strands a pod.
+pub type QueueingHintFn = Arc<
+    dyn Fn(&Pod, Option<&EventObject>, Option<&EventObject>) -> Result<QueueingHint, String>
+        + Send
+        + Sync,
+>;
+
+/// An event a plugin registers, with an optional hint (none = always `Queue`).
+#[derive(Clone)]
+pub struct ClusterEventWithHint {
+    pub event: ClusterEvent,
+    pub hint: Option<QueueingHintFn>,
+}
+
+impl fmt::Debug for ClusterEventWithHint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterEventWithHint")
+            .field("event", &self.event)
+            .field("hint", &self.hint.is_some())
+            .finish()
+    }
+}
+
+impl ClusterEventWithHint {
+    /// An event without a hint: every such event requeues the pod.
+    pub fn new(resource: EventResource, action: ActionType) -> Self {
+        ClusterEventWithHint {
+            event: ClusterEvent::new(resource, action),
+            hint: None,
+        }
+    }
+
+    /// An event with a hint function.
+    pub fn with_hint(resource: EventResource, action: ActionType, hint: QueueingHintFn) -> Self {
+        ClusterEventWithHint {
+            event: ClusterEvent::new(resource, action),
+            hint: Some(hint),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case::same(
+        ClusterEvent::new(EventResource::Node, ActionType::ADD),
+        ClusterEvent::new(EventResource::Node, ActionType::ADD),
+        true
+    )]
+    #[case::update_covers_label(
+        ClusterEvent::new(EventResource::Node, ActionType::UPDATE),
+        ClusterEvent::new(EventResource::Node, ActionType::UPDATE_NODE_LABEL),
+        true
+    )]
+    #[case::other_action(
+        ClusterEvent::new(EventResource::Node, ActionType::ADD),
+        ClusterEvent::new(EventResource::Node, ActionType::DELETE),
+        false
+    )]
+    #[case::other_resource(
+        ClusterEvent::new(EventResource::Node, ActionType::ALL),
+        ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+        false
+    )]
+    #[case::pod_covers_assigned_pod(
+        ClusterEvent::new(EventResource::Pod, ActionType::DELETE),
+        ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+        true
+    )]
+    #[case::wildcard(
+        ClusterEvent::new(EventResource::WildCard, ActionType::ALL),
+        ClusterEvent::new(EventResource::CSINode, ActionType::ADD),
+        true
+    )]
+    fn registration_matches(
+        #[case] reg: ClusterEvent,
+        #[case] incoming: ClusterEvent,
+        #[case] want: bool,
+    ) {
+        assert_eq!(reg.matches(&incoming), want);
+    }
+
+    #[test]
+    fn action_debug_names_bits() {
+        assert_eq!(
+            format!("{:?}", ActionType::ADD | ActionType::UPDATE_NODE_TAINT),
+            "Add|UpdateNodeTaint"
+        );
+    }
+}

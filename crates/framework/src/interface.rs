@@ -1,0 +1,351 @@
+//! The plugin API: one trait per extension point, in framework order.
+//!
+//! Upstream: staging/src/k8s.io/kube-scheduler/framework/interface.go. A plugin implements
+//! [`Plugin`] and returns itself from the `as_*` accessors of the extension points it
+//! supports; the runtime refuses, at start-up, a profile that enables a plugin at a point
+//! it does not implement.
+//!
+//! Scheduling-cycle points (PreEnqueue … Permit) are synchronous and cheap. Filter and Score
+//! run concurrently over nodes and read only the `&NodeInfo` they are given. Binding-cycle
+//! points that do I/O (PreBind, Bind) return boxed futures.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cycle_state::CycleState;
+use crate::events::ClusterEventWithHint;
+use crate::snapshot::Snapshot;
+use crate::status::{Code, Status};
+use crate::types::{NodeInfo, NodeScore, PodInfo, QueuedPodInfo};
+
+/// A boxed, sendable future, for the binding-cycle extension points.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The highest score a Score plugin may give after NormalizeScore.
+pub const MAX_NODE_SCORE: i64 = 100;
+/// The lowest score.
+pub const MIN_NODE_SCORE: i64 = 0;
+/// The highest total weight of all score plugins of a profile (upstream `MaxTotalScore`).
+pub const MAX_TOTAL_SCORE: i64 = i64::MAX;
+
+/// Every plugin. The `as_*` accessors say which extension points it implements.
+pub trait Plugin: Send + Sync {
+    /// The plugin's name, as written in configuration (`NodeResourcesFit`).
+    fn name(&self) -> &'static str;
+
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        None
+    }
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        None
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        None
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        None
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        None
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        None
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        None
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        None
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        None
+    }
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        None
+    }
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        None
+    }
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        None
+    }
+    /// The cluster events that may make a pod this plugin rejected schedulable.
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        None
+    }
+}
+
+/// Decides whether a pod may enter the active queue at all (e.g. scheduling gates).
+pub trait PreEnqueuePlugin: Plugin {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status;
+}
+
+/// Orders the active queue. Exactly one per profile.
+pub trait QueueSortPlugin: Plugin {
+    /// Whether `a` should be scheduled before `b`.
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool;
+}
+
+/// The nodes a PreFilter plugin restricts the pod to; `None` means all nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreFilterResult {
+    pub node_names: Option<HashSet<String>>,
+}
+
+impl PreFilterResult {
+    /// A result restricting the pod to `names`.
+    pub fn nodes<I: IntoIterator<Item = S>, S: Into<String>>(names: I) -> Self {
+        PreFilterResult {
+            node_names: Some(names.into_iter().map(Into::into).collect()),
+        }
+    }
+
+    pub fn all_nodes(&self) -> bool {
+        self.node_names.is_none()
+    }
+
+    /// The intersection of two results (`None` is the identity).
+    pub fn merge(self, other: Option<PreFilterResult>) -> PreFilterResult {
+        match (self.node_names, other.and_then(|o| o.node_names)) {
+            (None, o) => PreFilterResult { node_names: o },
+            (s, None) => PreFilterResult { node_names: s },
+            (Some(a), Some(b)) => PreFilterResult {
+                node_names: Some(a.intersection(&b).cloned().collect()),
+            },
+        }
+    }
+}
+
+/// Computes per-pod state once before Filter runs on every node.
+pub trait PreFilterPlugin: Plugin {
+    /// `nodes` are all nodes of the snapshot. Returning `Skip` skips this plugin's Filter.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status);
+
+    /// Incremental updates of the PreFilter state, used when preemption or nominated pods
+    /// add or remove pods from a node hypothetically.
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        None
+    }
+}
+
+/// Updates a plugin's PreFilter state for a pod added to or removed from `node`.
+pub trait PreFilterExtensions: Send + Sync {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &PodInfo,
+        pod_to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &PodInfo,
+        pod_to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
+}
+
+/// Says whether the pod can run on one node. Called concurrently for many nodes.
+pub trait FilterPlugin: Plugin {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
+}
+
+/// The status of each node a cycle rejected, and the status of nodes absent from the map
+/// (those a PreFilterResult excluded).
+#[derive(Debug, Clone, Default)]
+pub struct NodeToStatus {
+    map: HashMap<String, Status>,
+    absent: Status,
+}
+
+impl NodeToStatus {
+    pub fn new(absent: Status) -> Self {
+        NodeToStatus {
+            map: HashMap::new(),
+            absent,
+        }
+    }
+
+    pub fn set(&mut self, node: impl Into<String>, status: Status) {
+        self.map.insert(node.into(), status);
+    }
+
+    /// The status of `node`: its own, or the absent-node status.
+    pub fn get(&self, node: &str) -> &Status {
+        self.map.get(node).unwrap_or(&self.absent)
+    }
+
+    pub fn absent_status(&self) -> &Status {
+        &self.absent
+    }
+
+    pub fn set_absent_status(&mut self, status: Status) {
+        self.absent = status;
+    }
+
+    /// Nodes with a status of their own.
+    pub fn explicit(&self) -> impl Iterator<Item = (&String, &Status)> {
+        self.map.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Nodes where preemption might help: those whose status is `Unschedulable` (not
+    /// `UnschedulableAndUnresolvable`), among `nodes`.
+    pub fn nodes_for_preemption<'a>(
+        &'a self,
+        nodes: &'a [Arc<NodeInfo>],
+    ) -> impl Iterator<Item = &'a Arc<NodeInfo>> + 'a {
+        nodes
+            .iter()
+            .filter(move |n| self.get(n.name()).code() == Code::Unschedulable)
+    }
+}
+
+/// How a nominated node name should be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NominatingMode {
+    /// Leave the pod's nomination as it is.
+    Noop,
+    /// Set the nomination to the given node.
+    Override,
+}
+
+/// What a PostFilter plugin proposes (a node for the pod, after preemption).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostFilterResult {
+    pub nominated_node_name: String,
+    pub mode: NominatingMode,
+}
+
+/// Runs when no node passed Filter (e.g. preemption).
+pub trait PostFilterPlugin: Plugin {
+    fn post_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status);
+}
+
+/// Computes per-pod state once before Score runs on every feasible node.
+pub trait PreScorePlugin: Plugin {
+    /// `nodes` are the feasible nodes. Returning `Skip` skips this plugin's Score.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Status;
+}
+
+/// Ranks feasible nodes. Called concurrently for many nodes.
+pub trait ScorePlugin: Plugin {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// NormalizeScore, for plugins whose raw scores are not already in 0..=100.
+    fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {
+        None
+    }
+}
+
+/// Rescales a plugin's raw scores into `MIN_NODE_SCORE..=MAX_NODE_SCORE`.
+pub trait ScoreExtensions: Send + Sync {
+    fn normalize_score(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        scores: &mut [NodeScore<'_>],
+    ) -> Status;
+}
+
+/// Claims resources for the pod on the chosen node before binding; undone by `unreserve`
+/// if a later step fails. `unreserve` must be idempotent.
+pub trait ReservePlugin: Plugin {
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node_name: &str) -> Status;
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node_name: &str);
+}
+
+/// Approves, denies or delays binding. `Wait` holds the pod up to the returned timeout.
+pub trait PermitPlugin: Plugin {
+    fn permit(&self, state: &mut CycleState, pod: &PodInfo, node_name: &str) -> (Status, Duration);
+}
+
+/// Work that must finish before the Binding is written (e.g. volume provisioning).
+pub trait PreBindPlugin: Plugin {
+    fn pre_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a PodInfo,
+        node_name: &'a str,
+    ) -> BoxFuture<'a, Status>;
+}
+
+/// Writes the binding. Returning `Skip` passes to the next Bind plugin.
+pub trait BindPlugin: Plugin {
+    fn bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a PodInfo,
+        node_name: &'a str,
+    ) -> BoxFuture<'a, Status>;
+}
+
+/// Informational, after a successful bind.
+pub trait PostBindPlugin: Plugin {
+    fn post_bind(&self, state: &CycleState, pod: &PodInfo, node_name: &str);
+}
+
+/// The cluster events (with optional queueing hints) that may make a pod this plugin rejected
+/// schedulable.
+pub trait EnqueueExtensions: Plugin {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pre_filter_results_intersect() {
+        let a = PreFilterResult::nodes(["n1", "n2"]);
+        let merged = a.merge(Some(PreFilterResult::nodes(["n2", "n3"])));
+        assert_eq!(merged, PreFilterResult::nodes(["n2"]));
+    }
+
+    #[test]
+    fn all_nodes_is_the_identity_of_merge() {
+        let merged = PreFilterResult::default().merge(Some(PreFilterResult::nodes(["n1"])));
+        assert_eq!(merged, PreFilterResult::nodes(["n1"]));
+    }
+
+    #[test]
+    fn absent_nodes_get_the_absent_status() {
+        let mut m = NodeToStatus::new(Status::unresolvable("excluded"));
+        m.set("n1", Status::unschedulable("Too many pods"));
+        assert_eq!(
+            (m.get("n1").clone(), m.get("n2").clone()),
+            (
+                Status::unschedulable("Too many pods"),
+                Status::unresolvable("excluded")
+            )
+        );
+    }
+}

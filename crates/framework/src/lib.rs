@@ -1,0 +1,31 @@
+//! The kubesched scheduling framework: the plugin API, and nothing else.
+//!
+//! Upstream: staging/src/k8s.io/kube-scheduler/framework and pkg/scheduler/framework. Start
+//! with [`interface`] (one trait per extension point), then [`status`] (what a plugin
+//! decides), [`types`] (what it reads: [`PodInfo`], [`NodeInfo`]) and [`snapshot`]. In-tree
+//! plugins (crate `plugins`) see exactly what an out-of-tree plugin sees: this crate.
+//!
+//! **Invariant:** this crate knows nothing of HTTP, the queue or the cache.
+
+pub mod cycle_state;
+pub mod events;
+pub mod handle;
+pub mod interface;
+pub mod labels;
+pub mod parallelize;
+pub mod quantity;
+pub mod snapshot;
+pub mod status;
+pub mod testing;
+pub mod types;
+
+pub use cycle_state::{CycleState, StateData};
+pub use events::{
+    ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+};
+pub use handle::{Binding, ClientError, ClusterClient, Handle};
+pub use interface::*;
+pub use parallelize::Parallelizer;
+pub use snapshot::Snapshot;
+pub use status::{Code, Status};
+pub use types::{NodeInfo, NodeScore, PodInfo, QueuedPodInfo, Resource};

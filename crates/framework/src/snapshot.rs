@@ -1,0 +1,341 @@
+//! A consistent view of the cluster for one scheduling cycle.
+//!
+//! Upstream: pkg/scheduler/backend/cache/snapshot.go and framework.SharedLister. The node list
+//! is in node-tree order (zones interleaved round-robin) so that the filter pass, which may
+//! stop early, spreads its picks across zones. NodeInfos are shared by `Arc`; placing a pod
+//! copies only the one NodeInfo it lands on.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+
+use crate::types::{ImageStateSummary, NodeInfo, PodInfo};
+
+/// The nodes of the cluster with their pods, as the plugins see them.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    node_info_list: Vec<Arc<NodeInfo>>,
+    index: HashMap<String, usize>,
+    /// Indices of nodes with at least one pod that has pod (anti-)affinity.
+    have_pods_with_affinity: Vec<usize>,
+    /// Indices of nodes with at least one pod that has required anti-affinity.
+    have_pods_with_required_anti_affinity: Vec<usize>,
+    /// Namespace labels, for affinity terms with a namespaceSelector.
+    namespace_labels: HashMap<String, BTreeMap<String, String>>,
+}
+
+/// The zone key of a node: region and zone labels, or "" when it has neither.
+pub fn zone_key(node: &Node) -> String {
+    let labels = node.metadata.labels.as_ref();
+    let get = |a: &str, b: &str| {
+        labels
+            .and_then(|l| l.get(a).or_else(|| l.get(b)))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let region = get(
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/region",
+    );
+    let zone = get(
+        "topology.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/zone",
+    );
+    if region.is_empty() && zone.is_empty() {
+        String::new()
+    } else {
+        format!("{region}:\x00:{zone}")
+    }
+}
+
+impl Snapshot {
+    /// Builds a snapshot from nodes and the pods assigned to them. Pods whose node is not in
+    /// `nodes` are left out. Nodes are ordered zone by zone, round-robin, keeping the input
+    /// order within a zone.
+    pub fn new(nodes: Vec<Arc<Node>>, pods: impl IntoIterator<Item = Arc<PodInfo>>) -> Self {
+        // Group by zone in first-seen order, then interleave.
+        let mut zones: Vec<(String, Vec<Arc<Node>>)> = Vec::new();
+        for node in nodes {
+            let key = zone_key(&node);
+            match zones.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, list)) => list.push(node),
+                None => zones.push((key, vec![node])),
+            }
+        }
+        let total: usize = zones.iter().map(|(_, l)| l.len()).sum();
+        let mut ordered = Vec::with_capacity(total);
+        let mut cursors: Vec<std::vec::IntoIter<Arc<Node>>> =
+            zones.into_iter().map(|(_, l)| l.into_iter()).collect();
+        while ordered.len() < total {
+            for c in cursors.iter_mut() {
+                if let Some(n) = c.next() {
+                    ordered.push(n);
+                }
+            }
+        }
+
+        let mut infos: Vec<NodeInfo> = ordered.into_iter().map(NodeInfo::new).collect();
+        let mut index = HashMap::with_capacity(infos.len());
+        for (i, ni) in infos.iter().enumerate() {
+            index.insert(ni.name().to_string(), i);
+        }
+        for pod in pods {
+            if let Some(&i) = pod.node_name().and_then(|n| index.get(n)) {
+                infos[i].add_pod(pod);
+            }
+        }
+        // Image states: how many nodes hold each image name.
+        let mut spread: HashMap<&str, usize> = HashMap::new();
+        for ni in &infos {
+            for img in ni
+                .node()
+                .status
+                .iter()
+                .flat_map(|s| s.images.iter().flatten())
+            {
+                for name in img.names.iter().flatten() {
+                    *spread.entry(name.as_str()).or_insert(0) += 1;
+                }
+            }
+        }
+        let summaries: Vec<HashMap<String, ImageStateSummary>> = infos
+            .iter()
+            .map(|ni| {
+                let mut m = HashMap::new();
+                for img in ni
+                    .node()
+                    .status
+                    .iter()
+                    .flat_map(|s| s.images.iter().flatten())
+                {
+                    for name in img.names.iter().flatten() {
+                        m.insert(
+                            name.clone(),
+                            ImageStateSummary {
+                                size: img.size_bytes.unwrap_or(0),
+                                num_nodes: spread.get(name.as_str()).copied().unwrap_or(1),
+                            },
+                        );
+                    }
+                }
+                m
+            })
+            .collect();
+        for (ni, m) in infos.iter_mut().zip(summaries) {
+            ni.image_states = m;
+        }
+
+        let mut snap = Snapshot {
+            node_info_list: infos.into_iter().map(Arc::new).collect(),
+            index,
+            ..Default::default()
+        };
+        snap.rebuild_affinity_lists();
+        snap
+    }
+
+    fn rebuild_affinity_lists(&mut self) {
+        self.have_pods_with_affinity.clear();
+        self.have_pods_with_required_anti_affinity.clear();
+        for (i, ni) in self.node_info_list.iter().enumerate() {
+            if !ni.pods_with_affinity.is_empty() {
+                self.have_pods_with_affinity.push(i);
+            }
+            if !ni.pods_with_required_anti_affinity.is_empty() {
+                self.have_pods_with_required_anti_affinity.push(i);
+            }
+        }
+    }
+
+    /// Sets the labels of the cluster's namespaces.
+    pub fn set_namespace_labels(&mut self, labels: HashMap<String, BTreeMap<String, String>>) {
+        self.namespace_labels = labels;
+    }
+
+    /// The labels of namespace `ns`, if known.
+    pub fn namespace_labels(&self, ns: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespace_labels.get(ns)
+    }
+
+    /// Every node, in node-tree order.
+    pub fn node_infos(&self) -> &[Arc<NodeInfo>] {
+        &self.node_info_list
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.node_info_list.len()
+    }
+
+    /// The node named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
+        self.index.get(name).map(|&i| &self.node_info_list[i])
+    }
+
+    /// The position of node `name` in [`node_infos`](Self::node_infos).
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Nodes with at least one pod that has pod (anti-)affinity.
+    pub fn have_pods_with_affinity(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {
+        self.have_pods_with_affinity
+            .iter()
+            .map(|&i| &self.node_info_list[i])
+    }
+
+    /// Nodes with at least one pod that has required anti-affinity.
+    pub fn have_pods_with_required_anti_affinity(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {
+        self.have_pods_with_required_anti_affinity
+            .iter()
+            .map(|&i| &self.node_info_list[i])
+    }
+
+    /// Places `pod` on node `node` (as the cache does when a pod is assumed): only that
+    /// NodeInfo is copied. Returns false when there is no such node.
+    pub fn assume_pod(&mut self, pod: Arc<PodInfo>, node: &str) -> bool {
+        let Some(&i) = self.index.get(node) else {
+            return false;
+        };
+        let had_affinity = !self.node_info_list[i].pods_with_affinity.is_empty();
+        let had_anti = !self.node_info_list[i]
+            .pods_with_required_anti_affinity
+            .is_empty();
+        Arc::make_mut(&mut self.node_info_list[i]).add_pod(pod);
+        let ni = &self.node_info_list[i];
+        if !had_affinity && !ni.pods_with_affinity.is_empty()
+            || !had_anti && !ni.pods_with_required_anti_affinity.is_empty()
+        {
+            self.rebuild_affinity_lists();
+        }
+        true
+    }
+
+    /// Removes the pod with `key` from node `node`; returns whether it was there.
+    pub fn remove_pod(&mut self, key: &str, node: &str) -> bool {
+        let Some(&i) = self.index.get(node) else {
+            return false;
+        };
+        if !self.node_info_list[i].pods.iter().any(|p| p.key == key) {
+            return false;
+        }
+        Arc::make_mut(&mut self.node_info_list[i]).remove_pod(key);
+        self.rebuild_affinity_lists();
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{make_node, make_pod};
+
+    fn zoned(name: &str, zone: &str) -> Arc<Node> {
+        Arc::new(
+            make_node(name)
+                .label("topology.kubernetes.io/zone", zone)
+                .obj(),
+        )
+    }
+
+    #[test]
+    fn nodes_are_interleaved_by_zone() {
+        let snap = Snapshot::new(
+            vec![
+                zoned("a1", "a"),
+                zoned("a2", "a"),
+                zoned("a3", "a"),
+                zoned("b1", "b"),
+                zoned("c1", "c"),
+                zoned("c2", "c"),
+            ],
+            [],
+        );
+        let names: Vec<&str> = snap.node_infos().iter().map(|n| n.name()).collect();
+        assert_eq!(names, vec!["a1", "b1", "c1", "a2", "c2", "a3"]);
+    }
+
+    #[test]
+    fn pods_land_on_their_nodes_and_unknown_nodes_are_skipped() {
+        let snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("n1").obj()),
+                Arc::new(make_node("n2").obj()),
+            ],
+            [
+                make_pod("p1").node("n1").info(),
+                make_pod("p2").node("n1").info(),
+                make_pod("p3").node("gone").info(),
+            ],
+        );
+        let counts: Vec<(&str, usize)> = snap
+            .node_infos()
+            .iter()
+            .map(|n| (n.name(), n.pods.len()))
+            .collect();
+        assert_eq!(counts, vec![("n1", 2), ("n2", 0)]);
+    }
+
+    #[test]
+    fn image_states_count_nodes() {
+        let snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("n1").image(&["nginx:1.25"], 100).obj()),
+                Arc::new(
+                    make_node("n2")
+                        .image(&["nginx:1.25", "nginx@sha256:abc"], 100)
+                        .obj(),
+                ),
+            ],
+            [],
+        );
+        let n2 = snap.get("n2").map(|n| {
+            let mut v: Vec<(String, ImageStateSummary)> = n
+                .image_states
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        });
+        assert_eq!(
+            n2,
+            Some(vec![
+                (
+                    "nginx:1.25".to_string(),
+                    ImageStateSummary {
+                        size: 100,
+                        num_nodes: 2
+                    }
+                ),
+                (
+                    "nginx@sha256:abc".to_string(),
+                    ImageStateSummary {
+                        size: 100,
+                        num_nodes: 1
+                    }
+                ),
+            ])
+        );
+    }
+
+    #[test]
+    fn assume_copies_only_the_target_node() {
+        let mut snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("n1").obj()),
+                Arc::new(make_node("n2").obj()),
+            ],
+            [],
+        );
+        let before = snap.clone();
+        snap.assume_pod(make_pod("p").info(), "n2");
+        let shared: Vec<bool> = before
+            .node_infos()
+            .iter()
+            .zip(snap.node_infos())
+            .map(|(a, b)| Arc::ptr_eq(a, b))
+            .collect();
+        assert_eq!(shared, vec![true, false]);
+    }
+}

@@ -1,0 +1,163 @@
+use super::*;
+use crate::testing::{make_node, make_pod};
+use rstest::rstest;
+
+fn res(cpu: i64, mem: i64) -> Resource {
+    Resource {
+        milli_cpu: cpu,
+        memory: mem,
+        ..Default::default()
+    }
+}
+
+#[rstest]
+#[case::single_container(make_pod("p").req(&[("cpu", "100m"), ("memory", "500Mi")]).info(), res(100, 500 << 20), 100, 500 << 20)]
+#[case::containers_are_summed(make_pod("p").req(&[("cpu", "100m")]).req(&[("cpu", "200m")]).info(), res(300, 0), 300, 2 * DEFAULT_MEMORY_REQUEST)]
+#[case::no_requests_counts_defaults_for_scoring(make_pod("p").image("nginx").info(), res(0, 0), DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST)]
+#[case::init_container_larger_than_containers(make_pod("p").req(&[("cpu", "100m")]).init_req(&[("cpu", "1")]).info(), res(1000, 0), 1000, DEFAULT_MEMORY_REQUEST)]
+#[case::init_container_smaller_than_containers(make_pod("p").req(&[("cpu", "2")]).init_req(&[("cpu", "1")]).info(), res(2000, 0), 2000, DEFAULT_MEMORY_REQUEST)]
+#[case::sidecar_adds_to_containers(make_pod("p").req(&[("cpu", "1")]).sidecar_req(&[("cpu", "500m")]).info(), res(1500, 0), 1500, 2 * DEFAULT_MEMORY_REQUEST)]
+#[case::init_after_sidecar_runs_beside_it(make_pod("p").req(&[("cpu", "100m")]).sidecar_req(&[("cpu", "500m")]).init_req(&[("cpu", "2")]).info(), res(2500, 0), 2500, 2 * DEFAULT_MEMORY_REQUEST)]
+#[case::overhead_is_added(make_pod("p").req(&[("cpu", "1")]).overhead(&[("cpu", "250m"), ("memory", "120Mi")]).info(), res(1250, 120 << 20), 1250, DEFAULT_MEMORY_REQUEST + (120 << 20))]
+#[case::limits_default_requests(make_pod("p").limits(&[("cpu", "2"), ("memory", "1Gi")]).info(), res(2000, 1 << 30), 2000, 1 << 30)]
+fn pod_requests(
+    #[case] pod: Arc<PodInfo>,
+    #[case] want: Resource,
+    #[case] non0_cpu: i64,
+    #[case] non0_mem: i64,
+) {
+    assert_eq!(
+        (pod.requests.clone(), pod.non0_cpu, pod.non0_mem),
+        (want, non0_cpu, non0_mem)
+    );
+}
+
+#[test]
+fn extended_resources_are_scalar() {
+    let pod = make_pod("p")
+        .req(&[
+            ("example.com/gpu", "2"),
+            ("hugepages-2Mi", "4Mi"),
+            ("unknown", "1"),
+        ])
+        .info();
+    assert_eq!(
+        pod.requests.scalar_resources,
+        BTreeMap::from([
+            ("example.com/gpu".to_string(), 2),
+            ("hugepages-2Mi".to_string(), 4 << 20)
+        ])
+    );
+}
+
+#[test]
+fn bad_quantity_is_recorded() {
+    let pod = make_pod("p").req(&[("cpu", "lots")]).info();
+    assert_eq!((pod.requests.milli_cpu, pod.parse_errors.len()), (0, 1));
+}
+
+#[test]
+fn host_ports_default_ip_and_protocol() {
+    let pod = make_pod("p")
+        .host_port("UDP", "", 53)
+        .host_port("TCP", "10.0.0.1", 80)
+        .info();
+    assert_eq!(
+        pod.host_ports,
+        vec![
+            HostPort {
+                ip: "0.0.0.0".into(),
+                protocol: "UDP".into(),
+                port: 53
+            },
+            HostPort {
+                ip: "10.0.0.1".into(),
+                protocol: "TCP".into(),
+                port: 80
+            },
+        ]
+    );
+}
+
+#[rstest]
+#[case::same(("0.0.0.0", "TCP", 80), ("0.0.0.0", "TCP", 80), true)]
+#[case::wildcard_vs_specific(("0.0.0.0", "TCP", 80), ("10.0.0.1", "TCP", 80), true)]
+#[case::different_ips(("10.0.0.2", "TCP", 80), ("10.0.0.1", "TCP", 80), false)]
+#[case::different_protocols(("0.0.0.0", "UDP", 80), ("0.0.0.0", "TCP", 80), false)]
+#[case::different_ports(("0.0.0.0", "TCP", 81), ("0.0.0.0", "TCP", 80), false)]
+fn host_port_conflicts(
+    #[case] a: (&str, &str, i32),
+    #[case] b: (&str, &str, i32),
+    #[case] want: bool,
+) {
+    let hp = |(ip, proto, port): (&str, &str, i32)| HostPort {
+        ip: ip.into(),
+        protocol: proto.into(),
+        port,
+    };
+    assert_eq!(hp(a).conflicts_with(&hp(b)), want);
+}
+
+#[test]
+fn node_info_accounts_pods_and_undoes_on_remove() {
+    // The host-port container requests nothing, so it counts the defaults when scoring.
+    let p1 = make_pod("a")
+        .req(&[("cpu", "1"), ("memory", "1Gi")])
+        .host_port("TCP", "", 80)
+        .info();
+    let p2 = make_pod("b").image("nginx").info();
+    let mut ni = make_node("n1")
+        .capacity(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])
+        .info_with(&[p1.clone(), p2.clone()]);
+    let after_add = (
+        ni.requested.clone(),
+        ni.non_zero_requested.clone(),
+        ni.used_ports.len(),
+        ni.pods.len(),
+    );
+    let gen = ni.generation;
+    let removed = ni.remove_pod("default/a");
+    assert_eq!(
+        (
+            after_add,
+            removed,
+            ni.requested.clone(),
+            ni.non_zero_requested.clone(),
+            ni.used_ports.len(),
+            ni.generation > gen
+        ),
+        (
+            (
+                res(1000, 1 << 30),
+                res(
+                    1000 + 2 * DEFAULT_MILLI_CPU_REQUEST,
+                    (1 << 30) + 2 * DEFAULT_MEMORY_REQUEST
+                ),
+                1,
+                2
+            ),
+            true,
+            res(0, 0),
+            res(DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST),
+            0,
+            true
+        )
+    );
+}
+
+#[test]
+fn allocatable_is_parsed() {
+    let ni = make_node("n1")
+        .capacity(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])
+        .info_with(&[]);
+    assert_eq!(
+        ni.allocatable,
+        Resource {
+            milli_cpu: 4000,
+            memory: 32 << 30,
+            ephemeral_storage: 0,
+            allowed_pod_number: 110,
+            scalar_resources: BTreeMap::new()
+        }
+    );
+}

@@ -7,6 +7,7 @@
 //!
 //! **Invariant:** this crate knows nothing of HTTP, the queue or the cache.
 
+pub mod args;
 pub mod cycle_state;
 pub mod events;
 pub mod handle;
@@ -19,6 +20,7 @@ pub mod status;
 pub mod testing;
 pub mod types;
 
+pub use args::{decode_args, ArgsError};
 pub use cycle_state::{CycleState, StateData};
 pub use events::{
     ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,

@@ -1,0 +1,633 @@
+//! The framework runtime: one [`Framework`] per profile, holding the plugins enabled at each
+//! extension point and running them in order.
+//!
+//! Upstream: pkg/scheduler/framework/runtime/framework.go. Plugins are built once per
+//! profile; Filter and Score fan out over nodes through the handle's parallelizer. The
+//! runtime attributes every non-success status to the plugin that returned it.
+
+mod build;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use framework::{
+    Code, CycleState, Handle, NodeInfo, NodeScore, NodeToStatus, Plugin, PodInfo, PostFilterResult,
+    PreFilterResult, QueuedPodInfo, Snapshot, Status, MAX_NODE_SCORE, MIN_NODE_SCORE,
+};
+
+pub use build::{BuildError, ExtensionPoint, PluginSetSpec, ProfileSpec};
+
+/// The longest a Permit plugin may make a pod wait (upstream `maxTimeout`).
+pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// A plugin's status as recorded for an explanation.
+pub type PluginStatus = (&'static str, Status);
+
+/// The plugins of one profile, by extension point, ready to run.
+pub struct Framework {
+    profile_name: String,
+    percentage_of_nodes_to_score: Option<i32>,
+    pre_enqueue: Vec<Arc<dyn Plugin>>,
+    queue_sort: Vec<Arc<dyn Plugin>>,
+    pre_filter: Vec<Arc<dyn Plugin>>,
+    filter: Vec<Arc<dyn Plugin>>,
+    post_filter: Vec<Arc<dyn Plugin>>,
+    pre_score: Vec<Arc<dyn Plugin>>,
+    /// Score plugins with their weights.
+    score: Vec<(Arc<dyn Plugin>, i64)>,
+    reserve: Vec<Arc<dyn Plugin>>,
+    permit: Vec<Arc<dyn Plugin>>,
+    pre_bind: Vec<Arc<dyn Plugin>>,
+    bind: Vec<Arc<dyn Plugin>>,
+    post_bind: Vec<Arc<dyn Plugin>>,
+    /// Plugins enabled at the points that can reject a pod, for requeueing (later issues).
+    enqueue_extension_plugins: Vec<Arc<dyn Plugin>>,
+    handle: Handle,
+}
+
+impl std::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |v: &[Arc<dyn Plugin>]| v.iter().map(|p| p.name()).collect::<Vec<_>>();
+        f.debug_struct("Framework")
+            .field("profile", &self.profile_name)
+            .field("pre_filter", &names(&self.pre_filter))
+            .field("filter", &names(&self.filter))
+            .field("pre_score", &names(&self.pre_score))
+            .field(
+                "score",
+                &self
+                    .score
+                    .iter()
+                    .map(|(p, w)| (p.name(), *w))
+                    .collect::<Vec<_>>(),
+            )
+            .field("bind", &names(&self.bind))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of the Score extension point for a list of nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeScores {
+    /// The score plugins that ran (those whose PreScore did not skip), in order.
+    pub plugins: Vec<&'static str>,
+    /// `nodes × plugins`, row-major: each plugin's score after NormalizeScore, before weight.
+    pub scores: Vec<i64>,
+    /// The weighted total of each node.
+    pub totals: Vec<i64>,
+}
+
+impl NodeScores {
+    /// The unweighted scores of node `i`, one per plugin.
+    pub fn node(&self, i: usize) -> &[i64] {
+        let n = self.plugins.len();
+        &self.scores[i * n..(i + 1) * n]
+    }
+}
+
+impl Framework {
+    /// The profile's scheduler name (`schedulerName` of the pods it schedules).
+    pub fn profile_name(&self) -> &str {
+        &self.profile_name
+    }
+
+    /// The profile's own `percentageOfNodesToScore`, if set.
+    pub fn percentage_of_nodes_to_score(&self) -> Option<i32> {
+        self.percentage_of_nodes_to_score
+    }
+
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    pub fn has_filter_plugins(&self) -> bool {
+        !self.filter.is_empty()
+    }
+
+    pub fn has_score_plugins(&self) -> bool {
+        !self.score.is_empty()
+    }
+
+    pub fn has_post_filter_plugins(&self) -> bool {
+        !self.post_filter.is_empty()
+    }
+
+    /// Names of the plugins enabled at `point`, in run order.
+    pub fn plugin_names(&self, point: ExtensionPoint) -> Vec<&'static str> {
+        let list: Vec<&Arc<dyn Plugin>> = match point {
+            ExtensionPoint::PreEnqueue => self.pre_enqueue.iter().collect(),
+            ExtensionPoint::QueueSort => self.queue_sort.iter().collect(),
+            ExtensionPoint::PreFilter => self.pre_filter.iter().collect(),
+            ExtensionPoint::Filter => self.filter.iter().collect(),
+            ExtensionPoint::PostFilter => self.post_filter.iter().collect(),
+            ExtensionPoint::PreScore => self.pre_score.iter().collect(),
+            ExtensionPoint::Score => self.score.iter().map(|(p, _)| p).collect(),
+            ExtensionPoint::Reserve => self.reserve.iter().collect(),
+            ExtensionPoint::Permit => self.permit.iter().collect(),
+            ExtensionPoint::PreBind => self.pre_bind.iter().collect(),
+            ExtensionPoint::Bind => self.bind.iter().collect(),
+            ExtensionPoint::PostBind => self.post_bind.iter().collect(),
+        };
+        list.into_iter().map(|p| p.name()).collect()
+    }
+
+    /// Score plugins with their weights.
+    pub fn score_weights(&self) -> Vec<(&'static str, i64)> {
+        self.score.iter().map(|(p, w)| (p.name(), *w)).collect()
+    }
+
+    /// Plugins whose registered events can requeue pods they rejected.
+    pub fn enqueue_extension_plugins(&self) -> &[Arc<dyn Plugin>] {
+        &self.enqueue_extension_plugins
+    }
+
+    /// Runs PreEnqueue plugins; the first that does not succeed gates the pod.
+    pub fn run_pre_enqueue_plugins(&self, pod: &PodInfo) -> Status {
+        for pl in &self.pre_enqueue {
+            if let Some(p) = pl.as_pre_enqueue() {
+                let s = p.pre_enqueue(pod);
+                if !s.is_success() {
+                    return s.with_plugin(pl.name());
+                }
+            }
+        }
+        Status::success()
+    }
+
+    /// The profile's queue order: whether `a` goes before `b`.
+    pub fn queue_sort_less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        match self.queue_sort.first().and_then(|p| p.as_queue_sort()) {
+            Some(p) => p.less(a, b),
+            None => false,
+        }
+    }
+
+    /// Runs PreFilter plugins. Returns the merged node restriction, the overall status and the
+    /// plugins that restricted the nodes. An `UnschedulableAndUnresolvable` stops at once; an
+    /// `Unschedulable` lets the others run (so that preemption sees their state) and is
+    /// returned at the end. Plugins returning Skip have their Filter skipped this cycle.
+    pub fn run_pre_filter_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        mut explain: Option<&mut Vec<PluginStatus>>,
+    ) -> (Option<PreFilterResult>, Status, Vec<&'static str>) {
+        let mut skip = Vec::new();
+        let mut result: Option<PreFilterResult> = None;
+        let mut with_nodes: Vec<&'static str> = Vec::new();
+        let mut returned = Status::success();
+        for pl in &self.pre_filter {
+            let Some(p) = pl.as_pre_filter() else {
+                continue;
+            };
+            let (r, s) = p.pre_filter(state, pod, snapshot);
+            if let Some(e) = explain.as_deref_mut() {
+                e.push((pl.name(), s.clone().with_plugin(pl.name())));
+            }
+            if s.is_skip() {
+                skip.push(pl.name());
+                continue;
+            }
+            if !s.is_success() {
+                let s = s.with_plugin(pl.name());
+                match s.code() {
+                    Code::UnschedulableAndUnresolvable => {
+                        state.set_skip_filter_plugins(skip);
+                        return (None, s, Vec::new());
+                    }
+                    Code::Unschedulable => {
+                        returned = s;
+                        continue;
+                    }
+                    _ => {
+                        state.set_skip_filter_plugins(skip);
+                        return (
+                            None,
+                            Status::error(format!(
+                                "running PreFilter plugin {:?}: {}",
+                                pl.name(),
+                                s.message()
+                            ))
+                            .with_plugin(pl.name()),
+                            Vec::new(),
+                        );
+                    }
+                }
+            }
+            if let Some(r) = r {
+                if !r.all_nodes() {
+                    with_nodes.push(pl.name());
+                }
+                let merged = match result.take() {
+                    None => r,
+                    Some(prev) => prev.merge(Some(r)),
+                };
+                let empty = merged.node_names.as_ref().is_some_and(|n| n.is_empty());
+                result = Some(merged);
+                if empty {
+                    let mut sorted = with_nodes.clone();
+                    sorted.sort_unstable();
+                    let msg = if let [only] = sorted.as_slice() {
+                        format!("node(s) didn't satisfy plugin {only}")
+                    } else {
+                        format!(
+                            "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                            sorted.join(" ")
+                        )
+                    };
+                    state.set_skip_filter_plugins(skip);
+                    return (result, Status::unresolvable(msg), with_nodes);
+                }
+            }
+        }
+        state.set_skip_filter_plugins(skip);
+        (result, returned, with_nodes)
+    }
+
+    /// Runs Filter plugins on one node, stopping at the first rejection.
+    pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let skip = state.skip_filter_plugins();
+        for pl in &self.filter {
+            if !skip.is_empty() && skip.contains(&pl.name()) {
+                continue;
+            }
+            let Some(p) = pl.as_filter() else { continue };
+            let s = p.filter(state, pod, node);
+            if !s.is_success() {
+                return normalize_filter_status(s, pl.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Like [`run_filter_plugins`](Self::run_filter_plugins), recording each plugin's status.
+    pub fn run_filter_plugins_explained(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        out: &mut Vec<PluginStatus>,
+    ) -> Status {
+        let skip = state.skip_filter_plugins();
+        for pl in &self.filter {
+            if skip.contains(&pl.name()) {
+                continue;
+            }
+            let Some(p) = pl.as_filter() else { continue };
+            let s = p.filter(state, pod, node);
+            if !s.is_success() {
+                let s = normalize_filter_status(s, pl.name());
+                out.push((pl.name(), s.clone()));
+                return s;
+            }
+            out.push((pl.name(), s));
+        }
+        Status::success()
+    }
+
+    /// Runs PostFilter plugins until one succeeds, errors or is unresolvable; otherwise
+    /// collects the reasons of all.
+    pub fn run_post_filter_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        let mut result = None;
+        let mut reasons: Vec<String> = Vec::new();
+        let mut rejector: Option<&'static str> = None;
+        for pl in &self.post_filter {
+            let Some(p) = pl.as_post_filter() else {
+                continue;
+            };
+            let (r, s) = p.post_filter(state, pod, snapshot, statuses);
+            if s.is_success() {
+                return (r, s);
+            }
+            if s.code() == Code::UnschedulableAndUnresolvable {
+                return (r, s.with_plugin(pl.name()));
+            }
+            if !s.is_rejected() {
+                return (None, Status::error(s.message()).with_plugin(pl.name()));
+            }
+            if let Some(r) = r {
+                if r.mode != framework::NominatingMode::Noop {
+                    result = Some(r);
+                }
+            }
+            reasons.extend(s.reasons().iter().map(|r| r.to_string()));
+            rejector.get_or_insert(pl.name());
+        }
+        let mut s = Status::with_reasons(Code::Unschedulable, reasons);
+        if let Some(r) = rejector {
+            s = s.with_plugin(r);
+        }
+        (result, s)
+    }
+
+    /// Runs PreScore plugins over the feasible nodes. Plugins returning Skip have their Score
+    /// skipped this cycle.
+    pub fn run_pre_score_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        nodes: &[Arc<NodeInfo>],
+        mut explain: Option<&mut Vec<PluginStatus>>,
+    ) -> Status {
+        let mut skip = Vec::new();
+        for pl in &self.pre_score {
+            let Some(p) = pl.as_pre_score() else { continue };
+            let s = p.pre_score(state, pod, snapshot, nodes);
+            if let Some(e) = explain.as_deref_mut() {
+                e.push((pl.name(), s.clone().with_plugin(pl.name())));
+            }
+            if s.is_skip() {
+                skip.push(pl.name());
+                continue;
+            }
+            if !s.is_success() {
+                state.set_skip_score_plugins(skip);
+                return Status::error(format!(
+                    "running PreScore plugin {:?}: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name());
+            }
+        }
+        state.set_skip_score_plugins(skip);
+        Status::success()
+    }
+
+    /// Runs Score (in parallel over nodes), NormalizeScore and weights.
+    pub fn run_score_plugins(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Result<NodeScores, Status> {
+        let skip = state.skip_score_plugins();
+        let plugins: Vec<(&Arc<dyn Plugin>, i64)> = self
+            .score
+            .iter()
+            .filter(|(p, _)| !skip.contains(&p.name()))
+            .map(|(p, w)| (p, *w))
+            .collect();
+        let np = plugins.len();
+        let n = nodes.len();
+        let mut raw = vec![0i64; n * np];
+        if np > 0 && n > 0 {
+            let chunks: Vec<Result<Vec<i64>, Status>> =
+                self.handle.parallelizer.map_chunks(n, |range| {
+                    let mut out = Vec::with_capacity(range.len() * np);
+                    for i in range {
+                        for (pl, _) in &plugins {
+                            let Some(p) = pl.as_score() else {
+                                out.push(0);
+                                continue;
+                            };
+                            match p.score(state, pod, &nodes[i]) {
+                                Ok(v) => out.push(v),
+                                Err(s) => {
+                                    return Err(Status::error(format!(
+                                        "running Score plugins: plugin {:?} failed with: {}",
+                                        pl.name(),
+                                        s.message()
+                                    ))
+                                    .with_plugin(pl.name()))
+                                }
+                            }
+                        }
+                    }
+                    Ok(out)
+                });
+            let mut at = 0;
+            for c in chunks {
+                let c = c?;
+                raw[at..at + c.len()].copy_from_slice(&c);
+                at += c.len();
+            }
+        }
+        // NormalizeScore, plugin by plugin.
+        for (j, (pl, _)) in plugins.iter().enumerate() {
+            let Some(ext) = pl.as_score().and_then(|p| p.score_extensions()) else {
+                continue;
+            };
+            let mut list: Vec<NodeScore<'_>> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, node)| NodeScore {
+                    node,
+                    score: raw[i * np + j],
+                })
+                .collect();
+            let s = ext.normalize_score(state, pod, &mut list);
+            if !s.is_success() {
+                return Err(Status::error(format!(
+                    "running Normalize on Score plugins: plugin {:?} failed with: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name()));
+            }
+            for (i, ns) in list.iter().enumerate() {
+                raw[i * np + j] = ns.score;
+            }
+        }
+        let mut totals = vec![0i64; n];
+        for (i, total) in totals.iter_mut().enumerate() {
+            for (j, (pl, w)) in plugins.iter().enumerate() {
+                let s = raw[i * np + j];
+                if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&s) {
+                    return Err(Status::error(format!(
+                        "applying score defaultWeights on Score plugins: plugin {:?} returns an invalid score {s}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        pl.name()
+                    )));
+                }
+                *total += s * w;
+            }
+        }
+        Ok(NodeScores {
+            plugins: plugins.iter().map(|(p, _)| p.name()).collect(),
+            scores: raw,
+            totals,
+        })
+    }
+
+    /// Runs Reserve plugins; on failure the caller runs [`run_unreserve_plugins`](Self::run_unreserve_plugins).
+    pub fn run_reserve_plugins(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        for pl in &self.reserve {
+            let Some(p) = pl.as_reserve() else { continue };
+            let s = p.reserve(state, pod, node);
+            if !s.is_success() {
+                if s.is_rejected() {
+                    return s.with_plugin(pl.name());
+                }
+                return Status::error(format!(
+                    "running Reserve plugin {:?}: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Runs Unreserve of every Reserve plugin, in reverse order.
+    pub fn run_unreserve_plugins(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        for pl in self.reserve.iter().rev() {
+            if let Some(p) = pl.as_reserve() {
+                p.unreserve(state, pod, node);
+            }
+        }
+    }
+
+    /// Runs Permit plugins. Returns `Wait` with the shortest timeout when some plugin waits.
+    pub fn run_permit_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &str,
+    ) -> (Status, Option<(Vec<&'static str>, Duration)>) {
+        let mut waiting: Vec<&'static str> = Vec::new();
+        let mut timeout = MAX_PERMIT_TIMEOUT;
+        for pl in &self.permit {
+            let Some(p) = pl.as_permit() else { continue };
+            let (s, t) = p.permit(state, pod, node);
+            if s.is_success() {
+                continue;
+            }
+            if s.is_wait() {
+                waiting.push(pl.name());
+                timeout = timeout.min(t.min(MAX_PERMIT_TIMEOUT));
+                continue;
+            }
+            if s.is_rejected() {
+                return (s.with_plugin(pl.name()), None);
+            }
+            return (
+                Status::error(format!(
+                    "running Permit plugin {:?}: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name()),
+                None,
+            );
+        }
+        if waiting.is_empty() {
+            (Status::success(), None)
+        } else {
+            (
+                Status::new(
+                    Code::Wait,
+                    format!(
+                        "one or more plugins asked to wait and no plugin rejected pod {:?}",
+                        pod.name()
+                    ),
+                ),
+                Some((waiting, timeout)),
+            )
+        }
+    }
+
+    /// Runs PreBind plugins in order.
+    pub async fn run_pre_bind_plugins(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &str,
+    ) -> Status {
+        for pl in &self.pre_bind {
+            let Some(p) = pl.as_pre_bind() else { continue };
+            let s = p.pre_bind(state, pod, node).await;
+            if !s.is_success() {
+                if s.is_rejected() {
+                    return s.with_plugin(pl.name());
+                }
+                return Status::error(format!(
+                    "running PreBind plugin {:?}: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Runs Bind plugins until one does not Skip.
+    pub async fn run_bind_plugins(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status {
+        let mut last = Status::skip();
+        for pl in &self.bind {
+            let Some(p) = pl.as_bind() else { continue };
+            let s = p.bind(state, pod, node).await;
+            if s.is_skip() {
+                last = s;
+                continue;
+            }
+            if !s.is_success() {
+                if s.is_rejected() {
+                    return s.with_plugin(pl.name());
+                }
+                return Status::error(format!(
+                    "running Bind plugin {:?}: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name());
+            }
+            return s;
+        }
+        last
+    }
+
+    /// Runs PostBind plugins (informational).
+    pub fn run_post_bind_plugins(&self, state: &CycleState, pod: &PodInfo, node: &str) {
+        for pl in &self.post_bind {
+            if let Some(p) = pl.as_post_bind() {
+                p.post_bind(state, pod, node);
+            }
+        }
+    }
+
+    /// Every plugin name in the profile.
+    pub fn all_plugin_names(&self) -> BTreeSet<&'static str> {
+        [
+            &self.pre_enqueue,
+            &self.queue_sort,
+            &self.pre_filter,
+            &self.filter,
+            &self.post_filter,
+            &self.pre_score,
+            &self.reserve,
+            &self.permit,
+            &self.pre_bind,
+            &self.bind,
+            &self.post_bind,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p.name())
+        .chain(self.score.iter().map(|(p, _)| p.name()))
+        .collect()
+    }
+}
+
+/// Filter plugins may only reject; anything else becomes an Error naming the plugin.
+fn normalize_filter_status(s: Status, plugin: &'static str) -> Status {
+    if s.is_rejected() {
+        s.with_plugin(plugin)
+    } else {
+        Status::error(format!("running {plugin:?} filter plugin: {}", s.message()))
+            .with_plugin(plugin)
+    }
+}
+
+#[cfg(test)]
+mod tests;

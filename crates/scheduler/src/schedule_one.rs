@@ -1,0 +1,414 @@
+//! The scheduling cycle of one pod, pure and without I/O: PreFilter → Filter over nodes
+//! (in parallel, stopping at the adaptive number of feasible nodes, resuming round-robin)
+//! → PostFilter when nothing fits → PreScore → Score → host selection.
+//!
+//! Upstream: pkg/scheduler/schedule_one.go (schedulePod, findNodesThatFitPod,
+//! findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes, selectHost) and the
+//! FitError message of pkg/scheduler/framework/types.go.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Status};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::runtime::{Framework, NodeScores, PluginStatus};
+
+/// Below this many nodes, every node is evaluated (upstream `minFeasibleNodesToFind`).
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// The adaptive percentage never goes below this (upstream `minFeasibleNodesPercentageToFind`).
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
+
+/// The message of a cycle that found no node at all in the snapshot.
+pub const NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";
+
+/// How many feasible nodes to find before scoring, out of `num_all_nodes`
+/// (`percentage` 0 or unset = adaptive: 50% − nodes/125, at least 5%, at least 100 nodes).
+pub fn num_feasible_nodes_to_find(percentage: Option<i32>, num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
+    }
+    let mut pct = i64::from(percentage.unwrap_or(0));
+    if pct == 0 {
+        pct = (50 - num_all_nodes as i64 / 125).max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+    }
+    let n = (num_all_nodes as i64 * pct / 100) as usize;
+    n.max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// Why a pod could not be placed: per-node statuses and the messages of PreFilter and
+/// PostFilter.
+#[derive(Debug, Clone, Default)]
+pub struct Diagnosis {
+    pub node_to_status: NodeToStatus,
+    /// Plugins that rejected the pod (Unschedulable, UnschedulableAndUnresolvable, Pending).
+    pub unschedulable_plugins: BTreeSet<&'static str>,
+    /// Plugins that returned Pending.
+    pub pending_plugins: BTreeSet<&'static str>,
+    pub pre_filter_msg: String,
+    pub post_filter_msg: String,
+}
+
+impl Diagnosis {
+    fn new() -> Self {
+        Diagnosis {
+            node_to_status: NodeToStatus::new(Status::with_reasons(
+                Code::UnschedulableAndUnresolvable,
+                std::iter::empty::<&'static str>(),
+            )),
+            ..Default::default()
+        }
+    }
+
+    fn add_plugin_status(&mut self, s: &Status) {
+        let Some(p) = s.plugin() else { return };
+        if s.is_rejected() {
+            self.unschedulable_plugins.insert(p);
+        }
+        if s.code() == Code::Pending {
+            self.pending_plugins.insert(p);
+        }
+    }
+}
+
+/// No node fits the pod. Its `Display` is upstream's FailedScheduling message, byte for byte.
+#[derive(Debug, Clone)]
+pub struct FitError {
+    pub num_all_nodes: usize,
+    pub diagnosis: Diagnosis,
+}
+
+impl fmt::Display for FitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0/{} nodes are available:", self.num_all_nodes)?;
+        let d = &self.diagnosis;
+        if !d.pre_filter_msg.is_empty() {
+            write!(f, " {}.", d.pre_filter_msg)?;
+        } else {
+            let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
+            for (_, status) in d.node_to_status.explicit() {
+                for r in status.reasons() {
+                    *histogram.entry(r.as_ref()).or_insert(0) += 1;
+                }
+            }
+            let explicit = d.node_to_status.len();
+            if explicit < self.num_all_nodes {
+                for r in d.node_to_status.absent_status().reasons() {
+                    *histogram.entry(r.as_ref()).or_insert(0) += self.num_all_nodes - explicit;
+                }
+            }
+            // Sorted as whole strings, as upstream does ("10 …" before "2 …").
+            let mut entries: Vec<String> = histogram
+                .into_iter()
+                .map(|(r, n)| format!("{n} {r}"))
+                .collect();
+            entries.sort();
+            if !entries.is_empty() {
+                write!(f, " {}.", entries.join(", "))?;
+            }
+        }
+        if !d.post_filter_msg.is_empty() {
+            write!(f, " {}", d.post_filter_msg)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a cycle did not produce a node.
+#[derive(Debug, Clone)]
+pub enum ScheduleError {
+    /// No node fits (a normal outcome; the pod is unschedulable for now).
+    Fit(Box<FitError>),
+    /// Something went wrong (a plugin error, no nodes at all).
+    Internal(Status),
+}
+
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScheduleError::Fit(e) => e.fmt(f),
+            ScheduleError::Internal(s) => f.write_str(&s.message()),
+        }
+    }
+}
+
+/// A successful cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleResult {
+    pub suggested_host: String,
+    /// Nodes looked at (feasible + rejected).
+    pub evaluated_nodes: usize,
+    pub feasible_nodes: usize,
+}
+
+/// Everything a cycle decided, per plugin and per node, for `simulate`'s explanations.
+#[derive(Debug, Clone, Default)]
+pub struct Explanation {
+    pub pre_filter: Vec<PluginStatus>,
+    /// Per evaluated node, in evaluation order: each Filter plugin that ran, up to the first
+    /// rejection. Nodes a PreFilterResult excluded carry the absent-node status.
+    pub filter: Vec<(String, Vec<PluginStatus>)>,
+    pub pre_score: Vec<PluginStatus>,
+    /// Feasible nodes in order, with their scores.
+    pub scored_nodes: Vec<String>,
+    pub scores: Option<NodeScores>,
+}
+
+/// The scheduling algorithm: remembers where the last filter pass stopped and owns the RNG
+/// that breaks ties between equally scored nodes.
+#[derive(Debug)]
+pub struct ScheduleAlgorithm {
+    next_start_node_index: usize,
+    rng: SmallRng,
+    /// `percentageOfNodesToScore` of the configuration (profiles may override).
+    percentage_of_nodes_to_score: Option<i32>,
+}
+
+impl ScheduleAlgorithm {
+    pub fn new(seed: u64, percentage_of_nodes_to_score: Option<i32>) -> Self {
+        ScheduleAlgorithm {
+            next_start_node_index: 0,
+            rng: SmallRng::seed_from_u64(seed),
+            percentage_of_nodes_to_score,
+        }
+    }
+
+    /// Finds the best node for `pod`. With `explain`, records every plugin's verdict, and
+    /// scores even a single feasible node (upstream skips scoring then; the choice is the
+    /// same).
+    pub fn schedule_pod(
+        &mut self,
+        fwk: &Framework,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        mut explain: Option<&mut Explanation>,
+    ) -> Result<ScheduleResult, ScheduleError> {
+        if snapshot.num_nodes() == 0 {
+            return Err(ScheduleError::Internal(Status::error(NO_NODES_AVAILABLE)));
+        }
+        let (feasible, mut diagnosis) =
+            self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
+        if feasible.is_empty() {
+            if fwk.has_post_filter_plugins() {
+                let (_, s) =
+                    fwk.run_post_filter_plugins(state, pod, snapshot, &diagnosis.node_to_status);
+                diagnosis.post_filter_msg = s.message();
+            }
+            return Err(ScheduleError::Fit(Box::new(FitError {
+                num_all_nodes: snapshot.num_nodes(),
+                diagnosis,
+            })));
+        }
+        let evaluated = feasible.len() + diagnosis.node_to_status.len();
+        if feasible.len() == 1 && explain.is_none() {
+            return Ok(ScheduleResult {
+                suggested_host: feasible[0].name().to_string(),
+                evaluated_nodes: evaluated,
+                feasible_nodes: 1,
+            });
+        }
+        let totals = self.prioritize_nodes(fwk, state, pod, snapshot, &feasible, explain)?;
+        let host = self.select_host(&feasible, &totals);
+        Ok(ScheduleResult {
+            suggested_host: host.to_string(),
+            evaluated_nodes: evaluated,
+            feasible_nodes: feasible.len(),
+        })
+    }
+
+    fn find_nodes_that_fit_pod(
+        &mut self,
+        fwk: &Framework,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        mut explain: Option<&mut Explanation>,
+    ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
+        let mut diagnosis = Diagnosis::new();
+        let (pre_res, s, with_nodes) = fwk.run_pre_filter_plugins(
+            state,
+            pod,
+            snapshot,
+            explain.as_deref_mut().map(|e| &mut e.pre_filter),
+        );
+        if !s.is_success() {
+            if !s.is_rejected() {
+                return Err(ScheduleError::Internal(s));
+            }
+            diagnosis.pre_filter_msg = s.message();
+            diagnosis.add_plugin_status(&s);
+            diagnosis.node_to_status.set_absent_status(s);
+            return Ok((Vec::new(), diagnosis));
+        }
+        let all = snapshot.node_infos();
+        let restricted: Vec<Arc<NodeInfo>>;
+        let nodes: &[Arc<NodeInfo>] = match pre_res.as_ref().and_then(|r| r.node_names.as_ref()) {
+            None => all,
+            Some(names) => {
+                let mut sorted = with_nodes.clone();
+                sorted.sort_unstable();
+                let absent = Status::unresolvable(format!(
+                    "node(s) didn't satisfy plugin(s) [{}]",
+                    sorted.join(" ")
+                ));
+                if let Some(e) = explain.as_deref_mut() {
+                    for n in all.iter().filter(|n| !names.contains(n.name())) {
+                        e.filter.push((
+                            n.name().to_string(),
+                            vec![(plugin_label(&with_nodes), absent.clone())],
+                        ));
+                    }
+                }
+                diagnosis.node_to_status.set_absent_status(absent);
+                restricted = all
+                    .iter()
+                    .filter(|n| names.contains(n.name()))
+                    .cloned()
+                    .collect();
+                &restricted
+            }
+        };
+        let feasible =
+            self.find_nodes_that_pass_filters(fwk, state, pod, &mut diagnosis, nodes, explain)?;
+        Ok((feasible, diagnosis))
+    }
+
+    fn find_nodes_that_pass_filters(
+        &mut self,
+        fwk: &Framework,
+        state: &CycleState,
+        pod: &PodInfo,
+        diagnosis: &mut Diagnosis,
+        nodes: &[Arc<NodeInfo>],
+        mut explain: Option<&mut Explanation>,
+    ) -> Result<Vec<Arc<NodeInfo>>, ScheduleError> {
+        let n = nodes.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let to_find = num_feasible_nodes_to_find(
+            fwk.percentage_of_nodes_to_score()
+                .or(self.percentage_of_nodes_to_score),
+            n,
+        );
+        let start = self.next_start_node_index % n;
+        if !fwk.has_filter_plugins() {
+            let feasible: Vec<Arc<NodeInfo>> = (0..to_find)
+                .map(|i| nodes[(start + i) % n].clone())
+                .collect();
+            self.next_start_node_index = (start + feasible.len()) % n;
+            return Ok(feasible);
+        }
+        let mut feasible: Vec<Arc<NodeInfo>> = Vec::with_capacity(to_find.min(n));
+        let mut processed = 0usize;
+        let par = &fwk.handle().parallelizer;
+        let sequential = par.threads() <= 1;
+        let mut next = 0usize;
+        // Evaluate in waves: each wave runs in parallel and is consumed in node order, so
+        // the result is the same as a sequential pass that stops at `to_find`, whatever the
+        // thread count.
+        'waves: while next < n && feasible.len() < to_find {
+            let remaining = to_find - feasible.len();
+            let wave = if sequential { 1 } else { remaining.max(64) };
+            let end = (next + wave).min(n);
+            let explaining = explain.is_some();
+            let outcomes: Vec<Vec<(Status, Vec<PluginStatus>)>> = par.map_chunks(end - next, |r| {
+                r.map(|k| {
+                    let node = &nodes[(start + next + k) % n];
+                    if explaining {
+                        let mut rec = Vec::new();
+                        let s = fwk.run_filter_plugins_explained(state, pod, node, &mut rec);
+                        (s, rec)
+                    } else {
+                        (fwk.run_filter_plugins(state, pod, node), Vec::new())
+                    }
+                })
+                .collect()
+            });
+            for (k, (status, rec)) in outcomes.into_iter().flatten().enumerate() {
+                if feasible.len() == to_find {
+                    break 'waves;
+                }
+                let node = &nodes[(start + next + k) % n];
+                processed += 1;
+                if let Some(e) = explain.as_deref_mut() {
+                    e.filter.push((node.name().to_string(), rec));
+                }
+                if status.is_success() {
+                    feasible.push(node.clone());
+                } else if status.code() == Code::Error {
+                    return Err(ScheduleError::Internal(status));
+                } else {
+                    diagnosis.add_plugin_status(&status);
+                    diagnosis.node_to_status.set(node.name(), status);
+                }
+            }
+            next = end;
+        }
+        self.next_start_node_index = (start + processed) % n;
+        Ok(feasible)
+    }
+
+    fn prioritize_nodes(
+        &mut self,
+        fwk: &Framework,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        nodes: &[Arc<NodeInfo>],
+        mut explain: Option<&mut Explanation>,
+    ) -> Result<Vec<i64>, ScheduleError> {
+        if !fwk.has_score_plugins() {
+            return Ok(vec![1; nodes.len()]);
+        }
+        let s = fwk.run_pre_score_plugins(
+            state,
+            pod,
+            snapshot,
+            nodes,
+            explain.as_deref_mut().map(|e| &mut e.pre_score),
+        );
+        if !s.is_success() {
+            return Err(ScheduleError::Internal(s));
+        }
+        let scores = fwk
+            .run_score_plugins(state, pod, nodes)
+            .map_err(ScheduleError::Internal)?;
+        let totals = scores.totals.clone();
+        if let Some(e) = explain {
+            e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();
+            e.scores = Some(scores);
+        }
+        Ok(totals)
+    }
+
+    /// The node with the highest total; ties broken uniformly at random.
+    fn select_host<'a>(&mut self, nodes: &'a [Arc<NodeInfo>], totals: &[i64]) -> &'a str {
+        let max = totals.iter().copied().max().unwrap_or(0);
+        let ties = totals.iter().filter(|&&t| t == max).count();
+        let pick = if ties > 1 {
+            self.rng.random_range(0..ties)
+        } else {
+            0
+        };
+        totals
+            .iter()
+            .enumerate()
+            .filter(|(_, &t)| t == max)
+            .nth(pick)
+            .map_or("", |(i, _)| nodes[i].name())
+    }
+}
+
+fn plugin_label(plugins: &[&'static str]) -> &'static str {
+    match plugins {
+        [only] => only,
+        _ => "PreFilterResult",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,268 @@
+use std::sync::Arc;
+
+use framework::testing::{make_node, make_pod};
+use framework::{Code, CycleState, Handle, Parallelizer, Snapshot, Status};
+use rstest::rstest;
+
+use super::*;
+use crate::runtime::{Framework, ProfileSpec};
+use crate::testing::{Fake, FakeRegistry};
+
+#[rstest]
+#[case::tiny_cluster_checks_all(50, None, 50)]
+#[case::just_below_minimum(99, None, 99)]
+#[case::hundred_nodes(100, None, 100)]
+#[case::five_hundred(500, None, 230)]
+#[case::thousand(1000, None, 420)]
+#[case::five_thousand(5000, None, 500)]
+#[case::fifteen_thousand_floors_at_five_percent(15000, None, 750)]
+#[case::explicit_percentage(1000, Some(30), 300)]
+#[case::explicit_percentage_floors_at_minimum(1000, Some(1), 100)]
+#[case::zero_means_adaptive(5000, Some(0), 500)]
+fn feasible_nodes_to_find(#[case] nodes: usize, #[case] pct: Option<i32>, #[case] want: usize) {
+    assert_eq!(num_feasible_nodes_to_find(pct, nodes), want);
+}
+
+fn framework_with(fakes: Vec<Fake>, parallelizer: Parallelizer) -> Framework {
+    let names: Vec<&'static str> = fakes.iter().map(|f| f.name).collect();
+    let registry = FakeRegistry::with(fakes);
+    let mut spec = ProfileSpec {
+        scheduler_name: "test".into(),
+        ..Default::default()
+    };
+    for (i, n) in ["Sort", "Bind"].iter().chain(names.iter()).enumerate() {
+        spec.multi_point.enabled.push((n.to_string(), 1));
+        spec.plugin_args
+            .insert(n.to_string(), (i, serde_json::json!({ "fake": n })));
+    }
+    let handle = Handle::new(parallelizer, Arc::new(framework::handle::NoopClient));
+    match Framework::build(&spec, &registry, handle, &[]) {
+        Ok((f, _)) => f,
+        Err(e) => panic!("building test framework: {e:?}"),
+    }
+}
+
+fn snapshot(n: usize) -> Snapshot {
+    Snapshot::new(
+        (0..n)
+            .map(|i| Arc::new(make_node(&format!("n{i}")).obj()))
+            .collect(),
+        [],
+    )
+}
+
+fn fit_message(fakes: Vec<Fake>, nodes: usize) -> String {
+    let f = framework_with(fakes, Parallelizer::sequential());
+    let snap = snapshot(nodes);
+    let pod = make_pod("p").info();
+    match ScheduleAlgorithm::new(1, None).schedule_pod(
+        &f,
+        &mut CycleState::new(),
+        &pod,
+        &snap,
+        None,
+    ) {
+        Err(e) => e.to_string(),
+        Ok(r) => format!("scheduled on {}", r.suggested_host),
+    }
+}
+
+#[test]
+fn histogram_sorts_entries_as_strings() {
+    let mut rejects: Vec<(String, Status)> = Vec::new();
+    for i in 0..10 {
+        rejects.push((format!("n{i}"), Status::unschedulable("Insufficient cpu")));
+    }
+    for i in 10..12 {
+        rejects.push((
+            format!("n{i}"),
+            Status::unresolvable("node(s) had untolerated taint(s)"),
+        ));
+    }
+    let refs: Vec<(&str, Status)> = rejects
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.clone()))
+        .collect();
+    assert_eq!(
+        fit_message(vec![Fake::named("A").rejecting(&refs)], 12),
+        "0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint(s)."
+    );
+}
+
+#[test]
+fn every_reason_of_a_node_counts() {
+    let two = Status::with_reasons(
+        Code::Unschedulable,
+        ["Insufficient cpu", "Insufficient memory"],
+    );
+    assert_eq!(
+        fit_message(
+            vec![Fake::named("A").rejecting(&[("n0", two.clone()), ("n1", two)])],
+            2
+        ),
+        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
+    );
+}
+
+#[test]
+fn pre_filter_rejection_replaces_the_histogram() {
+    assert_eq!(
+        fit_message(
+            vec![Fake::named("A").pre_filtering(None, Status::unresolvable("pod has unbound PVCs"))],
+            3
+        ),
+        "0/3 nodes are available: pod has unbound PVCs."
+    );
+}
+
+#[test]
+fn nodes_excluded_by_pre_filter_result_count_as_absent() {
+    let fakes = vec![
+        Fake::named("P").pre_filtering(
+            Some(framework::PreFilterResult::nodes(["n0"])),
+            Status::success(),
+        ),
+        Fake::named("F").rejecting(&[("n0", Status::unschedulable("Too many pods"))]),
+    ];
+    assert_eq!(
+        fit_message(fakes, 3),
+        "0/3 nodes are available: 1 Too many pods, 2 node(s) didn't satisfy plugin(s) [P]."
+    );
+}
+
+#[test]
+fn no_nodes_is_an_error() {
+    assert_eq!(
+        fit_message(vec![], 0),
+        "no nodes available to schedule pods"
+    );
+}
+
+#[test]
+fn fit_error_appends_post_filter_message_without_period() {
+    let mut d = Diagnosis::new();
+    d.node_to_status
+        .set("n0", Status::unschedulable("Insufficient cpu"));
+    d.post_filter_msg =
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+            .into();
+    let e = FitError {
+        num_all_nodes: 1,
+        diagnosis: d,
+    };
+    assert_eq!(
+        e.to_string(),
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    );
+}
+
+#[test]
+fn highest_total_wins() {
+    let f = framework_with(
+        vec![Fake::named("S").scoring(&[("n0", 10), ("n1", 90), ("n2", 50)])],
+        Parallelizer::sequential(),
+    );
+    let r = ScheduleAlgorithm::new(7, None).schedule_pod(
+        &f,
+        &mut CycleState::new(),
+        &make_pod("p").info(),
+        &snapshot(3),
+        None,
+    );
+    assert_eq!(
+        r.map_err(|e| e.to_string()),
+        Ok(ScheduleResult {
+            suggested_host: "n1".into(),
+            evaluated_nodes: 3,
+            feasible_nodes: 3
+        })
+    );
+}
+
+#[test]
+fn ties_are_broken_across_all_tied_nodes() {
+    let f = framework_with(
+        vec![Fake::named("S").scoring(&[("n0", 50), ("n1", 50), ("n2", 50), ("n3", 10)])],
+        Parallelizer::sequential(),
+    );
+    let snap = snapshot(4);
+    let pod = make_pod("p").info();
+    let mut chosen = std::collections::BTreeSet::new();
+    for seed in 0..64 {
+        if let Ok(r) = ScheduleAlgorithm::new(seed, None).schedule_pod(
+            &f,
+            &mut CycleState::new(),
+            &pod,
+            &snap,
+            None,
+        ) {
+            chosen.insert(r.suggested_host);
+        }
+    }
+    assert_eq!(
+        chosen.into_iter().collect::<Vec<_>>(),
+        vec!["n0", "n1", "n2"]
+    );
+}
+
+#[test]
+fn filtering_resumes_round_robin_where_the_last_cycle_stopped() {
+    let f = framework_with(
+        vec![Fake::named("F").rejecting(&[])],
+        Parallelizer::sequential(),
+    );
+    let snap = snapshot(250);
+    let pod = make_pod("p").info();
+    let mut algo = ScheduleAlgorithm::new(1, Some(40));
+    let mut explained = Vec::new();
+    for _ in 0..3 {
+        let mut e = Explanation::default();
+        let _ = algo.schedule_pod(&f, &mut CycleState::new(), &pod, &snap, Some(&mut e));
+        explained.push((e.filter.len(), e.filter.first().map(|(n, _)| n.clone())));
+    }
+    // 40% of 250 is 100 nodes per cycle: n0.., then n100.., then n200.. wrapping.
+    assert_eq!(
+        explained,
+        vec![
+            (100, Some("n0".into())),
+            (100, Some("n100".into())),
+            (100, Some("n200".into()))
+        ]
+    );
+}
+
+#[test]
+fn parallel_and_sequential_filtering_agree() {
+    let mut rejects = Vec::new();
+    for i in (0..400).step_by(3) {
+        rejects.push((format!("n{i}"), Status::unschedulable("Too many pods")));
+    }
+    let refs: Vec<(&str, Status)> = rejects
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.clone()))
+        .collect();
+    let run = |par: Parallelizer| {
+        let f = framework_with(
+            vec![
+                Fake::named("F").rejecting(&refs),
+                Fake::named("S").scoring(&[("n7", 3), ("n301", 3)]),
+            ],
+            par,
+        );
+        let snap = snapshot(400);
+        let pod = make_pod("p").info();
+        let mut algo = ScheduleAlgorithm::new(3, None);
+        (0..4)
+            .map(|_| {
+                let mut e = Explanation::default();
+                let r = algo.schedule_pod(&f, &mut CycleState::new(), &pod, &snap, Some(&mut e));
+                (
+                    r.map(|r| r.suggested_host).map_err(|e| e.to_string()),
+                    e.filter.len(),
+                    e.scored_nodes,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(Parallelizer::new(4)), run(Parallelizer::sequential()));
+}

@@ -86,17 +86,19 @@ impl Snapshot {
             }
         }
         // Image states: how many nodes hold each image name.
+        // A name listed twice on one node still counts that node once.
         let mut spread: HashMap<&str, usize> = HashMap::new();
         for ni in &infos {
-            for img in ni
+            let names: std::collections::HashSet<&str> = ni
                 .node()
                 .status
                 .iter()
                 .flat_map(|s| s.images.iter().flatten())
-            {
-                for name in img.names.iter().flatten() {
-                    *spread.entry(name.as_str()).or_insert(0) += 1;
-                }
+                .flat_map(|img| img.names.iter().flatten())
+                .map(String::as_str)
+                .collect();
+            for name in names {
+                *spread.entry(name).or_insert(0) += 1;
             }
         }
         let summaries: Vec<HashMap<String, ImageStateSummary>> = infos
@@ -277,13 +279,14 @@ mod tests {
     }
 
     #[test]
-    fn image_states_count_nodes() {
+    fn image_states_count_each_node_once() {
         let snap = Snapshot::new(
             vec![
                 Arc::new(make_node("n1").image(&["nginx:1.25"], 100).obj()),
                 Arc::new(
                     make_node("n2")
                         .image(&["nginx:1.25", "nginx@sha256:abc"], 100)
+                        .image(&["nginx:1.25"], 100)
                         .obj(),
                 ),
             ],

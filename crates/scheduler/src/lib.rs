@@ -8,6 +8,7 @@
 
 pub mod runtime;
 pub mod schedule_one;
+pub mod simulate;
 
 #[cfg(test)]
 mod testing;

@@ -80,6 +80,36 @@ pub struct FitError {
     pub diagnosis: Diagnosis,
 }
 
+impl FitError {
+    /// The reason histogram of the message: `(reason, node count)`, sorted as upstream
+    /// sorts the rendered entries. Empty when PreFilter rejected the pod.
+    pub fn reason_counts(&self) -> Vec<(String, usize)> {
+        let d = &self.diagnosis;
+        if !d.pre_filter_msg.is_empty() {
+            return Vec::new();
+        }
+        let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, status) in d.node_to_status.explicit() {
+            for r in status.reasons() {
+                *histogram.entry(r.as_ref()).or_insert(0) += 1;
+            }
+        }
+        let explicit = d.node_to_status.len();
+        if explicit < self.num_all_nodes {
+            for r in d.node_to_status.absent_status().reasons() {
+                *histogram.entry(r.as_ref()).or_insert(0) += self.num_all_nodes - explicit;
+            }
+        }
+        let mut entries: Vec<(String, usize)> = histogram
+            .into_iter()
+            .map(|(r, n)| (r.to_string(), n))
+            .collect();
+        // Upstream sorts the rendered "<count> <reason>" strings ("10 …" before "2 …").
+        entries.sort_by_cached_key(|(r, n)| format!("{n} {r}"));
+        entries
+    }
+}
+
 impl fmt::Display for FitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "0/{} nodes are available:", self.num_all_nodes)?;
@@ -87,24 +117,11 @@ impl fmt::Display for FitError {
         if !d.pre_filter_msg.is_empty() {
             write!(f, " {}.", d.pre_filter_msg)?;
         } else {
-            let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
-            for (_, status) in d.node_to_status.explicit() {
-                for r in status.reasons() {
-                    *histogram.entry(r.as_ref()).or_insert(0) += 1;
-                }
-            }
-            let explicit = d.node_to_status.len();
-            if explicit < self.num_all_nodes {
-                for r in d.node_to_status.absent_status().reasons() {
-                    *histogram.entry(r.as_ref()).or_insert(0) += self.num_all_nodes - explicit;
-                }
-            }
-            // Sorted as whole strings, as upstream does ("10 …" before "2 …").
-            let mut entries: Vec<String> = histogram
+            let entries: Vec<String> = self
+                .reason_counts()
                 .into_iter()
                 .map(|(r, n)| format!("{n} {r}"))
                 .collect();
-            entries.sort();
             if !entries.is_empty() {
                 write!(f, " {}.", entries.join(", "))?;
             }

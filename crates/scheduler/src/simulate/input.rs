@@ -1,0 +1,361 @@
+//! Reading the cluster a simulation starts from: YAML or JSON files holding a `v1 List`
+//! (what `kubectl get nodes,pods -A -o yaml` prints), several YAML documents, or single
+//! objects.
+//!
+//! Every object is checked before anything is scheduled: a missing name, an unparsable
+//! quantity or label, or a duplicate is an [`InputError`] naming the file and the object.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::Deserialize;
+use thiserror::Error;
+
+use framework::labels::{validate_label_key, validate_label_value};
+use framework::quantity;
+
+/// Input that cannot be simulated.
+#[derive(Debug, Error)]
+pub enum InputError {
+    /// The file could not be read.
+    #[error("{file}: {source}")]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML or JSON.
+    #[error("{file}: {message}")]
+    Parse { file: PathBuf, message: String },
+    /// One object is invalid.
+    #[error("{file}: {object}: {message}")]
+    Object {
+        file: PathBuf,
+        /// `Pod default/web-1`, or `object #3` when it has no usable name.
+        object: String,
+        message: String,
+    },
+}
+
+/// The objects a simulation uses, in input order.
+#[derive(Debug, Default)]
+pub struct ClusterInput {
+    pub nodes: Vec<Arc<Node>>,
+    pub pods: Vec<Arc<Pod>>,
+    pub namespaces: Vec<Namespace>,
+    /// Kinds that were present but are not used, with their counts.
+    pub ignored: BTreeMap<String, usize>,
+}
+
+impl ClusterInput {
+    /// Reads and checks every file, in order.
+    pub fn load(files: &[PathBuf]) -> Result<Self, InputError> {
+        let mut input = ClusterInput::default();
+        let mut seen: HashMap<String, PathBuf> = HashMap::new();
+        for file in files {
+            let text = std::fs::read_to_string(file).map_err(|source| InputError::Read {
+                file: file.clone(),
+                source,
+            })?;
+            input.add_text(&text, file, &mut seen)?;
+        }
+        Ok(input)
+    }
+
+    /// Adds the objects of one file's text (`file` names it in errors).
+    pub fn add_text(
+        &mut self,
+        text: &str,
+        file: &Path,
+        seen: &mut HashMap<String, PathBuf>,
+    ) -> Result<(), InputError> {
+        let docs = parse_documents(text).map_err(|message| InputError::Parse {
+            file: file.to_path_buf(),
+            message,
+        })?;
+        let mut counter = 0usize;
+        for doc in docs {
+            self.add_value(doc, file, &mut counter, seen)?;
+        }
+        Ok(())
+    }
+
+    fn add_value(
+        &mut self,
+        value: serde_json::Value,
+        file: &Path,
+        counter: &mut usize,
+        seen: &mut HashMap<String, PathBuf>,
+    ) -> Result<(), InputError> {
+        if value.is_null() {
+            return Ok(());
+        }
+        *counter += 1;
+        let index = *counter;
+        let err = |object: String, message: String| InputError::Object {
+            file: file.to_path_buf(),
+            object,
+            message,
+        };
+        let kind = value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default()
+            .to_string();
+        if kind.is_empty() {
+            return Err(err(format!("object #{index}"), "kind is required".into()));
+        }
+        if kind == "List" || (kind.ends_with("List") && value.get("items").is_some()) {
+            let items = match value.get("items") {
+                None | Some(serde_json::Value::Null) => Vec::new(),
+                Some(serde_json::Value::Array(a)) => a.clone(),
+                Some(_) => {
+                    return Err(err(
+                        format!("{kind} #{index}"),
+                        "items: expected a list".into(),
+                    ))
+                }
+            };
+            for item in items {
+                self.add_value(item, file, counter, seen)?;
+            }
+            return Ok(());
+        }
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
+        if !matches!(kind.as_str(), "Node" | "Pod" | "Namespace") {
+            *self.ignored.entry(kind).or_insert(0) += 1;
+            return Ok(());
+        }
+        if name.is_empty() {
+            return Err(err(
+                format!("{kind} #{index}"),
+                "metadata.name is required".into(),
+            ));
+        }
+        let namespaced = kind == "Pod";
+        let ns = value
+            .pointer("/metadata/namespace")
+            .and_then(|n| n.as_str())
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default")
+            .to_string();
+        let label = if namespaced {
+            format!("{kind} {ns}/{name}")
+        } else {
+            format!("{kind} {name}")
+        };
+        if let Some(first) = seen.insert(label.clone(), file.to_path_buf()) {
+            return Err(err(
+                label,
+                format!("duplicate object (first seen in {})", first.display()),
+            ));
+        }
+        match kind.as_str() {
+            "Node" => {
+                let node: Node = decode(value).map_err(|m| err(label.clone(), m))?;
+                check_labels(node.metadata.labels.as_ref()).map_err(|m| err(label.clone(), m))?;
+                if let Some(status) = &node.status {
+                    check_quantities("status.capacity", status.capacity.as_ref())
+                        .and_then(|_| {
+                            check_quantities("status.allocatable", status.allocatable.as_ref())
+                        })
+                        .map_err(|m| err(label.clone(), m))?;
+                }
+                self.nodes.push(Arc::new(node));
+            }
+            "Pod" => {
+                let mut pod: Pod = decode(value).map_err(|m| err(label.clone(), m))?;
+                check_labels(pod.metadata.labels.as_ref()).map_err(|m| err(label.clone(), m))?;
+                check_pod_quantities(&pod).map_err(|m| err(label.clone(), m))?;
+                pod.metadata.namespace = Some(ns);
+                self.pods.push(Arc::new(pod));
+            }
+            _ => {
+                let ns: Namespace = decode(value).map_err(|m| err(label.clone(), m))?;
+                check_labels(ns.metadata.labels.as_ref()).map_err(|m| err(label.clone(), m))?;
+                self.namespaces.push(ns);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes one object, naming the field on a type error.
+fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        format!("{path}: {}", e.into_inner())
+    })
+}
+
+/// Splits a file into documents: JSON when it starts with `{` or `[`, else (multi-document)
+/// YAML.
+fn parse_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        return Ok(match v {
+            serde_json::Value::Array(items) => items,
+            other => vec![other],
+        });
+    }
+    let mut out = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let v = serde_json::Value::deserialize(doc).map_err(|e| format!("invalid YAML: {e}"))?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+fn check_labels(labels: Option<&BTreeMap<String, String>>) -> Result<(), String> {
+    for (k, v) in labels.into_iter().flatten() {
+        let path = format!("metadata.labels[{k}]");
+        validate_label_key(k, &path).map_err(|e| e.to_string())?;
+        validate_label_value(v, &path).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn check_quantities(path: &str, list: Option<&BTreeMap<String, Quantity>>) -> Result<(), String> {
+    for (name, q) in list.into_iter().flatten() {
+        quantity::parse_value(&q.0).map_err(|e| format!("{path}[{name}]: {e}"))?;
+    }
+    Ok(())
+}
+
+fn check_pod_quantities(pod: &Pod) -> Result<(), String> {
+    let Some(spec) = &pod.spec else { return Ok(()) };
+    let containers = |list: &[Container], field: &str| -> Result<(), String> {
+        for (i, c) in list.iter().enumerate() {
+            if let Some(r) = &c.resources {
+                check_quantities(
+                    &format!("spec.{field}[{i}].resources.requests"),
+                    r.requests.as_ref(),
+                )?;
+                check_quantities(
+                    &format!("spec.{field}[{i}].resources.limits"),
+                    r.limits.as_ref(),
+                )?;
+            }
+        }
+        Ok(())
+    };
+    containers(&spec.containers, "containers")?;
+    containers(
+        spec.init_containers.as_deref().unwrap_or(&[]),
+        "initContainers",
+    )?;
+    check_quantities("spec.overhead", spec.overhead.as_ref())?;
+    if let Some(r) = &spec.resources {
+        check_quantities("spec.resources.requests", r.requests.as_ref())?;
+        check_quantities("spec.resources.limits", r.limits.as_ref())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn load(text: &str) -> Result<ClusterInput, String> {
+        let mut input = ClusterInput::default();
+        input
+            .add_text(text, Path::new("in.yaml"), &mut HashMap::new())
+            .map(|_| input)
+            .map_err(|e| e.to_string())
+    }
+
+    fn summary(i: &ClusterInput) -> (Vec<String>, Vec<String>, Vec<String>, Vec<(String, usize)>) {
+        (
+            i.nodes
+                .iter()
+                .map(|n| n.metadata.name.clone().unwrap_or_default())
+                .collect(),
+            i.pods
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.metadata.namespace.clone().unwrap_or_default(),
+                        p.metadata.name.clone().unwrap_or_default()
+                    )
+                })
+                .collect(),
+            i.namespaces
+                .iter()
+                .map(|n| n.metadata.name.clone().unwrap_or_default())
+                .collect(),
+            i.ignored.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        )
+    }
+
+    #[rstest]
+    #[case::v1_list(
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: n1}\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p1, namespace: prod}\n  spec: {containers: [{name: c}]}\n",
+        (vec!["n1".into()], vec!["prod/p1".into()], vec![], vec![])
+    )]
+    #[case::multi_document_yaml_with_default_namespace(
+        "kind: Node\napiVersion: v1\nmetadata: {name: n1}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p1}\nspec: {containers: []}\n---\n",
+        (vec!["n1".into()], vec!["default/p1".into()], vec![], vec![])
+    )]
+    #[case::json_object(
+        "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"prod\", \"labels\": {\"team\": \"a\"}}}",
+        (vec![], vec![], vec!["prod".into()], vec![])
+    )]
+    #[case::typed_list_and_ignored_kinds(
+        "kind: NodeList\nitems:\n- kind: Node\n  metadata: {name: n1}\n---\nkind: ConfigMap\nmetadata: {name: c}\n---\nkind: ConfigMap\nmetadata: {name: d}\n",
+        (vec!["n1".into()], vec![], vec![], vec![("ConfigMap".into(), 2)])
+    )]
+    fn loads(
+        #[case] text: &str,
+        #[case] want: (Vec<String>, Vec<String>, Vec<String>, Vec<(String, usize)>),
+    ) {
+        assert_eq!(load(text).map(|i| summary(&i)), Ok(want));
+    }
+
+    #[rstest]
+    #[case::not_yaml("kind: [unclosed", "in.yaml: invalid YAML")]
+    #[case::missing_kind("metadata: {name: x}\n", "in.yaml: object #1: kind is required")]
+    #[case::missing_name(
+        "kind: Pod\nmetadata: {}\n",
+        "in.yaml: Pod #1: metadata.name is required"
+    )]
+    #[case::bad_quantity(
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: lots}}\n",
+        "in.yaml: Pod default/p: spec.containers[0].resources.requests[cpu]: quantities must match"
+    )]
+    #[case::bad_allocatable(
+        "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {memory: 1GB}}\n",
+        "in.yaml: Node n: status.allocatable[memory]: quantities must match"
+    )]
+    #[case::bad_label(
+        "kind: Node\nmetadata: {name: n, labels: {\"-bad\": x}}\n",
+        "in.yaml: Node n: metadata.labels[-bad]: invalid label key \"-bad\""
+    )]
+    #[case::wrong_field_type(
+        "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, ports: [{containerPort: eighty}]}]}\n",
+        "in.yaml: Pod default/p: spec.containers[0].ports[0].containerPort: invalid type"
+    )]
+    #[case::duplicate(
+        "kind: Node\nmetadata: {name: n}\n---\nkind: Node\nmetadata: {name: n}\n",
+        "in.yaml: Node n: duplicate object (first seen in in.yaml)"
+    )]
+    fn rejects(#[case] text: &str, #[case] prefix: &str) {
+        let got = load(text).map(|_| ()).map_err(|e| {
+            if e.starts_with(prefix) {
+                prefix.to_string()
+            } else {
+                e
+            }
+        });
+        assert_eq!(got, Err(prefix.to_string()));
+    }
+}

@@ -273,7 +273,10 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    fn summary(i: &ClusterInput) -> (Vec<String>, Vec<String>, Vec<String>, Vec<(String, usize)>) {
+    /// Node names, pod keys, namespace names, ignored kinds.
+    type Summary = (Vec<String>, Vec<String>, Vec<String>, Vec<(String, usize)>);
+
+    fn summary(i: &ClusterInput) -> Summary {
         (
             i.nodes
                 .iter()
@@ -314,10 +317,7 @@ mod tests {
         "kind: NodeList\nitems:\n- kind: Node\n  metadata: {name: n1}\n---\nkind: ConfigMap\nmetadata: {name: c}\n---\nkind: ConfigMap\nmetadata: {name: d}\n",
         (vec!["n1".into()], vec![], vec![], vec![("ConfigMap".into(), 2)])
     )]
-    fn loads(
-        #[case] text: &str,
-        #[case] want: (Vec<String>, Vec<String>, Vec<String>, Vec<(String, usize)>),
-    ) {
+    fn loads(#[case] text: &str, #[case] want: Summary) {
         assert_eq!(load(text).map(|i| summary(&i)), Ok(want));
     }
 

@@ -1,1 +1,171 @@
-fn main() {}
+//! `kubesched`: a Kubernetes scheduler, kube-scheduler rebuilt in Rust.
+//!
+//! This binary parses flags, loads files, sets up logging and maps errors to exit codes
+//! (2 for invalid input or configuration, 1 for anything else). The work is done by the
+//! `scheduler` crate.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use framework::{Handle, Parallelizer};
+use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
+use scheduler::profile::Profiles;
+use scheduler::simulate::{self, ClusterInput, InputError};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubesched",
+    version,
+    about = "A Kubernetes scheduler: upstream kube-scheduler rebuilt plugin for plugin, with an offline simulator",
+    long_about = None,
+)]
+struct Cli {
+    /// Log verbosity: 0 warnings, 1 info, 2 debug, 3+ trace (logs go to stderr).
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
+    verbosity: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Schedule the pending pods of a cluster snapshot offline and explain every decision.
+    ///
+    /// Reads Nodes, Pods and Namespaces from YAML or JSON files (a `v1 List` as printed by
+    /// `kubectl get nodes,pods,namespaces -A -o yaml`, multi-document YAML, or single
+    /// objects). Pods with spec.nodeName are running there; the others are scheduled one by
+    /// one in queue order, each placement applied before the next. Nothing is written to
+    /// any cluster.
+    ///
+    /// Examples:
+    ///   kubectl get nodes,pods,namespaces -A -o yaml > cluster.yaml
+    ///   kubesched simulate -f cluster.yaml
+    ///   kubesched simulate -f cluster.yaml -f new-pods.yaml --config binpack.yaml -o json
+    ///
+    /// Exit status: 0 when the simulation ran (even if pods stay pending), 2 when an input
+    /// file or the configuration is invalid.
+    #[command(verbatim_doc_comment)]
+    Simulate(SimulateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SimulateArgs {
+    /// A YAML or JSON file of objects; repeat for several files.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+    /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file, as given to
+    /// kube-scheduler's --config. Without it, upstream's default profile is used.
+    #[arg(long, value_name = "CONFIG")]
+    config: Option<PathBuf>,
+    /// Output format. Default: table on a terminal, json otherwise.
+    #[arg(short = 'o', long = "output", value_enum)]
+    output: Option<OutputFormat>,
+    /// Seed for breaking ties between equally scored nodes; the same input and seed give
+    /// the same placements.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OutputFormat {
+    Json,
+    Table,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbosity);
+    let result = match cli.command {
+        Command::Simulate(args) => run_simulate(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if is_user_error(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn is_user_error(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|e| e.is::<ConfigError>() || e.is::<InputError>())
+}
+
+fn init_logging(verbosity: u8) {
+    let level = match verbosity {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn load_config(path: Option<&PathBuf>) -> anyhow::Result<(KubeSchedulerConfiguration, String)> {
+    match path {
+        Some(p) => Ok((config::load_file(p)?, p.display().to_string())),
+        None => Ok((config::load_str("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n", "default configuration")?, "default configuration".to_string())),
+    }
+}
+
+fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
+    let (cfg, source) = load_config(args.config.as_ref())?;
+    let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
+    let handle = Handle::new(
+        Parallelizer::new(parallelism),
+        Arc::new(framework::handle::NoopClient),
+    );
+    let profiles = Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, &source)?;
+    for w in &profiles.warnings {
+        eprintln!("warning: {w}");
+    }
+    let input = ClusterInput::load(&args.files)?;
+    if !input.ignored.is_empty() {
+        let kinds: Vec<String> = input
+            .ignored
+            .iter()
+            .map(|(k, n)| format!("{k} ({n})"))
+            .collect();
+        eprintln!(
+            "warning: ignored objects of kinds simulate does not use: {}",
+            kinds.join(", ")
+        );
+    }
+    let report = simulate::run(
+        &input,
+        &profiles.frameworks,
+        &simulate::Options {
+            seed: args.seed,
+            percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+        },
+    );
+    let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
+        OutputFormat::Table
+    } else {
+        OutputFormat::Json
+    });
+    let text = match format {
+        OutputFormat::Json => simulate::output::to_json(&report) + "\n",
+        OutputFormat::Table => simulate::output::to_table(&report),
+    };
+    use std::io::Write;
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing the report to stdout")?;
+    Ok(())
+}

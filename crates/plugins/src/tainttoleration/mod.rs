@@ -1,12 +1,313 @@
-//! Placeholder until the plugin lands.
+//! TaintToleration: a node whose `NoSchedule` or `NoExecute` taint the pod does not tolerate
+//! is rejected outright; among the rest, nodes with fewer untolerated `PreferNoSchedule`
+//! taints score higher.
+//!
+//! Upstream: pkg/scheduler/framework/plugins/tainttoleration, with the toleration rules of
+//! k8s.io/api core/v1 `Toleration.ToleratesTaint` and component-helpers
+//! `FindMatchingUntoleratedTaint`. The numeric `Lt`/`Gt` toleration operators (upstream's
+//! `TaintTolerationComparisonOperators` feature) are always on here.
+//!
+//! The toleration matching and the event-object helpers at the bottom are `pub(crate)`:
+//! NodeUnschedulable and NodeAffinity use them too.
 
 use std::sync::Arc;
 
-use framework::{ArgsError, Handle, Plugin};
+use framework::events::QueueingHintFn;
+use framework::{
+    ActionType, ArgsError, ClusterEventWithHint, CycleState, EnqueueExtensions, EventObject,
+    EventResource, FilterPlugin, Handle, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin,
+    QueueingHint, ScoreExtensions, ScorePlugin, Snapshot, Status,
+};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
+use crate::helper;
+use crate::names;
+
+pub const NAME: &str = names::TAINT_TOLERATION;
+
+/// CycleState key of the pod's `PreferNoSchedule` tolerations, written by PreScore.
+const PRE_SCORE_STATE_KEY: &str = "PreScoreTaintToleration";
+
+/// Filter reason. Since 1.34 upstream no longer names the taint (taint keys and values may
+/// be sensitive); it logs it instead.
+pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
+
+pub(crate) const EFFECT_NO_SCHEDULE: &str = "NoSchedule";
+pub(crate) const EFFECT_PREFER_NO_SCHEDULE: &str = "PreferNoSchedule";
+pub(crate) const EFFECT_NO_EXECUTE: &str = "NoExecute";
+
+/// Upstream: tainttoleration.TaintToleration.
+#[derive(Debug, Default)]
+pub struct TaintToleration;
+
+/// Builds the plugin. Upstream has no args type for it and ignores whatever args are given.
 pub fn new(
     _args: Option<&serde_json::Value>,
     _handle: &Handle,
 ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
-    Err(vec![ArgsError::new("", "plugin not built yet")])
+    Ok(Arc::new(TaintToleration))
 }
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for TaintToleration {
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        if has_untolerated_do_not_schedule_taint(node.taints(), pod_tolerations(&pod.pod)) {
+            Status::unresolvable(ERR_REASON_UNTOLERATED)
+        } else {
+            Status::success()
+        }
+    }
+}
+
+impl PreScorePlugin for TaintToleration {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _snapshot: &Snapshot,
+        _nodes: &[Arc<NodeInfo>],
+    ) -> Status {
+        // An empty effect tolerates every effect, PreferNoSchedule included.
+        let prefer_no_schedule = pod_tolerations(&pod.pod)
+            .iter()
+            .filter(|t| {
+                let effect = t.effect.as_deref().unwrap_or("");
+                effect.is_empty() || effect == EFFECT_PREFER_NO_SCHEDULE
+            })
+            .cloned()
+            .collect();
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState { prefer_no_schedule });
+        Status::success()
+    }
+}
+
+impl ScorePlugin for TaintToleration {
+    /// The number of the node's `PreferNoSchedule` taints the pod does not tolerate; reversed
+    /// by NormalizeScore so that fewer is better.
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
+            return Err(Status::error(format!(
+                "failed to read {PRE_SCORE_STATE_KEY:?} from cycleState: not found"
+            )));
+        };
+        let untolerated = node
+            .taints()
+            .iter()
+            .filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE)
+            .filter(|t| !tolerations_tolerate_taint(&s.prefer_no_schedule, t))
+            .count();
+        Ok(i64::try_from(untolerated).unwrap_or(i64::MAX))
+    }
+
+    fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {
+        Some(self)
+    }
+}
+
+impl ScoreExtensions for TaintToleration {
+    fn normalize_score(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        scores: &mut [NodeScore<'_>],
+    ) -> Status {
+        helper::normalize_to_max(true, scores)
+    }
+}
+
+impl EnqueueExtensions for TaintToleration {
+    /// With queueing hints on (the upstream default), a node event matters only if the pod
+    /// now tolerates the node's taints, and a toleration update only for the pod itself.
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        let node_hint: QueueingHintFn = Arc::new(is_schedulable_after_node_change);
+        let pod_hint: QueueingHintFn = Arc::new(is_schedulable_after_pod_toleration_change);
+        vec![
+            ClusterEventWithHint::with_hint(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_TAINT,
+                node_hint,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::UPDATE_POD_TOLERATIONS,
+                pod_hint,
+            ),
+        ]
+    }
+}
+
+/// Queue when the node (new, or updated) went from having an untolerated
+/// `NoSchedule`/`NoExecute` taint to having none.
+fn is_schedulable_after_node_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let (original, modified) = node_change(old, new)?;
+    let tolerations = pod_tolerations(pod);
+    let was_untolerated =
+        original.is_none_or(|n| has_untolerated_do_not_schedule_taint(node_taints(n), tolerations));
+    let is_untolerated = has_untolerated_do_not_schedule_taint(node_taints(modified), tolerations);
+    if was_untolerated && !is_untolerated {
+        Ok(QueueingHint::Queue)
+    } else {
+        Ok(QueueingHint::QueueSkip)
+    }
+}
+
+/// Queue when the pod whose tolerations changed is the pending pod itself: a toleration can
+/// only be added, and a new one may tolerate the taint that rejected it.
+fn is_schedulable_after_pod_toleration_change(
+    pod: &Pod,
+    _old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let modified = modified_pod(new)?;
+    if same_uid(pod, modified) {
+        Ok(QueueingHint::Queue)
+    } else {
+        Ok(QueueingHint::QueueSkip)
+    }
+}
+
+/// What PreScore computes once per pod: its tolerations that can tolerate a
+/// `PreferNoSchedule` taint.
+#[derive(Debug, Clone)]
+struct PreScoreState {
+    prefer_no_schedule: Vec<Toleration>,
+}
+
+/// The pod's tolerations (none when it has no spec).
+pub(crate) fn pod_tolerations(pod: &Pod) -> &[Toleration] {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or(&[])
+}
+
+fn node_taints(node: &Node) -> &[Taint] {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or(&[])
+}
+
+/// Whether some `NoSchedule` or `NoExecute` taint is tolerated by none of `tolerations`.
+fn has_untolerated_do_not_schedule_taint(taints: &[Taint], tolerations: &[Toleration]) -> bool {
+    taints
+        .iter()
+        .filter(|t| t.effect == EFFECT_NO_SCHEDULE || t.effect == EFFECT_NO_EXECUTE)
+        .any(|t| !tolerations_tolerate_taint(tolerations, t))
+}
+
+/// Whether any of `tolerations` tolerates `taint`.
+pub(crate) fn tolerations_tolerate_taint(tolerations: &[Toleration], taint: &Taint) -> bool {
+    let value = taint.value.as_deref().unwrap_or("");
+    tolerations
+        .iter()
+        .any(|t| toleration_tolerates(t, &taint.key, value, &taint.effect))
+}
+
+/// Whether one toleration tolerates the taint `key=value:effect`:
+/// - an empty effect matches every effect, otherwise the effects must be equal;
+/// - an empty key matches every key, otherwise the keys must be equal;
+/// - `Equal` (or no operator) needs equal values, `Exists` matches any value, `Lt`/`Gt` need
+///   both values to be canonical decimal integers with the taint's below/above the
+///   toleration's; any other operator matches nothing.
+pub(crate) fn toleration_tolerates(t: &Toleration, key: &str, value: &str, effect: &str) -> bool {
+    let t_effect = t.effect.as_deref().unwrap_or("");
+    if !t_effect.is_empty() && t_effect != effect {
+        return false;
+    }
+    let t_key = t.key.as_deref().unwrap_or("");
+    if !t_key.is_empty() && t_key != key {
+        return false;
+    }
+    let t_value = t.value.as_deref().unwrap_or("");
+    match t.operator.as_deref().unwrap_or("") {
+        "" | "Equal" => t_value == value,
+        "Exists" => true,
+        "Lt" => compare_numeric(t_value, value).is_some_and(|(tol, taint)| taint < tol),
+        "Gt" => compare_numeric(t_value, value).is_some_and(|(tol, taint)| taint > tol),
+        _ => false,
+    }
+}
+
+/// Both values as integers, or `None` when either is not a canonical decimal integer.
+fn compare_numeric(toleration: &str, taint: &str) -> Option<(i64, i64)> {
+    Some((
+        parse_canonical_int(toleration)?,
+        parse_canonical_int(taint)?,
+    ))
+}
+
+/// Parses `0` or an optional `-` followed by a digit 1-9 and more digits, fitting in i64.
+/// Upstream refuses `+5`, `05`, `-0` and spaces, which a plain integer parse would accept.
+fn parse_canonical_int(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = match digits.as_bytes() {
+        [b'0'] => digits.len() == s.len(),
+        [first, rest @ ..] => {
+            (b'1'..=b'9').contains(first) && rest.iter().all(|b| b.is_ascii_digit())
+        }
+        [] => false,
+    };
+    if canonical {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// The old and new nodes of a node event; a missing or non-node new object is an error
+/// (upstream `util.As`).
+pub(crate) fn node_change<'a>(
+    old: Option<&'a EventObject>,
+    new: Option<&'a EventObject>,
+) -> Result<(Option<&'a Node>, &'a Node), String> {
+    let modified = match new {
+        Some(EventObject::Node(n)) => n.as_ref(),
+        Some(EventObject::Pod(_)) => return Err("expected Node, but got Pod".to_string()),
+        None => return Err("expected Node, but got nothing".to_string()),
+    };
+    let original = match old {
+        Some(EventObject::Node(n)) => Some(n.as_ref()),
+        Some(EventObject::Pod(_)) => return Err("expected Node, but got Pod".to_string()),
+        None => None,
+    };
+    Ok((original, modified))
+}
+
+/// The new pod of a pod event; a missing or non-pod new object is an error.
+pub(crate) fn modified_pod(new: Option<&EventObject>) -> Result<&Pod, String> {
+    match new {
+        Some(EventObject::Pod(p)) => Ok(p.as_ref()),
+        Some(EventObject::Node(_)) => Err("expected Pod, but got Node".to_string()),
+        None => Err("expected Pod, but got nothing".to_string()),
+    }
+}
+
+/// Whether two pod objects are the same pod (equal UIDs; an absent UID counts as empty).
+pub(crate) fn same_uid(a: &Pod, b: &Pod) -> bool {
+    a.metadata.uid.as_deref().unwrap_or("") == b.metadata.uid.as_deref().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests;

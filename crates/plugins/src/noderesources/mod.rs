@@ -1,19 +1,26 @@
-//! Placeholder until the plugins land.
+//! The node-resources plugins: NodeResourcesFit (does the pod fit the node's free resources,
+//! and how full does it leave the node) and NodeResourcesBalancedAllocation (how evenly does
+//! it leave the node's resources used).
+//!
+//! Upstream: pkg/scheduler/framework/plugins/noderesources. Start with [`fit`]; both plugins
+//! score through `resource_allocation`, which picks the pod's and the node's amounts of each
+//! configured resource; the Fit strategies are one file each, as upstream has them, and
+//! [`args`] holds both plugins' arguments with upstream's defaults and validation.
 
-use std::sync::Arc;
+pub mod args;
+pub mod balanced_allocation;
+pub mod fit;
+mod least_allocated;
+mod most_allocated;
+mod requested_to_capacity_ratio;
+mod resource_allocation;
 
-use framework::{ArgsError, Handle, Plugin};
+pub use args::{
+    NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs, RequestedToCapacityRatioParam,
+    ResourceSpec, ScoringStrategy, UtilizationShapePoint,
+};
+pub use balanced_allocation::{new_balanced_allocation, BalancedAllocation};
+pub use fit::{new_fit, Fit};
 
-pub fn new_fit(
-    _args: Option<&serde_json::Value>,
-    _handle: &Handle,
-) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
-    Err(vec![ArgsError::new("", "plugin not built yet")])
-}
-
-pub fn new_balanced_allocation(
-    _args: Option<&serde_json::Value>,
-    _handle: &Handle,
-) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
-    Err(vec![ArgsError::new("", "plugin not built yet")])
-}
+#[cfg(test)]
+mod tests;

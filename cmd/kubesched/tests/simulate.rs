@@ -1,0 +1,87 @@
+//! Golden tests of `kubesched simulate`: the real binary on realistic clusters.
+//!
+//! Each case is a folder under `tests/testdata/simulate/` with `args` (the command line
+//! after `simulate`, one argument per line; paths are relative to the case folder, and
+//! `@examples/...` to the repository), `stdout` (expected output) and optionally
+//! `stderr` and `exit` (expected exit code, default 0). `UPDATE_GOLDEN=1 cargo test`
+//! rewrites the expected files from the current output (then review the diff).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rstest::rstest;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+#[rstest]
+#[case::example_cluster_json("example_cluster_json")]
+#[case::example_cluster_table("example_cluster_table")]
+#[case::resource_pressure("resource_pressure")]
+#[case::node_affinity("node_affinity")]
+#[case::bin_packing_config("bin_packing_config")]
+#[case::priority_orders_the_queue("priority_orders_the_queue")]
+#[case::no_nodes("no_nodes")]
+#[case::invalid_quantity_exits_2("invalid_quantity")]
+#[case::invalid_config_exits_2("invalid_config")]
+#[case::missing_file_exits_2("missing_file")]
+fn golden(#[case] name: &str) {
+    let dir = repo_root().join("cmd/kubesched/tests/testdata/simulate").join(name);
+    let args_text = read(&dir.join("args")).unwrap_or_default();
+    let args: Vec<String> = args_text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            if let Some(rest) = l.strip_prefix('@') {
+                repo_root().join(rest).display().to_string()
+            } else if l.starts_with('-') {
+                l.to_string()
+            } else {
+                dir.join(l).display().to_string()
+            }
+        })
+        .collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .arg("simulate")
+        .args(&args)
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running kubesched: {e}"));
+    let normalize = |s: &[u8]| {
+        String::from_utf8_lossy(s)
+            .replace(&repo_root().display().to_string(), "<repo>")
+            .replace(&dir.display().to_string(), "<case>")
+    };
+    let stdout = normalize(&out.stdout);
+    let stderr = normalize(&out.stderr);
+    let code = out.status.code().unwrap_or(-1);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(dir.join("stdout"), &stdout).unwrap_or_else(|e| panic!("{e}"));
+        if stderr.is_empty() {
+            let _ = std::fs::remove_file(dir.join("stderr"));
+        } else {
+            std::fs::write(dir.join("stderr"), &stderr).unwrap_or_else(|e| panic!("{e}"));
+        }
+        if code == 0 {
+            let _ = std::fs::remove_file(dir.join("exit"));
+        } else {
+            std::fs::write(dir.join("exit"), format!("{code}\n")).unwrap_or_else(|e| panic!("{e}"));
+        }
+        return;
+    }
+    let want_code: i32 = read(&dir.join("exit")).map_or(0, |s| s.trim().parse().unwrap_or(-2));
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            want_code,
+            read(&dir.join("stdout")).unwrap_or_default().as_str(),
+            read(&dir.join("stderr")).unwrap_or_default().as_str()
+        ),
+        "case {name}: exit code, stdout, stderr"
+    );
+}

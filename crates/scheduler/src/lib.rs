@@ -1,1 +1,3 @@
-//! placeholder
+//! kubesched's runtime: configuration, profiles, the scheduling cycle.
+
+pub mod config;

@@ -1,11 +1,14 @@
 //! kubesched's runtime: configuration, profiles, the scheduling cycle.
 //!
-//! Start with [`schedule_one`] (one pod's scheduling cycle) and [`runtime`] (a profile's
-//! plugins, run extension point by extension point).
+//! Start with [`schedule_one`] (one pod's scheduling cycle), [`runtime`] (a profile's
+//! plugins, run extension point by extension point) and [`config`]
+//! (`KubeSchedulerConfiguration` v1). [`simulate`] drives the cycle from files.
 //!
 //! **Invariant:** the scheduling core never talks HTTP; it reads a [`framework::Snapshot`]
 //! and reports decisions as values.
 
+pub mod config;
+pub mod profile;
 pub mod runtime;
 pub mod schedule_one;
 pub mod simulate;

@@ -119,7 +119,13 @@ fn init_logging(verbosity: u8) {
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<(KubeSchedulerConfiguration, String)> {
     match path {
         Some(p) => Ok((config::load_file(p)?, p.display().to_string())),
-        None => Ok((config::load_str("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n", "default configuration")?, "default configuration".to_string())),
+        None => Ok((
+            config::load_str(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+                "default configuration",
+            )?,
+            "default configuration".to_string(),
+        )),
     }
 }
 

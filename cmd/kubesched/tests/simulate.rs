@@ -1,8 +1,8 @@
 //! Golden tests of `kubesched simulate`: the real binary on realistic clusters.
 //!
 //! Each case is a folder under `tests/testdata/simulate/` with `args` (the command line
-//! after `simulate`, one argument per line; paths are relative to the case folder, and
-//! `@examples/...` to the repository), `stdout` (expected output) and optionally
+//! after `simulate`, one argument per line; the files of `-f` and `--config` are relative
+//! to the case folder, or to the repository when written `@examples/...`), `stdout` (expected output) and optionally
 //! `stderr` and `exit` (expected exit code, default 0). `UPDATE_GOLDEN=1 cargo test`
 //! rewrites the expected files from the current output (then review the diff).
 
@@ -29,23 +29,28 @@ fn read(path: &Path) -> Option<String> {
 #[case::no_nodes("no_nodes")]
 #[case::invalid_quantity_exits_2("invalid_quantity")]
 #[case::invalid_config_exits_2("invalid_config")]
+#[case::invalid_plugin_args_exit_2("invalid_plugin_args")]
 #[case::missing_file_exits_2("missing_file")]
 fn golden(#[case] name: &str) {
-    let dir = repo_root().join("cmd/kubesched/tests/testdata/simulate").join(name);
+    let dir = repo_root()
+        .join("cmd/kubesched/tests/testdata/simulate")
+        .join(name);
     let args_text = read(&dir.join("args")).unwrap_or_default();
-    let args: Vec<String> = args_text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            if let Some(rest) = l.strip_prefix('@') {
-                repo_root().join(rest).display().to_string()
-            } else if l.starts_with('-') {
-                l.to_string()
-            } else {
-                dir.join(l).display().to_string()
-            }
-        })
-        .collect();
+    // Values of -f and --config are files: relative to the case folder, or to the
+    // repository with a leading `@`.
+    let mut args: Vec<String> = Vec::new();
+    let mut path_next = false;
+    for l in args_text.lines().filter(|l| !l.trim().is_empty()) {
+        let arg = if !path_next {
+            l.to_string()
+        } else if let Some(rest) = l.strip_prefix('@') {
+            repo_root().join(rest).display().to_string()
+        } else {
+            dir.join(l).display().to_string()
+        };
+        path_next = matches!(l, "-f" | "--filename" | "--config");
+        args.push(arg);
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
         .arg("simulate")
         .args(&args)

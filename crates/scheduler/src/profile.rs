@@ -38,7 +38,12 @@ impl Profiles {
         let mut errors = Vec::new();
         for (i, profile) in cfg.profiles.iter().enumerate() {
             let spec = profile_spec(profile);
-            match Framework::build(&spec, registry, handle.clone(), unimplemented_upstream_plugins()) {
+            match Framework::build(
+                &spec,
+                registry,
+                handle.clone(),
+                unimplemented_upstream_plugins(),
+            ) {
                 Ok((f, w)) => {
                     frameworks.push(f);
                     warnings.extend(w);

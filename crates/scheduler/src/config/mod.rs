@@ -42,7 +42,7 @@ pub use validation::{known_plugins, unimplemented_upstream_plugins, validate};
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{file}: cannot read configuration: {source}")]
+    #[error("{file}: cannot read configuration")]
     Read {
         file: String,
         #[source]

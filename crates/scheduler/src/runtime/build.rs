@@ -169,10 +169,6 @@ impl Framework {
                 continue;
             }
             if not_implemented.contains(&name.as_str()) {
-                warnings.push(format!(
-                    "profile {:?}: plugin {name:?} is not implemented by kubesched yet; it is left out of this profile",
-                    spec.scheduler_name
-                ));
                 skipped.push(name.clone());
                 continue;
             }
@@ -203,6 +199,13 @@ impl Framework {
         }
         if !errors.is_empty() {
             return Err(errors);
+        }
+        if !skipped.is_empty() {
+            warnings.push(format!(
+                "profile {:?}: upstream plugins not implemented by kubesched yet are left out: {}",
+                spec.scheduler_name,
+                skipped.join(", ")
+            ));
         }
 
         let mut lists: BTreeMap<ExtensionPoint, Vec<Arc<dyn Plugin>>> = BTreeMap::new();

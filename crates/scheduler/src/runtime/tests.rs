@@ -140,7 +140,7 @@ fn unimplemented_upstream_plugins_are_left_out_with_a_warning() {
         got,
         Ok((
             (vec!["F1"], vec![]),
-            vec!["profile \"test\": plugin \"NotYet\" is not implemented by kubesched yet; it is left out of this profile".to_string()]
+            vec!["profile \"test\": upstream plugins not implemented by kubesched yet are left out: NotYet".to_string()]
         ))
     );
 }

@@ -21,9 +21,10 @@ use framework::quantity;
 #[derive(Debug, Error)]
 pub enum InputError {
     /// The file could not be read.
-    #[error("{file}: {source}")]
+    #[error("{file}: cannot read file")]
     Read {
         file: PathBuf,
+        #[source]
         source: std::io::Error,
     },
     /// The file is not valid YAML or JSON.

@@ -79,12 +79,15 @@ pub struct Options {
 }
 
 /// Schedules the pending pods of `input` with `profiles` (the first profile's QueueSort
-/// orders the queue, as upstream requires every profile to share it).
+/// orders the queue, as upstream requires every profile to share it). The report lists
+/// pods in the order they were scheduled, then the gated and skipped ones in input order.
 pub fn run(input: &ClusterInput, profiles: &[Framework], options: &Options) -> Report {
     let mut snapshot = build_snapshot(input);
     let by_name: HashMap<&str, &Framework> =
         profiles.iter().map(|f| (f.profile_name(), f)).collect();
     let mut report = Report::default();
+    // Pods that never enter the queue (gated, skipped) are listed after the scheduled ones.
+    let mut held_back: Vec<PodReport> = Vec::new();
     let base = Instant::now();
     let mut queue: Vec<QueuedPodInfo> = Vec::new();
     for (i, pod) in input.pods.iter().enumerate() {
@@ -104,7 +107,7 @@ pub fn run(input: &ClusterInput, profiles: &[Framework], options: &Options) -> R
             explanation: None,
         };
         let Some(fwk) = by_name.get(scheduler_name.as_str()) else {
-            report.pods.push(skipped(format!(
+            held_back.push(skipped(format!(
                 "schedulerName {scheduler_name:?} is not a profile of this scheduler"
             )));
             continue;
@@ -119,7 +122,7 @@ pub fn run(input: &ClusterInput, profiles: &[Framework], options: &Options) -> R
         if !gate.is_success() {
             let mut r = skipped(gate.message());
             r.result = PodResult::Gated;
-            report.pods.push(r);
+            held_back.push(r);
             continue;
         }
         let ts = base + Duration::from_nanos(i as u64);
@@ -158,6 +161,7 @@ pub fn run(input: &ClusterInput, profiles: &[Framework], options: &Options) -> R
             .pods
             .push(schedule(fwk, algo, pod, &mut snapshot, scheduler_name));
     }
+    report.pods.extend(held_back);
     report
 }
 

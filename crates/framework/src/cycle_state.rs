@@ -6,7 +6,6 @@
 //! concurrently over nodes, get `&CycleState`. The borrow checker replaces upstream's locks.
 
 use std::any::Any;
-use std::collections::HashMap;
 
 /// A value a plugin stores in the [`CycleState`]. Cloned when preemption simulates removing
 /// pods on a copy of the state.
@@ -32,9 +31,13 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
 }
 
 /// Typed storage keyed by a plugin-chosen `&'static str`, plus the flags the runtime sets.
+///
+/// A cycle holds a handful of entries that Filter and Score read once per node, so they
+/// live in a small vector searched by key address first (the same `&'static str`
+/// constant), then by content: cheaper than hashing the key on every read.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn StateData>>,
+    data: Vec<(&'static str, Box<dyn StateData>)>,
     /// Plugins whose PreFilter returned Skip: their Filter is not run this cycle.
     skip_filter_plugins: Vec<&'static str>,
     /// Plugins whose PreScore returned Skip: their Score is not run this cycle.
@@ -44,7 +47,10 @@ pub struct CycleState {
 impl std::fmt::Debug for CycleState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CycleState")
-            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .field(
+                "keys",
+                &self.data.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            )
             .field("skip_filter_plugins", &self.skip_filter_plugins)
             .field("skip_score_plugins", &self.skip_score_plugins)
             .finish()
@@ -70,28 +76,38 @@ impl CycleState {
         CycleState::default()
     }
 
+    fn position(&self, key: &str) -> Option<usize> {
+        self.data
+            .iter()
+            .position(|(k, _)| std::ptr::eq(k.as_ptr(), key.as_ptr()) && k.len() == key.len())
+            .or_else(|| self.data.iter().position(|(k, _)| *k == key))
+    }
+
     /// Stores `value` under `key`, replacing what was there.
     pub fn write<T: StateData>(&mut self, key: &'static str, value: T) {
-        self.data.insert(key, Box::new(value));
+        match self.position(key) {
+            Some(i) => self.data[i].1 = Box::new(value),
+            None => self.data.push((key, Box::new(value))),
+        }
     }
 
     /// The value under `key`, if there is one of type `T`.
     pub fn read<T: StateData>(&self, key: &'static str) -> Option<&T> {
-        self.data
-            .get(key)
-            .and_then(|v| v.as_ref().as_any().downcast_ref::<T>())
+        let i = self.position(key)?;
+        self.data[i].1.as_ref().as_any().downcast_ref::<T>()
     }
 
     /// The value under `key` for mutation, if there is one of type `T`.
     pub fn read_mut<T: StateData>(&mut self, key: &'static str) -> Option<&mut T> {
-        self.data
-            .get_mut(key)
-            .and_then(|v| v.as_mut().as_any_mut().downcast_mut::<T>())
+        let i = self.position(key)?;
+        self.data[i].1.as_mut().as_any_mut().downcast_mut::<T>()
     }
 
     /// Removes the value under `key`.
     pub fn delete(&mut self, key: &'static str) {
-        self.data.remove(key);
+        if let Some(i) = self.position(key) {
+            self.data.swap_remove(i);
+        }
     }
 
     pub fn skip_filter_plugins(&self) -> &[&'static str] {
@@ -117,6 +133,20 @@ mod tests {
 
     #[derive(Clone, Debug, PartialEq)]
     struct Counter(u32);
+
+    #[test]
+    fn keys_match_by_content_too() {
+        let mut state = CycleState::new();
+        state.write("plugin/state", Counter(1));
+        state.write("plugin/state", Counter(2));
+        let key: &'static str = Box::leak(String::from("plugin/state").into_boxed_str());
+        let before_delete = state.read::<Counter>(key).cloned();
+        state.delete(key);
+        assert_eq!(
+            (before_delete, state.read::<Counter>("plugin/state")),
+            (Some(Counter(2)), None)
+        );
+    }
 
     #[test]
     fn write_read_and_clone_are_independent() {

@@ -161,27 +161,84 @@ pub trait FilterPlugin: Plugin {
 
 /// The status of each node a cycle rejected, and the status of nodes absent from the map
 /// (those a PreFilterResult excluded).
-#[derive(Debug, Clone, Default)]
+///
+/// Filling it is on the hot path of a cycle that rejects thousands of nodes, so entries are
+/// appended to a vector (node names are shared `Arc<str>`s) and the by-name index is built
+/// only when someone looks a node up (preemption).
+#[derive(Debug, Default)]
 pub struct NodeToStatus {
-    map: HashMap<String, Status>,
+    entries: Vec<(Arc<str>, Status)>,
+    index: std::sync::OnceLock<HashMap<Arc<str>, usize>>,
     absent: Status,
+}
+
+impl Clone for NodeToStatus {
+    fn clone(&self) -> Self {
+        NodeToStatus {
+            entries: self.entries.clone(),
+            index: std::sync::OnceLock::new(),
+            absent: self.absent.clone(),
+        }
+    }
 }
 
 impl NodeToStatus {
     pub fn new(absent: Status) -> Self {
         NodeToStatus {
-            map: HashMap::new(),
+            entries: Vec::new(),
+            index: std::sync::OnceLock::new(),
             absent,
         }
     }
 
-    pub fn set(&mut self, node: impl Into<String>, status: Status) {
-        self.map.insert(node.into(), status);
+    /// Records the status of `node`, replacing an earlier one.
+    pub fn set(&mut self, node: impl Into<Arc<str>>, status: Status) {
+        let node = node.into();
+        let _ = self.index_map();
+        if let Some(&i) = self.index.get().and_then(|m| m.get(&node)) {
+            self.entries[i].1 = status;
+            return;
+        }
+        self.push_new(node, status);
+    }
+
+    /// Records the status of a node that has none yet: what a filter pass does, visiting
+    /// each node once. Costs no hashing until a lookup builds the index.
+    pub fn push_new(&mut self, node: Arc<str>, status: Status) {
+        let i = self.entries.len();
+        if let Some(m) = self.index.get_mut() {
+            m.insert(node.clone(), i);
+        }
+        self.entries.push((node, status));
+    }
+
+    /// [`push_new`](Self::push_new) for many nodes at once.
+    pub fn extend_new(&mut self, statuses: impl IntoIterator<Item = (Arc<str>, Status)>) {
+        if self.index.get().is_some() {
+            for (n, s) in statuses {
+                self.push_new(n, s);
+            }
+        } else {
+            self.entries.extend(statuses);
+        }
+    }
+
+    fn index_map(&self) -> &HashMap<Arc<str>, usize> {
+        self.index.get_or_init(|| {
+            self.entries
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (n.clone(), i))
+                .collect()
+        })
     }
 
     /// The status of `node`: its own, or the absent-node status.
     pub fn get(&self, node: &str) -> &Status {
-        self.map.get(node).unwrap_or(&self.absent)
+        match self.index_map().get(node) {
+            Some(&i) => &self.entries[i].1,
+            None => &self.absent,
+        }
     }
 
     pub fn absent_status(&self) -> &Status {
@@ -192,17 +249,17 @@ impl NodeToStatus {
         self.absent = status;
     }
 
-    /// Nodes with a status of their own.
-    pub fn explicit(&self) -> impl Iterator<Item = (&String, &Status)> {
-        self.map.iter()
+    /// Nodes with a status of their own, in the order they were recorded.
+    pub fn explicit(&self) -> impl Iterator<Item = (&str, &Status)> {
+        self.entries.iter().map(|(n, s)| (n.as_ref(), s))
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
     }
 
     /// Nodes where preemption might help: those whose status is `Unschedulable` (not
@@ -334,6 +391,27 @@ mod tests {
     fn all_nodes_is_the_identity_of_merge() {
         let merged = PreFilterResult::default().merge(Some(PreFilterResult::nodes(["n1"])));
         assert_eq!(merged, PreFilterResult::nodes(["n1"]));
+    }
+
+    #[test]
+    fn setting_a_node_again_replaces_its_status() {
+        let mut m = NodeToStatus::new(Status::success());
+        m.set("n1", Status::unschedulable("a"));
+        m.set("n2", Status::unschedulable("b"));
+        m.set("n1", Status::unschedulable("c"));
+        let looked_up = m.get("n2").clone();
+        m.set("n2", Status::unschedulable("d"));
+        let all: Vec<(String, String)> = m
+            .explicit()
+            .map(|(n, s)| (n.to_string(), s.message()))
+            .collect();
+        assert_eq!(
+            (looked_up, all),
+            (
+                Status::unschedulable("b"),
+                vec![("n1".into(), "c".into()), ("n2".into(), "d".into())]
+            )
+        );
     }
 
     #[test]

@@ -73,12 +73,23 @@ impl Parallelizer {
         R: Send,
         F: Fn(std::ops::Range<usize>) -> R + Sync + Send,
     {
+        self.map_chunks_from(pieces, 0, work)
+    }
+
+    /// Like [`map_chunks`](Self::map_chunks), but runs on the calling thread when
+    /// `pieces < min_parallel`: for cheap per-piece work, waking the pool costs more than
+    /// it saves.
+    pub fn map_chunks_from<R, F>(&self, pieces: usize, min_parallel: usize, work: F) -> Vec<R>
+    where
+        R: Send,
+        F: Fn(std::ops::Range<usize>) -> R + Sync + Send,
+    {
         let chunk = self.chunk_size(pieces);
         let ranges = (0..pieces)
             .step_by(chunk)
             .map(move |s| s..(s + chunk).min(pieces));
         match &self.pool {
-            Some(pool) if pieces > chunk => {
+            Some(pool) if pieces > chunk && pieces >= min_parallel => {
                 use rayon::prelude::*;
                 let ranges: Vec<_> = ranges.collect();
                 pool.install(|| ranges.into_par_iter().map(&work).collect())

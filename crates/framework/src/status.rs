@@ -52,8 +52,29 @@ impl fmt::Display for Code {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Status {
     code: Code,
-    reasons: Vec<Cow<'static, str>>,
+    reasons: Reasons,
     plugin: Option<&'static str>,
+}
+
+/// A status's reasons. Almost every status has none or one, and a rejected node gets its
+/// own status, so the single reason is kept inline: rejecting a node allocates nothing for
+/// a static reason.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+enum Reasons {
+    #[default]
+    None,
+    One(Cow<'static, str>),
+    Many(Vec<Cow<'static, str>>),
+}
+
+impl Reasons {
+    fn as_slice(&self) -> &[Cow<'static, str>] {
+        match self {
+            Reasons::None => &[],
+            Reasons::One(r) => std::slice::from_ref(r),
+            Reasons::Many(v) => v,
+        }
+    }
 }
 
 impl Status {
@@ -66,7 +87,7 @@ impl Status {
     pub fn new(code: Code, reason: impl Into<Cow<'static, str>>) -> Self {
         Status {
             code,
-            reasons: vec![reason.into()],
+            reasons: Reasons::One(reason.into()),
             plugin: None,
         }
     }
@@ -79,7 +100,14 @@ impl Status {
     {
         Status {
             code,
-            reasons: reasons.into_iter().map(Into::into).collect(),
+            reasons: {
+                let mut v: Vec<Cow<'static, str>> = reasons.into_iter().map(Into::into).collect();
+                match v.len() {
+                    0 => Reasons::None,
+                    1 => Reasons::One(v.swap_remove(0)),
+                    _ => Reasons::Many(v),
+                }
+            },
             plugin: None,
         }
     }
@@ -123,7 +151,7 @@ impl Status {
     }
 
     pub fn reasons(&self) -> &[Cow<'static, str>] {
-        &self.reasons
+        self.reasons.as_slice()
     }
 
     /// The plugin that produced this status, once the runtime has attributed it.
@@ -153,14 +181,14 @@ impl Status {
 
     /// The reasons joined by `", "`, as upstream's `Status.Message()`.
     pub fn message(&self) -> String {
-        self.reasons.join(", ")
+        self.reasons.as_slice().join(", ")
     }
 }
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.code)?;
-        if !self.reasons.is_empty() {
+        if !self.reasons.as_slice().is_empty() {
             write!(f, ": {}", self.message())?;
         }
         Ok(())

@@ -513,7 +513,8 @@ pub fn next_generation() -> u64 {
 #[derive(Debug, Clone)]
 pub struct NodeInfo {
     node: Arc<Node>,
-    name: String,
+    /// Shared, so that per-node records (statuses, scores) copy a pointer, not the name.
+    name: Arc<str>,
     pub pods: Vec<Arc<PodInfo>>,
     /// Pods on this node with any pod (anti-)affinity term.
     pub pods_with_affinity: Vec<Arc<PodInfo>>,
@@ -540,7 +541,7 @@ impl NodeInfo {
             &mut errors,
         );
         NodeInfo {
-            name: node.metadata.name.clone().unwrap_or_default(),
+            name: Arc::from(node.metadata.name.as_deref().unwrap_or_default()),
             node,
             pods: Vec::new(),
             pods_with_affinity: Vec::new(),
@@ -564,6 +565,11 @@ impl NodeInfo {
     }
 
     pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The node's name, shared.
+    pub fn name_arc(&self) -> &Arc<str> {
         &self.name
     }
 
@@ -598,7 +604,7 @@ impl NodeInfo {
             &mut errors,
         );
         self.parse_errors = errors;
-        self.name = node.metadata.name.clone().unwrap_or_default();
+        self.name = Arc::from(node.metadata.name.as_deref().unwrap_or_default());
         self.node = node;
         self.generation = next_generation();
     }

@@ -1,6 +1,8 @@
 //! One scheduling cycle of a pause pod (100m CPU / 500Mi) over a 5,000-node cluster
 //! (4 CPU / 32Gi / 110 pods per node, 3 zones, 1,000 running pods) with the default
-//! profile: upstream scheduler_perf's SchedulingBasic shape, without the API server.
+//! profile: upstream scheduler_perf's SchedulingBasic shape, without the API server
+//! (`basic`); and of a pod that fits one node only, so that Filter scans all 5,000 nodes
+//! (`one_feasible_node`, the shape of SchedulingDaemonset).
 //!
 //! Run: `cargo bench -p kubesched-scheduler --bench cycle`. Numbers: docs/performance.md.
 
@@ -52,6 +54,13 @@ fn bench_cycle(c: &mut Criterion) {
             .req(&[("cpu", "100m"), ("memory", "500Mi")])
             .obj(),
     )));
+    // Fits one node only (a label no other node has): the filter pass scans every node.
+    let picky = Arc::new(PodInfo::new(Arc::new(
+        make_pod("picky")
+            .req(&[("cpu", "100m"), ("memory", "500Mi")])
+            .node_selector("kubernetes.io/hostname", "node-4321")
+            .obj(),
+    )));
     let mut group = c.benchmark_group("schedule_pod_5000_nodes");
     for parallelism in [1usize, 16] {
         let handle = Handle::new(
@@ -65,12 +74,22 @@ fn bench_cycle(c: &mut Criterion) {
         let fwk = &profiles.frameworks[0];
         let mut algo = ScheduleAlgorithm::new(1, None);
         group.bench_with_input(
-            BenchmarkId::new("parallelism", parallelism),
+            BenchmarkId::new("basic/parallelism", parallelism),
             &parallelism,
             |b, _| {
                 b.iter(|| {
                     let mut state = CycleState::new();
                     algo.schedule_pod(fwk, &mut state, &pod, &snapshot, None)
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("one_feasible_node/parallelism", parallelism),
+            &parallelism,
+            |b, _| {
+                b.iter(|| {
+                    let mut state = CycleState::new();
+                    algo.schedule_pod(fwk, &mut state, &picky, &snapshot, None)
                 })
             },
         );

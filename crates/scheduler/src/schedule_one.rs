@@ -14,12 +14,16 @@ use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Sta
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::runtime::{Framework, NodeScores, PluginStatus};
+use crate::runtime::{ActiveFilters, Framework, NodeScores, PluginStatus};
 
 /// Below this many nodes, every node is evaluated (upstream `minFeasibleNodesToFind`).
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 /// The adaptive percentage never goes below this (upstream `minFeasibleNodesPercentageToFind`).
 pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
+
+/// Filter waves smaller than this run on the calling thread: waking the pool costs more
+/// than it saves for a few hundred cheap filter calls (measured: docs/performance.md).
+pub const PARALLEL_FILTER_MIN_NODES: usize = 1024;
 
 /// The message of a cycle that found no node at all in the snapshot.
 pub const NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";
@@ -64,7 +68,7 @@ impl Diagnosis {
 
     fn add_plugin_status(&mut self, s: &Status) {
         let Some(p) = s.plugin() else { return };
-        if s.is_rejected() {
+        if s.is_rejected() && !self.unschedulable_plugins.contains(p) {
             self.unschedulable_plugins.insert(p);
         }
         if s.code() == Code::Pending {
@@ -319,54 +323,59 @@ impl ScheduleAlgorithm {
             self.next_start_node_index = (start + feasible.len()) % n;
             return Ok(feasible);
         }
-        let mut feasible: Vec<Arc<NodeInfo>> = Vec::with_capacity(to_find.min(n));
-        let mut processed = 0usize;
         let par = &fwk.handle().parallelizer;
-        let sequential = par.threads() <= 1;
+        let filters = fwk.active_filters(state);
+        let mut pass = FilterPass {
+            feasible: Vec::with_capacity(to_find.min(n)),
+            to_find,
+            processed: 0,
+        };
+        // Nodes are consumed in order and the pass stops at `to_find` feasible nodes, so the
+        // outcome is the same whether a wave ran in parallel or not. The first wave is the
+        // number of nodes still needed; later ones follow the feasible rate. Explanations
+        // are recorded on the sequential path only (same result, simpler bookkeeping).
         let mut next = 0usize;
-        // Evaluate in waves: each wave runs in parallel and is consumed in node order, so
-        // the result is the same as a sequential pass that stops at `to_find`, whatever the
-        // thread count.
-        'waves: while next < n && feasible.len() < to_find {
-            let remaining = to_find - feasible.len();
-            let wave = if sequential { 1 } else { remaining.max(64) };
+        let mut wave = to_find.max(64);
+        while next < n && !pass.done() {
             let end = (next + wave).min(n);
-            let explaining = explain.is_some();
-            let outcomes: Vec<Vec<(Status, Vec<PluginStatus>)>> = par.map_chunks(end - next, |r| {
-                r.map(|k| {
-                    let node = &nodes[(start + next + k) % n];
-                    if explaining {
-                        let mut rec = Vec::new();
-                        let s = fwk.run_filter_plugins_explained(state, pod, node, &mut rec);
-                        (s, rec)
-                    } else {
-                        (fwk.run_filter_plugins(state, pod, node), Vec::new())
+            let parallel =
+                explain.is_none() && par.threads() > 1 && end - next >= PARALLEL_FILTER_MIN_NODES;
+            if parallel {
+                let chunks = par.map_chunks(end - next, |r| {
+                    filter_chunk(&filters, state, pod, nodes, start + next, r)
+                });
+                for chunk in chunks {
+                    if pass.done() {
+                        break;
                     }
-                })
-                .collect()
-            });
-            for (k, (status, rec)) in outcomes.into_iter().flatten().enumerate() {
-                if feasible.len() == to_find {
-                    break 'waves;
+                    pass.merge_chunk(chunk, nodes, start + next, diagnosis)?;
                 }
-                let node = &nodes[(start + next + k) % n];
-                processed += 1;
-                if let Some(e) = explain.as_deref_mut() {
-                    e.filter.push((node.name().to_string(), rec));
-                }
-                if status.is_success() {
-                    feasible.push(node.clone());
-                } else if status.code() == Code::Error {
-                    return Err(ScheduleError::Internal(status));
-                } else {
-                    diagnosis.add_plugin_status(&status);
-                    diagnosis.node_to_status.set(node.name(), status);
+            } else {
+                for i in next..end {
+                    if pass.done() {
+                        break;
+                    }
+                    let node = &nodes[(start + i) % n];
+                    let (status, rec) = match explain.as_deref_mut() {
+                        Some(_) => {
+                            let mut rec = Vec::new();
+                            let s = filters.run_explained(state, pod, node, &mut rec);
+                            (s, rec)
+                        }
+                        None => (filters.run(state, pod, node), Vec::new()),
+                    };
+                    pass.consume(node, status, rec, diagnosis, explain.as_deref_mut())?;
                 }
             }
             next = end;
+            // Size the next wave by the feasible rate seen so far, so that a pass where few
+            // nodes fit takes few (large) waves.
+            let found = pass.feasible.len().max(1);
+            let needed = to_find.saturating_sub(pass.feasible.len());
+            wave = (needed.saturating_mul(next) / found).max(64);
         }
-        self.next_start_node_index = (start + processed) % n;
-        Ok(feasible)
+        self.next_start_node_index = (start + pass.processed) % n;
+        Ok(pass.feasible)
     }
 
     fn prioritize_nodes(
@@ -417,6 +426,147 @@ impl ScheduleAlgorithm {
             .filter(|(_, &t)| t == max)
             .nth(pick)
             .map_or("", |(i, _)| nodes[i].name())
+    }
+}
+
+/// What one parallel chunk of a filter wave found, in node order.
+struct ChunkResult {
+    /// Offsets of the nodes that passed.
+    feasible: Vec<usize>,
+    /// Offsets, shared names and statuses of the nodes that were rejected.
+    rejected: Vec<(usize, Arc<str>, Status)>,
+    /// The chunk's offsets.
+    range: std::ops::Range<usize>,
+}
+
+/// Runs the filters over `range` (offsets from `base` in `nodes`, wrapping), keeping what
+/// the merge needs so that merging a whole chunk only moves values.
+fn filter_chunk(
+    filters: &ActiveFilters<'_>,
+    state: &CycleState,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    base: usize,
+    range: std::ops::Range<usize>,
+) -> ChunkResult {
+    let n = nodes.len();
+    let mut out = ChunkResult {
+        feasible: Vec::new(),
+        rejected: Vec::new(),
+        range: range.clone(),
+    };
+    for k in range {
+        let node = &nodes[(base + k) % n];
+        let s = filters.run(state, pod, node);
+        if s.is_success() {
+            out.feasible.push(k);
+        } else {
+            out.rejected.push((k, node.name_arc().clone(), s));
+        }
+    }
+    out
+}
+
+/// The running result of a filter pass over nodes taken in order.
+struct FilterPass {
+    feasible: Vec<Arc<NodeInfo>>,
+    to_find: usize,
+    processed: usize,
+}
+
+impl FilterPass {
+    fn done(&self) -> bool {
+        self.feasible.len() >= self.to_find
+    }
+
+    /// Merges a parallel chunk. A chunk that cannot complete the pass is moved in whole;
+    /// the chunk where the pass completes is consumed node by node up to that point.
+    fn merge_chunk(
+        &mut self,
+        chunk: ChunkResult,
+        nodes: &[Arc<NodeInfo>],
+        base: usize,
+        diagnosis: &mut Diagnosis,
+    ) -> Result<(), ScheduleError> {
+        let n = nodes.len();
+        let needed = self.to_find - self.feasible.len();
+        if chunk.feasible.len() < needed {
+            if let Some((_, _, s)) = chunk
+                .rejected
+                .iter()
+                .find(|(_, _, s)| s.code() == Code::Error)
+            {
+                return Err(ScheduleError::Internal(s.clone()));
+            }
+            self.processed += chunk.range.len();
+            self.feasible.extend(
+                chunk
+                    .feasible
+                    .iter()
+                    .map(|&k| nodes[(base + k) % n].clone()),
+            );
+            for (_, _, s) in &chunk.rejected {
+                diagnosis.add_plugin_status(s);
+            }
+            diagnosis
+                .node_to_status
+                .extend_new(chunk.rejected.into_iter().map(|(_, name, s)| (name, s)));
+            return Ok(());
+        }
+        let mut rejected = chunk.rejected.into_iter().peekable();
+        for k in chunk.feasible {
+            while let Some((_, name, s)) = rejected.next_if(|(r, _, _)| *r < k) {
+                self.consume_rejected(name, s, diagnosis)?;
+            }
+            self.processed += 1;
+            self.feasible.push(nodes[(base + k) % n].clone());
+            if self.done() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn consume_rejected(
+        &mut self,
+        name: Arc<str>,
+        status: Status,
+        diagnosis: &mut Diagnosis,
+    ) -> Result<(), ScheduleError> {
+        self.processed += 1;
+        if status.code() == Code::Error {
+            return Err(ScheduleError::Internal(status));
+        }
+        diagnosis.add_plugin_status(&status);
+        diagnosis.node_to_status.push_new(name, status);
+        Ok(())
+    }
+
+    /// Records one node's outcome; an Error status aborts the cycle, as upstream.
+    fn consume(
+        &mut self,
+        node: &Arc<NodeInfo>,
+        status: Status,
+        rec: Vec<PluginStatus>,
+        diagnosis: &mut Diagnosis,
+        explain: Option<&mut Explanation>,
+    ) -> Result<(), ScheduleError> {
+        self.processed += 1;
+        if let Some(e) = explain {
+            e.filter.push((node.name().to_string(), rec));
+        }
+        if status.is_success() {
+            self.feasible.push(node.clone());
+        } else if status.code() == Code::Error {
+            return Err(ScheduleError::Internal(status));
+        } else {
+            diagnosis.add_plugin_status(&status);
+            // A pass visits each node once.
+            diagnosis
+                .node_to_status
+                .push_new(node.name_arc().clone(), status);
+        }
+        Ok(())
     }
 }
 

@@ -87,6 +87,10 @@ impl ScorePlugin for ImageLocality {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
             return Err(Status::error(ERR_NO_PRE_SCORE_STATE));
         };
+        // Most nodes of a big cluster report no images: skip hashing the names then.
+        if node.image_states.is_empty() {
+            return Ok(calculate_priority(0, s.images.len()));
+        }
         let sum = s
             .images
             .iter()

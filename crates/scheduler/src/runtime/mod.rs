@@ -12,14 +12,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use framework::{
-    Code, CycleState, Handle, NodeInfo, NodeScore, NodeToStatus, Plugin, PodInfo, PostFilterResult,
-    PreFilterResult, QueuedPodInfo, Snapshot, Status, MAX_NODE_SCORE, MIN_NODE_SCORE,
+    Code, CycleState, FilterPlugin, Handle, NodeInfo, NodeScore, NodeToStatus, Plugin, PodInfo,
+    PostFilterResult, PreFilterResult, QueuedPodInfo, Snapshot, Status, MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
 };
 
 pub use build::{BuildError, ExtensionPoint, PluginSetSpec, ProfileSpec};
 
 /// The longest a Permit plugin may make a pod wait (upstream `maxTimeout`).
 pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// Score passes over fewer nodes than this run on the calling thread (measured:
+/// docs/performance.md).
+pub const PARALLEL_SCORE_MIN_NODES: usize = 1024;
 
 /// A plugin's status as recorded for an explanation.
 pub type PluginStatus = (&'static str, Status);
@@ -83,6 +88,42 @@ impl NodeScores {
     pub fn node(&self, i: usize) -> &[i64] {
         let n = self.plugins.len();
         &self.scores[i * n..(i + 1) * n]
+    }
+}
+
+/// The Filter plugins of one cycle, in order (see [`Framework::active_filters`]).
+pub struct ActiveFilters<'a>(Vec<(&'static str, &'a dyn FilterPlugin)>);
+
+impl ActiveFilters<'_> {
+    /// Runs the filters on one node, stopping at the first rejection.
+    pub fn run(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        for (name, f) in &self.0 {
+            let s = f.filter(state, pod, node);
+            if !s.is_success() {
+                return normalize_filter_status(s, name);
+            }
+        }
+        Status::success()
+    }
+
+    /// Like [`run`](Self::run), recording each plugin's status in `out`.
+    pub fn run_explained(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        out: &mut Vec<PluginStatus>,
+    ) -> Status {
+        for (name, f) in &self.0 {
+            let s = f.filter(state, pod, node);
+            if !s.is_success() {
+                let s = normalize_filter_status(s, name);
+                out.push((name, s.clone()));
+                return s;
+            }
+            out.push((name, s));
+        }
+        Status::success()
     }
 }
 
@@ -246,20 +287,22 @@ impl Framework {
         (result, returned, with_nodes)
     }
 
+    /// The Filter plugins that run this cycle (those whose PreFilter did not skip), resolved
+    /// once so that the per-node loop does no name comparisons.
+    pub fn active_filters(&self, state: &CycleState) -> ActiveFilters<'_> {
+        let skip = state.skip_filter_plugins();
+        ActiveFilters(
+            self.filter
+                .iter()
+                .filter(|p| !skip.contains(&p.name()))
+                .filter_map(|p| p.as_filter().map(|f| (p.name(), f)))
+                .collect(),
+        )
+    }
+
     /// Runs Filter plugins on one node, stopping at the first rejection.
     pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        let skip = state.skip_filter_plugins();
-        for pl in &self.filter {
-            if !skip.is_empty() && skip.contains(&pl.name()) {
-                continue;
-            }
-            let Some(p) = pl.as_filter() else { continue };
-            let s = p.filter(state, pod, node);
-            if !s.is_success() {
-                return normalize_filter_status(s, pl.name());
-            }
-        }
-        Status::success()
+        self.active_filters(state).run(state, pod, node)
     }
 
     /// Like [`run_filter_plugins`](Self::run_filter_plugins), recording each plugin's status.
@@ -270,21 +313,8 @@ impl Framework {
         node: &NodeInfo,
         out: &mut Vec<PluginStatus>,
     ) -> Status {
-        let skip = state.skip_filter_plugins();
-        for pl in &self.filter {
-            if skip.contains(&pl.name()) {
-                continue;
-            }
-            let Some(p) = pl.as_filter() else { continue };
-            let s = p.filter(state, pod, node);
-            if !s.is_success() {
-                let s = normalize_filter_status(s, pl.name());
-                out.push((pl.name(), s.clone()));
-                return s;
-            }
-            out.push((pl.name(), s));
-        }
-        Status::success()
+        self.active_filters(state)
+            .run_explained(state, pod, node, out)
     }
 
     /// Runs PostFilter plugins until one succeeds, errors or is unresolvable; otherwise
@@ -382,29 +412,31 @@ impl Framework {
         let mut raw = vec![0i64; n * np];
         if np > 0 && n > 0 {
             let chunks: Vec<Result<Vec<i64>, Status>> =
-                self.handle.parallelizer.map_chunks(n, |range| {
-                    let mut out = Vec::with_capacity(range.len() * np);
-                    for i in range {
-                        for (pl, _) in &plugins {
-                            let Some(p) = pl.as_score() else {
-                                out.push(0);
-                                continue;
-                            };
-                            match p.score(state, pod, &nodes[i]) {
-                                Ok(v) => out.push(v),
-                                Err(s) => {
-                                    return Err(Status::error(format!(
-                                        "running Score plugins: plugin {:?} failed with: {}",
-                                        pl.name(),
-                                        s.message()
-                                    ))
-                                    .with_plugin(pl.name()))
+                self.handle
+                    .parallelizer
+                    .map_chunks_from(n, PARALLEL_SCORE_MIN_NODES, |range| {
+                        let mut out = Vec::with_capacity(range.len() * np);
+                        for i in range {
+                            for (pl, _) in &plugins {
+                                let Some(p) = pl.as_score() else {
+                                    out.push(0);
+                                    continue;
+                                };
+                                match p.score(state, pod, &nodes[i]) {
+                                    Ok(v) => out.push(v),
+                                    Err(s) => {
+                                        return Err(Status::error(format!(
+                                            "running Score plugins: plugin {:?} failed with: {}",
+                                            pl.name(),
+                                            s.message()
+                                        ))
+                                        .with_plugin(pl.name()))
+                                    }
                                 }
                             }
                         }
-                    }
-                    Ok(out)
-                });
+                        Ok(out)
+                    });
             let mut at = 0;
             for c in chunks {
                 let c = c?;

@@ -231,38 +231,61 @@ fn filtering_resumes_round_robin_where_the_last_cycle_stopped() {
     );
 }
 
-#[test]
-fn parallel_and_sequential_filtering_agree() {
-    let mut rejects = Vec::new();
-    for i in (0..400).step_by(3) {
-        rejects.push((format!("n{i}"), Status::unschedulable("Too many pods")));
-    }
+/// What a user can observe of a cycle: the host and feasible count, or the message; and
+/// how many nodes were looked at.
+type Observed = (Result<(String, usize), String>, usize);
+
+/// Runs four cycles over `nodes` nodes where node `i` passes when `fits(i)`.
+fn four_cycles(
+    par: Parallelizer,
+    nodes: usize,
+    fits: fn(usize) -> bool,
+    pct: Option<i32>,
+) -> Vec<Observed> {
+    let rejects: Vec<(String, Status)> = (0..nodes)
+        .filter(|&i| !fits(i))
+        .map(|i| (format!("n{i}"), Status::unschedulable("Too many pods")))
+        .collect();
     let refs: Vec<(&str, Status)> = rejects
         .iter()
         .map(|(n, s)| (n.as_str(), s.clone()))
         .collect();
-    let run = |par: Parallelizer| {
-        let f = framework_with(
-            vec![
-                Fake::named("F").rejecting(&refs),
-                Fake::named("S").scoring(&[("n7", 3), ("n301", 3)]),
-            ],
-            par,
-        );
-        let snap = snapshot(400);
-        let pod = make_pod("p").info();
-        let mut algo = ScheduleAlgorithm::new(3, None);
-        (0..4)
-            .map(|_| {
-                let mut e = Explanation::default();
-                let r = algo.schedule_pod(&f, &mut CycleState::new(), &pod, &snap, Some(&mut e));
-                (
-                    r.map(|r| r.suggested_host).map_err(|e| e.to_string()),
-                    e.filter.len(),
-                    e.scored_nodes,
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(run(Parallelizer::new(4)), run(Parallelizer::sequential()));
+    let f = framework_with(
+        vec![
+            Fake::named("F").rejecting(&refs),
+            Fake::named("S").scoring(&[("n0", 3), ("n1500", 3), ("n2900", 3)]),
+        ],
+        par,
+    );
+    let snap = snapshot(nodes);
+    let pod = make_pod("p").info();
+    let mut algo = ScheduleAlgorithm::new(3, pct);
+    (0..4)
+        .map(|_| {
+            let r = algo.schedule_pod(&f, &mut CycleState::new(), &pod, &snap, None);
+            (
+                r.as_ref()
+                    .map(|r| (r.suggested_host.clone(), r.feasible_nodes))
+                    .map_err(|e| e.to_string()),
+                r.map(|r| r.evaluated_nodes).unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[rstest]
+#[case::most_nodes_fit(3000, |_| true, None)]
+#[case::every_second_node_fits(3000, |i| i % 2 == 0, Some(50))]
+#[case::pass_completes_inside_a_parallel_chunk(3000, |i| i >= 1500 || i % 2 == 0, Some(40))]
+#[case::few_nodes_fit_so_waves_grow(3000, |i| i % 50 == 0, None)]
+#[case::only_the_first_node_fits(3000, |i| i == 0, None)]
+fn parallel_and_sequential_filtering_agree(
+    #[case] nodes: usize,
+    #[case] fits: fn(usize) -> bool,
+    #[case] pct: Option<i32>,
+) {
+    assert_eq!(
+        four_cycles(Parallelizer::new(4), nodes, fits, pct),
+        four_cycles(Parallelizer::sequential(), nodes, fits, pct)
+    );
 }

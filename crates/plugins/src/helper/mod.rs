@@ -2,6 +2,9 @@
 //!
 //! Upstream: pkg/scheduler/framework/plugins/helper.
 
+pub mod events;
+pub mod taints;
+
 use framework::{NodeScore, Status, MAX_NODE_SCORE};
 
 /// Scales scores so that the highest becomes `max_priority` (and, with `reverse`, inverts

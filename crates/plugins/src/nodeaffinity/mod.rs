@@ -29,8 +29,8 @@ use k8s_openapi::api::core::v1::{
 use serde::Deserialize;
 
 use crate::helper;
+use crate::helper::events::node_change;
 use crate::names;
-use crate::tainttoleration::node_change;
 
 pub const NAME: &str = names::NODE_AFFINITY;
 

@@ -13,10 +13,10 @@ use framework::{
 };
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 
+use crate::helper::events::{modified_pod, node_change, same_uid};
+use crate::helper::taints::{pod_tolerations, toleration_tolerates};
 use crate::names;
-use crate::tainttoleration::{
-    modified_pod, node_change, pod_tolerations, same_uid, toleration_tolerates, EFFECT_NO_SCHEDULE,
-};
+use crate::tainttoleration::EFFECT_NO_SCHEDULE;
 
 pub const NAME: &str = names::NODE_UNSCHEDULABLE;
 

@@ -7,8 +7,8 @@
 //! `FindMatchingUntoleratedTaint`. The numeric `Lt`/`Gt` toleration operators (upstream's
 //! `TaintTolerationComparisonOperators` feature) are always on here.
 //!
-//! The toleration matching and the event-object helpers at the bottom are `pub(crate)`:
-//! NodeUnschedulable and NodeAffinity use them too.
+//! The toleration matching itself lives in `crate::helper::taints`, shared with
+//! NodeUnschedulable.
 
 use std::sync::Arc;
 
@@ -21,6 +21,8 @@ use framework::{
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
 use crate::helper;
+use crate::helper::events::{modified_pod, node_change, same_uid};
+use crate::helper::taints::{pod_tolerations, tolerations_tolerate_taint};
 use crate::names;
 
 pub const NAME: &str = names::TAINT_TOLERATION;
@@ -194,14 +196,6 @@ struct PreScoreState {
     prefer_no_schedule: Vec<Toleration>,
 }
 
-/// The pod's tolerations (none when it has no spec).
-pub(crate) fn pod_tolerations(pod: &Pod) -> &[Toleration] {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or(&[])
-}
-
 fn node_taints(node: &Node) -> &[Taint] {
     node.spec
         .as_ref()
@@ -215,98 +209,6 @@ fn has_untolerated_do_not_schedule_taint(taints: &[Taint], tolerations: &[Tolera
         .iter()
         .filter(|t| t.effect == EFFECT_NO_SCHEDULE || t.effect == EFFECT_NO_EXECUTE)
         .any(|t| !tolerations_tolerate_taint(tolerations, t))
-}
-
-/// Whether any of `tolerations` tolerates `taint`.
-pub(crate) fn tolerations_tolerate_taint(tolerations: &[Toleration], taint: &Taint) -> bool {
-    let value = taint.value.as_deref().unwrap_or("");
-    tolerations
-        .iter()
-        .any(|t| toleration_tolerates(t, &taint.key, value, &taint.effect))
-}
-
-/// Whether one toleration tolerates the taint `key=value:effect`:
-/// - an empty effect matches every effect, otherwise the effects must be equal;
-/// - an empty key matches every key, otherwise the keys must be equal;
-/// - `Equal` (or no operator) needs equal values, `Exists` matches any value, `Lt`/`Gt` need
-///   both values to be canonical decimal integers with the taint's below/above the
-///   toleration's; any other operator matches nothing.
-pub(crate) fn toleration_tolerates(t: &Toleration, key: &str, value: &str, effect: &str) -> bool {
-    let t_effect = t.effect.as_deref().unwrap_or("");
-    if !t_effect.is_empty() && t_effect != effect {
-        return false;
-    }
-    let t_key = t.key.as_deref().unwrap_or("");
-    if !t_key.is_empty() && t_key != key {
-        return false;
-    }
-    let t_value = t.value.as_deref().unwrap_or("");
-    match t.operator.as_deref().unwrap_or("") {
-        "" | "Equal" => t_value == value,
-        "Exists" => true,
-        "Lt" => compare_numeric(t_value, value).is_some_and(|(tol, taint)| taint < tol),
-        "Gt" => compare_numeric(t_value, value).is_some_and(|(tol, taint)| taint > tol),
-        _ => false,
-    }
-}
-
-/// Both values as integers, or `None` when either is not a canonical decimal integer.
-fn compare_numeric(toleration: &str, taint: &str) -> Option<(i64, i64)> {
-    Some((
-        parse_canonical_int(toleration)?,
-        parse_canonical_int(taint)?,
-    ))
-}
-
-/// Parses `0` or an optional `-` followed by a digit 1-9 and more digits, fitting in i64.
-/// Upstream refuses `+5`, `05`, `-0` and spaces, which a plain integer parse would accept.
-fn parse_canonical_int(s: &str) -> Option<i64> {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    let canonical = match digits.as_bytes() {
-        [b'0'] => digits.len() == s.len(),
-        [first, rest @ ..] => {
-            (b'1'..=b'9').contains(first) && rest.iter().all(|b| b.is_ascii_digit())
-        }
-        [] => false,
-    };
-    if canonical {
-        s.parse().ok()
-    } else {
-        None
-    }
-}
-
-/// The old and new nodes of a node event; a missing or non-node new object is an error
-/// (upstream `util.As`).
-pub(crate) fn node_change<'a>(
-    old: Option<&'a EventObject>,
-    new: Option<&'a EventObject>,
-) -> Result<(Option<&'a Node>, &'a Node), String> {
-    let modified = match new {
-        Some(EventObject::Node(n)) => n.as_ref(),
-        Some(EventObject::Pod(_)) => return Err("expected Node, but got Pod".to_string()),
-        None => return Err("expected Node, but got nothing".to_string()),
-    };
-    let original = match old {
-        Some(EventObject::Node(n)) => Some(n.as_ref()),
-        Some(EventObject::Pod(_)) => return Err("expected Node, but got Pod".to_string()),
-        None => None,
-    };
-    Ok((original, modified))
-}
-
-/// The new pod of a pod event; a missing or non-pod new object is an error.
-pub(crate) fn modified_pod(new: Option<&EventObject>) -> Result<&Pod, String> {
-    match new {
-        Some(EventObject::Pod(p)) => Ok(p.as_ref()),
-        Some(EventObject::Node(_)) => Err("expected Pod, but got Node".to_string()),
-        None => Err("expected Pod, but got nothing".to_string()),
-    }
-}
-
-/// Whether two pod objects are the same pod (equal UIDs; an absent UID counts as empty).
-pub(crate) fn same_uid(a: &Pod, b: &Pod) -> bool {
-    a.metadata.uid.as_deref().unwrap_or("") == b.metadata.uid.as_deref().unwrap_or("")
 }
 
 #[cfg(test)]

@@ -496,15 +496,7 @@ impl Framework {
             let Some(p) = pl.as_reserve() else { continue };
             let s = p.reserve(state, pod, node);
             if !s.is_success() {
-                if s.is_rejected() {
-                    return s.with_plugin(pl.name());
-                }
-                return Status::error(format!(
-                    "running Reserve plugin {:?}: {}",
-                    pl.name(),
-                    s.message()
-                ))
-                .with_plugin(pl.name());
+                return rejection_or_error(s, "Reserve", pl.name());
             }
         }
         Status::success()
@@ -579,15 +571,7 @@ impl Framework {
             let Some(p) = pl.as_pre_bind() else { continue };
             let s = p.pre_bind(state, pod, node).await;
             if !s.is_success() {
-                if s.is_rejected() {
-                    return s.with_plugin(pl.name());
-                }
-                return Status::error(format!(
-                    "running PreBind plugin {:?}: {}",
-                    pl.name(),
-                    s.message()
-                ))
-                .with_plugin(pl.name());
+                return rejection_or_error(s, "PreBind", pl.name());
             }
         }
         Status::success()
@@ -604,15 +588,7 @@ impl Framework {
                 continue;
             }
             if !s.is_success() {
-                if s.is_rejected() {
-                    return s.with_plugin(pl.name());
-                }
-                return Status::error(format!(
-                    "running Bind plugin {:?}: {}",
-                    pl.name(),
-                    s.message()
-                ))
-                .with_plugin(pl.name());
+                return rejection_or_error(s, "Bind", pl.name());
             }
             return s;
         }
@@ -648,6 +624,20 @@ impl Framework {
         .map(|p| p.name())
         .chain(self.score.iter().map(|(p, _)| p.name()))
         .collect()
+    }
+}
+
+/// A failed status from `point`: rejections keep their code and reasons; anything else
+/// becomes an Error naming the extension point and the plugin, as upstream words it.
+fn rejection_or_error(s: Status, point: &str, plugin: &'static str) -> Status {
+    if s.is_rejected() {
+        s.with_plugin(plugin)
+    } else {
+        Status::error(format!(
+            "running {point} plugin {plugin:?}: {}",
+            s.message()
+        ))
+        .with_plugin(plugin)
     }
 }
 

@@ -164,6 +164,19 @@ impl LabelSelector {
         })
     }
 
+    /// Adds `key op [value]` (In or NotIn) to the requirements; no effect on "nothing".
+    /// Used to merge `matchLabelKeys`/`mismatchLabelKeys` of affinity terms.
+    pub fn require(&mut self, key: &str, operator: Operator, value: &str) {
+        if let Some(reqs) = self.requirements.as_mut() {
+            reqs.push(Requirement {
+                key: key.to_string(),
+                operator,
+                values: vec![value.to_string()],
+                bound: 0,
+            });
+        }
+    }
+
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         match &self.requirements {

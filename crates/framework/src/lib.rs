@@ -28,6 +28,6 @@ pub use events::{
 pub use handle::{Binding, ClientError, ClusterClient, Handle};
 pub use interface::*;
 pub use parallelize::Parallelizer;
-pub use snapshot::Snapshot;
+pub use snapshot::{Snapshot, Workloads};
 pub use status::{Code, Status};
 pub use types::{NodeInfo, NodeScore, PodInfo, QueuedPodInfo, Resource};

@@ -8,9 +8,44 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, ReplicationController, Service};
 
 use crate::types::{ImageStateSummary, NodeInfo, PodInfo};
+
+/// The objects that select pods and so define their default spreading groups (upstream's
+/// Service, ReplicationController, ReplicaSet and StatefulSet listers), by namespace.
+#[derive(Debug, Clone, Default)]
+pub struct Workloads {
+    pub services: HashMap<String, Vec<Arc<Service>>>,
+    pub replication_controllers: HashMap<String, Vec<Arc<ReplicationController>>>,
+    pub replica_sets: HashMap<String, Vec<Arc<ReplicaSet>>>,
+    pub stateful_sets: HashMap<String, Vec<Arc<StatefulSet>>>,
+}
+
+impl Workloads {
+    /// The Services of namespace `ns`.
+    pub fn services(&self, ns: &str) -> &[Arc<Service>] {
+        self.services.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    /// The ReplicationControllers of namespace `ns`.
+    pub fn replication_controllers(&self, ns: &str) -> &[Arc<ReplicationController>] {
+        self.replication_controllers
+            .get(ns)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The ReplicaSets of namespace `ns`.
+    pub fn replica_sets(&self, ns: &str) -> &[Arc<ReplicaSet>] {
+        self.replica_sets.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    /// The StatefulSets of namespace `ns`.
+    pub fn stateful_sets(&self, ns: &str) -> &[Arc<StatefulSet>] {
+        self.stateful_sets.get(ns).map_or(&[], Vec::as_slice)
+    }
+}
 
 /// The nodes of the cluster with their pods, as the plugins see them.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +58,9 @@ pub struct Snapshot {
     have_pods_with_required_anti_affinity: Vec<usize>,
     /// Namespace labels, for affinity terms with a namespaceSelector.
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
+    /// Services and controllers, for default topology spreading. Shared: they change
+    /// rarely and every snapshot of a cycle reads the same ones.
+    workloads: Arc<Workloads>,
 }
 
 /// The zone key of a node: region and zone labels, or "" when it has neither.
@@ -158,6 +196,16 @@ impl Snapshot {
     /// The labels of namespace `ns`, if known.
     pub fn namespace_labels(&self, ns: &str) -> Option<&BTreeMap<String, String>> {
         self.namespace_labels.get(ns)
+    }
+
+    /// Sets the Services and controllers.
+    pub fn set_workloads(&mut self, workloads: Arc<Workloads>) {
+        self.workloads = workloads;
+    }
+
+    /// The Services and controllers of the cluster.
+    pub fn workloads(&self) -> &Workloads {
+        &self.workloads
     }
 
     /// Every node, in node-tree order.

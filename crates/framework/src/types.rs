@@ -12,7 +12,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::labels::{LabelSelector, SelectorError};
+use crate::labels::{LabelSelector, Operator, SelectorError};
 use crate::quantity;
 
 /// CPU request assumed for a container that requests none, when scoring (upstream
@@ -285,7 +285,21 @@ fn compile_term(
     pod: &Pod,
     term: &k8s_openapi::api::core::v1::PodAffinityTerm,
 ) -> Result<AffinityTerm, SelectorError> {
-    let selector = LabelSelector::compile(term.label_selector.as_ref())?;
+    let mut selector = LabelSelector::compile(term.label_selector.as_ref())?;
+    // matchLabelKeys / mismatchLabelKeys: the pod's own values for those keys, ANDed in as
+    // `key In (value)` / `key NotIn (value)`. The API server merges them at creation;
+    // merging again is harmless and covers objects that did not pass through one.
+    let labels = pod.metadata.labels.as_ref();
+    for key in term.match_label_keys.iter().flatten() {
+        if let Some(v) = labels.and_then(|l| l.get(key)) {
+            selector.require(key, Operator::In, v);
+        }
+    }
+    for key in term.mismatch_label_keys.iter().flatten() {
+        if let Some(v) = labels.and_then(|l| l.get(key)) {
+            selector.require(key, Operator::NotIn, v);
+        }
+    }
     let namespace_selector = LabelSelector::compile(term.namespace_selector.as_ref())?;
     let mut namespaces = BTreeSet::new();
     match &term.namespaces {

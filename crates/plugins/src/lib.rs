@@ -14,11 +14,13 @@ pub mod registry;
 
 pub mod defaultbinder;
 pub mod imagelocality;
+pub mod interpodaffinity;
 pub mod nodeaffinity;
 pub mod nodename;
 pub mod nodeports;
 pub mod noderesources;
 pub mod nodeunschedulable;
+pub mod podtopologyspread;
 pub mod queuesort;
 pub mod schedulinggates;
 pub mod tainttoleration;

@@ -161,3 +161,67 @@ fn allocatable_is_parsed() {
         }
     );
 }
+
+#[test]
+fn match_and_mismatch_label_keys_are_merged_into_affinity_selectors() {
+    use k8s_openapi::api::core::v1::{Affinity, PodAffinity, PodAffinityTerm};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as V1LabelSelector;
+    let pod = make_pod("p")
+        .label("app", "web")
+        .label("rev", "v2")
+        .label("tenant", "a")
+        .with(|p| {
+            p.spec.get_or_insert_with(Default::default).affinity = Some(Affinity {
+                pod_affinity: Some(PodAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![
+                        PodAffinityTerm {
+                            label_selector: Some(V1LabelSelector {
+                                match_labels: Some(BTreeMap::from([(
+                                    "app".to_string(),
+                                    "web".to_string(),
+                                )])),
+                                match_expressions: None,
+                            }),
+                            topology_key: "kubernetes.io/hostname".into(),
+                            match_label_keys: Some(vec!["rev".into(), "absent".into()]),
+                            mismatch_label_keys: Some(vec!["tenant".into()]),
+                            ..Default::default()
+                        },
+                    ]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        })
+        .info();
+    let term = &pod.required_affinity_terms[0];
+    let other = |pairs: &[(&str, &str)]| {
+        make_pod("o")
+            .with(|p| {
+                p.metadata.labels = Some(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                )
+            })
+            .obj()
+    };
+    assert_eq!(
+        (
+            term.matches(
+                &other(&[("app", "web"), ("rev", "v2"), ("tenant", "b")]),
+                None
+            ),
+            term.matches(
+                &other(&[("app", "web"), ("rev", "v1"), ("tenant", "b")]),
+                None
+            ),
+            term.matches(
+                &other(&[("app", "web"), ("rev", "v2"), ("tenant", "a")]),
+                None
+            ),
+        ),
+        (true, false, false)
+    );
+}

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use thiserror::Error;
@@ -46,6 +47,8 @@ pub struct ClusterInput {
     pub nodes: Vec<Arc<Node>>,
     pub pods: Vec<Arc<Pod>>,
     pub namespaces: Vec<Namespace>,
+    /// Services and controllers, for PodTopologySpread's default constraints.
+    pub workloads: framework::Workloads,
     /// Kinds that were present but are not used, with their counts.
     pub ignored: BTreeMap<String, usize>,
 }
@@ -129,7 +132,16 @@ impl ClusterInput {
             .and_then(|n| n.as_str())
             .unwrap_or_default()
             .to_string();
-        if !matches!(kind.as_str(), "Node" | "Pod" | "Namespace") {
+        if !matches!(
+            kind.as_str(),
+            "Node"
+                | "Pod"
+                | "Namespace"
+                | "Service"
+                | "ReplicationController"
+                | "ReplicaSet"
+                | "StatefulSet"
+        ) {
             *self.ignored.entry(kind).or_insert(0) += 1;
             return Ok(());
         }
@@ -139,7 +151,7 @@ impl ClusterInput {
                 "metadata.name is required".into(),
             ));
         }
-        let namespaced = kind == "Pod";
+        let namespaced = kind != "Node" && kind != "Namespace";
         let ns = value
             .pointer("/metadata/namespace")
             .and_then(|n| n.as_str())
@@ -177,14 +189,42 @@ impl ClusterInput {
                 pod.metadata.namespace = Some(ns);
                 self.pods.push(Arc::new(pod));
             }
-            _ => {
+            "Namespace" => {
                 let ns: Namespace = decode(value).map_err(|m| err(label.clone(), m))?;
                 check_labels(ns.metadata.labels.as_ref()).map_err(|m| err(label.clone(), m))?;
                 self.namespaces.push(ns);
             }
+            "Service" => {
+                let svc: Service = decode(value).map_err(|m| err(label.clone(), m))?;
+                push_ns(&mut self.workloads.services, ns, svc);
+            }
+            "ReplicationController" => {
+                let rc: ReplicationController = decode(value).map_err(|m| err(label.clone(), m))?;
+                push_ns(&mut self.workloads.replication_controllers, ns, rc);
+            }
+            "ReplicaSet" => {
+                let rs: ReplicaSet = decode(value).map_err(|m| err(label.clone(), m))?;
+                push_ns(&mut self.workloads.replica_sets, ns, rs);
+            }
+            _ => {
+                let ss: StatefulSet = decode(value).map_err(|m| err(label.clone(), m))?;
+                push_ns(&mut self.workloads.stateful_sets, ns, ss);
+            }
         }
         Ok(())
     }
+}
+
+/// Files `obj` under its namespace (objects are stored with their namespace set).
+fn push_ns<
+    T: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+>(
+    map: &mut HashMap<String, Vec<Arc<T>>>,
+    ns: String,
+    mut obj: T,
+) {
+    obj.metadata_mut().namespace = Some(ns.clone());
+    map.entry(ns).or_default().push(Arc::new(obj));
 }
 
 /// Decodes one object, naming the field on a type error.
@@ -320,6 +360,31 @@ mod tests {
     )]
     fn loads(#[case] text: &str, #[case] want: Summary) {
         assert_eq!(load(text).map(|i| summary(&i)), Ok(want));
+    }
+
+    #[test]
+    fn workloads_are_kept_by_namespace() {
+        let text = "kind: Service\nmetadata: {name: web, namespace: shop}\nspec: {selector: {app: web}}\n---\nkind: ReplicaSet\nmetadata: {name: web-1}\nspec: {selector: {matchLabels: {app: web}}}\n---\nkind: StatefulSet\nmetadata: {name: db, namespace: shop}\nspec: {selector: {matchLabels: {app: db}}, serviceName: db, template: {}}\n---\nkind: ReplicationController\nmetadata: {name: old}\n";
+        let got = load(text).map(|i| {
+            let w = &i.workloads;
+            let names = |ns: &str| {
+                (
+                    w.services(ns).len(),
+                    w.replica_sets(ns).len(),
+                    w.stateful_sets(ns).len(),
+                    w.replication_controllers(ns).len(),
+                )
+            };
+            (
+                names("shop"),
+                names("default"),
+                w.stateful_sets("shop")[0].metadata.namespace.clone(),
+            )
+        });
+        assert_eq!(
+            got,
+            Ok(((1, 0, 1, 0), (0, 1, 0, 1), Some("shop".to_string())))
+        );
     }
 
     #[rstest]

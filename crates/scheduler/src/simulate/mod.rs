@@ -271,6 +271,7 @@ fn build_snapshot(input: &ClusterInput) -> Snapshot {
         })
         .collect();
     snapshot.set_namespace_labels(labels);
+    snapshot.set_workloads(Arc::new(input.workloads.clone()));
     snapshot
 }
 

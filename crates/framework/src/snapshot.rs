@@ -193,6 +193,11 @@ impl Snapshot {
         self.namespace_labels = labels;
     }
 
+    /// Every known namespace with its labels (what a namespace lister would list).
+    pub fn namespaces(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, String>)> {
+        self.namespace_labels.iter().map(|(n, l)| (n.as_str(), l))
+    }
+
     /// The labels of namespace `ns`, if known.
     pub fn namespace_labels(&self, ns: &str) -> Option<&BTreeMap<String, String>> {
         self.namespace_labels.get(ns)

@@ -141,6 +141,49 @@ pub struct AffinityTerm {
 }
 
 impl AffinityTerm {
+    /// Compiles one term of `pod`: its selector with the pod's matchLabelKeys /
+    /// mismatchLabelKeys values merged in, and its namespaces (the pod's own when neither
+    /// `namespaces` nor `namespaceSelector` is set).
+    pub fn compile(
+        pod: &Pod,
+        term: &k8s_openapi::api::core::v1::PodAffinityTerm,
+    ) -> Result<AffinityTerm, SelectorError> {
+        let mut selector = LabelSelector::compile(term.label_selector.as_ref())?;
+        // matchLabelKeys / mismatchLabelKeys: the pod's own values for those keys, ANDed in as
+        // `key In (value)` / `key NotIn (value)`. The API server merges them at creation;
+        // merging again is harmless and covers objects that did not pass through one.
+        let labels = pod.metadata.labels.as_ref();
+        for key in term.match_label_keys.iter().flatten() {
+            if let Some(v) = labels.and_then(|l| l.get(key)) {
+                selector.require(key, Operator::In, v);
+            }
+        }
+        for key in term.mismatch_label_keys.iter().flatten() {
+            if let Some(v) = labels.and_then(|l| l.get(key)) {
+                selector.require(key, Operator::NotIn, v);
+            }
+        }
+        let namespace_selector = LabelSelector::compile(term.namespace_selector.as_ref())?;
+        let mut namespaces = BTreeSet::new();
+        match &term.namespaces {
+            Some(list) if !list.is_empty() => namespaces.extend(list.iter().cloned()),
+            _ if term.namespace_selector.is_none() => {
+                namespaces.insert(
+                    pod.metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".to_string()),
+                );
+            }
+            _ => {}
+        }
+        Ok(AffinityTerm {
+            namespaces,
+            selector,
+            topology_key: term.topology_key.clone(),
+            namespace_selector,
+        })
+    }
     /// Whether `pod`, in a namespace with `ns_labels`, is selected by this term.
     pub fn matches(&self, pod: &Pod, ns_labels: Option<&BTreeMap<String, String>>) -> bool {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -281,47 +324,6 @@ impl PodInfo {
     }
 }
 
-fn compile_term(
-    pod: &Pod,
-    term: &k8s_openapi::api::core::v1::PodAffinityTerm,
-) -> Result<AffinityTerm, SelectorError> {
-    let mut selector = LabelSelector::compile(term.label_selector.as_ref())?;
-    // matchLabelKeys / mismatchLabelKeys: the pod's own values for those keys, ANDed in as
-    // `key In (value)` / `key NotIn (value)`. The API server merges them at creation;
-    // merging again is harmless and covers objects that did not pass through one.
-    let labels = pod.metadata.labels.as_ref();
-    for key in term.match_label_keys.iter().flatten() {
-        if let Some(v) = labels.and_then(|l| l.get(key)) {
-            selector.require(key, Operator::In, v);
-        }
-    }
-    for key in term.mismatch_label_keys.iter().flatten() {
-        if let Some(v) = labels.and_then(|l| l.get(key)) {
-            selector.require(key, Operator::NotIn, v);
-        }
-    }
-    let namespace_selector = LabelSelector::compile(term.namespace_selector.as_ref())?;
-    let mut namespaces = BTreeSet::new();
-    match &term.namespaces {
-        Some(list) if !list.is_empty() => namespaces.extend(list.iter().cloned()),
-        _ if term.namespace_selector.is_none() => {
-            namespaces.insert(
-                pod.metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".to_string()),
-            );
-        }
-        _ => {}
-    }
-    Ok(AffinityTerm {
-        namespaces,
-        selector,
-        topology_key: term.topology_key.clone(),
-        namespace_selector,
-    })
-}
-
 fn compile_terms<'a>(
     pod: &Pod,
     terms: impl Iterator<Item = &'a k8s_openapi::api::core::v1::PodAffinityTerm>,
@@ -330,7 +332,7 @@ fn compile_terms<'a>(
 ) -> Vec<AffinityTerm> {
     let mut out = Vec::new();
     for (i, t) in terms.enumerate() {
-        match compile_term(pod, t) {
+        match AffinityTerm::compile(pod, t) {
             Ok(c) => out.push(c),
             Err(e) => errors.push(format!("{what}[{i}]: {e}")),
         }
@@ -346,7 +348,7 @@ fn compile_weighted<'a>(
 ) -> Vec<WeightedAffinityTerm> {
     let mut out = Vec::new();
     for (i, t) in terms.enumerate() {
-        match compile_term(pod, &t.pod_affinity_term) {
+        match AffinityTerm::compile(pod, &t.pod_affinity_term) {
             Ok(term) => out.push(WeightedAffinityTerm {
                 term,
                 weight: t.weight,

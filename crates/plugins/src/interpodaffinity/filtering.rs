@@ -42,10 +42,9 @@ impl PreFilterPlugin for InterPodAffinity {
         {
             return (None, Status::skip());
         }
-        let affinity_namespaces =
-            resolve_namespaces(&pod.required_affinity_terms, snapshot, own_namespace);
+        let affinity_namespaces = resolve_namespaces(&pod.required_affinity_terms, snapshot);
         let anti_affinity_namespaces =
-            resolve_namespaces(&pod.required_anti_affinity_terms, snapshot, own_namespace);
+            resolve_namespaces(&pod.required_anti_affinity_terms, snapshot);
         let (affinity_counts, anti_affinity_counts) = self.incoming_counts(
             pod,
             &affinity_namespaces,

@@ -12,9 +12,9 @@
 //! Terminating pods (with a deletionTimestamp) count like any other pod, as upstream.
 //!
 //! A term's namespaceSelector is matched against namespace labels: for the incoming pod's
-//! terms, PreFilter and PreScore resolve it once to the set of namespaces (among those of
-//! the pods in the snapshot and the pod's own) whose labels it selects, as upstream merges
-//! the namespaces it lists into the term; a namespace with no known labels is not selected.
+//! terms, PreFilter and PreScore resolve it once to the set of the snapshot's namespaces
+//! whose labels it selects, as upstream merges the namespaces its lister returns into the
+//! term; a namespace the snapshot does not know is not selected.
 //! Existing pods' terms are matched against the incoming pod's namespace labels (none
 //! known: an empty label set), as upstream.
 
@@ -22,18 +22,17 @@ mod args;
 mod filtering;
 mod scoring;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use framework::events::QueueingHintFn;
-use framework::labels::{LabelSelector, Operator};
 use framework::types::AffinityTerm;
 use framework::{
     decode_args, ActionType, ArgsError, ClusterEventWithHint, EnqueueExtensions, EventObject,
     EventResource, FilterPlugin, Handle, Parallelizer, Plugin, PodInfo, PreFilterPlugin,
     PreScorePlugin, QueueingHint, ScorePlugin, Snapshot,
 };
-use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::helper::events::{node_change, same_uid};
 use crate::names;
@@ -341,15 +340,12 @@ enum SelectedNamespaces {
     Listed(Arc<HashSet<String>>),
 }
 
-/// Resolves the namespaceSelector of each of `terms` once per cycle. The namespaces looked
-/// at are those of the pods in the snapshot and `own_namespace`: a selector can only make a
-/// term match a pod in a namespace that has pods.
+/// Resolves the namespaceSelector of each of `terms` once per cycle, against the
+/// namespaces the snapshot knows (upstream lists them with its namespace lister).
 fn resolve_namespaces<'a>(
     terms: impl IntoIterator<Item = &'a AffinityTerm>,
     snapshot: &Snapshot,
-    own_namespace: &str,
 ) -> Vec<SelectedNamespaces> {
-    let mut known: Option<HashSet<&str>> = None;
     terms
         .into_iter()
         .map(|term| {
@@ -360,30 +356,14 @@ fn resolve_namespaces<'a>(
             if selector.is_everything() {
                 return SelectedNamespaces::All;
             }
-            let known = known.get_or_insert_with(|| known_namespaces(snapshot, own_namespace));
-            let selected = known
-                .iter()
-                .filter(|ns| {
-                    snapshot
-                        .namespace_labels(ns)
-                        .is_some_and(|labels| selector.matches(labels))
-                })
-                .map(|ns| ns.to_string())
+            let selected = snapshot
+                .namespaces()
+                .filter(|(_, labels)| selector.matches(labels))
+                .map(|(ns, _)| ns.to_string())
                 .collect();
             SelectedNamespaces::Listed(Arc::new(selected))
         })
         .collect()
-}
-
-fn known_namespaces<'a>(snapshot: &'a Snapshot, own_namespace: &'a str) -> HashSet<&'a str> {
-    let mut known: HashSet<&str> = snapshot
-        .node_infos()
-        .iter()
-        .flat_map(|n| n.pods.iter())
-        .map(|p| p.namespace())
-        .collect();
-    known.insert(own_namespace);
-    known
 }
 
 /// Whether `pod` is selected by a term of the incoming pod whose namespaceSelector was
@@ -470,48 +450,8 @@ fn compile_required_terms(pod: &Pod, kind: TermKind) -> Result<Vec<AffinityTerm>
     terms
         .into_iter()
         .flatten()
-        .map(|t| compile_term(pod, t).map_err(|e| e.to_string()))
+        .map(|t| AffinityTerm::compile(pod, t).map_err(|e| e.to_string()))
         .collect()
-}
-
-/// One term of a raw pod: its selector with matchLabelKeys/mismatchLabelKeys merged, and
-/// its namespaces (the pod's own when neither namespaces nor namespaceSelector is set).
-fn compile_term(
-    pod: &Pod,
-    term: &PodAffinityTerm,
-) -> Result<AffinityTerm, framework::labels::SelectorError> {
-    let mut selector = LabelSelector::compile(term.label_selector.as_ref())?;
-    let labels = pod.metadata.labels.as_ref();
-    for key in term.match_label_keys.iter().flatten() {
-        if let Some(v) = labels.and_then(|l| l.get(key)) {
-            selector.require(key, Operator::In, v);
-        }
-    }
-    for key in term.mismatch_label_keys.iter().flatten() {
-        if let Some(v) = labels.and_then(|l| l.get(key)) {
-            selector.require(key, Operator::NotIn, v);
-        }
-    }
-    let namespace_selector = LabelSelector::compile(term.namespace_selector.as_ref())?;
-    let mut namespaces = BTreeSet::new();
-    match &term.namespaces {
-        Some(list) if !list.is_empty() => namespaces.extend(list.iter().cloned()),
-        _ if term.namespace_selector.is_none() => {
-            namespaces.insert(
-                pod.metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".to_string()),
-            );
-        }
-        _ => {}
-    }
-    Ok(AffinityTerm {
-        namespaces,
-        selector,
-        topology_key: term.topology_key.clone(),
-        namespace_selector,
-    })
 }
 
 /// Whether `pod` matches all `terms` (none: false), namespace selectors against no labels.

@@ -45,12 +45,10 @@ impl PreScorePlugin for InterPodAffinity {
             affinity_namespaces: resolve_namespaces(
                 pod.preferred_affinity_terms.iter().map(|w| &w.term),
                 snapshot,
-                own_namespace,
             ),
             anti_affinity_namespaces: resolve_namespaces(
                 pod.preferred_anti_affinity_terms.iter().map(|w| &w.term),
                 snapshot,
-                own_namespace,
             ),
             namespace_labels: snapshot.namespace_labels(own_namespace),
             hard_pod_affinity_weight: i64::from(self.args.hard_pod_affinity_weight),

@@ -50,14 +50,15 @@ fn pause(name: &str) -> PodBuilder {
 fn spread(p: PodBuilder, when: &str) -> PodBuilder {
     let when = when.to_string();
     p.label("color", "blue").with(move |p| {
-        p.spec.get_or_insert_with(Default::default).topology_spread_constraints =
-            Some(vec![TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: ZONE.into(),
-                when_unsatisfiable: when,
-                label_selector: selector("color", "blue"),
-                ..Default::default()
-            }]);
+        p.spec
+            .get_or_insert_with(Default::default)
+            .topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: ZONE.into(),
+            when_unsatisfiable: when,
+            label_selector: selector("color", "blue"),
+            ..Default::default()
+        }]);
     })
 }
 
@@ -156,7 +157,11 @@ fn bench_cycle(c: &mut Criterion) {
             &grouped,
             info(spread(pause("measured"), "ScheduleAnyway")),
         ),
-        ("pod_anti_affinity", &grouped, info(anti_affinity(pause("measured")))),
+        (
+            "pod_anti_affinity",
+            &grouped,
+            info(anti_affinity(pause("measured"))),
+        ),
         (
             "preferred_pod_affinity",
             &grouped,

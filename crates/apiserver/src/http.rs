@@ -960,6 +960,9 @@ mod tests {
 
     use super::*;
 
+    /// resource, namespace, name, subresource.
+    type RouteParts<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
     #[rstest]
     #[case::leading_ampersand(Some("&watch=true&limit=500"), "watch", Some("true"))]
     #[case::encoded_selector(
@@ -982,10 +985,7 @@ mod tests {
     #[case::lease("/apis/coordination.k8s.io/v1/namespaces/k/leases/l", Some(("leases", Some("k"), Some("l"), None)))]
     #[case::pod_without_namespace("/api/v1/pods/p", None)]
     #[case::unknown("/apis/nope/v1/things", None)]
-    fn routes(
-        #[case] path: &str,
-        #[case] want: Option<(&str, Option<&str>, Option<&str>, Option<&str>)>,
-    ) {
+    fn routes(#[case] path: &str, #[case] want: Option<RouteParts<'_>>) {
         let got = match route(path) {
             Some(Route::Object(p)) => {
                 Some((p.info.resource, p.ns.clone(), p.name.clone(), p.sub.clone()))

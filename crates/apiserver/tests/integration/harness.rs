@@ -41,6 +41,18 @@ impl Cluster {
         }
     }
 
+    /// Runs async client code on the server's runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// A kube-rs client for this server (plain HTTP, no credentials).
+    pub fn kube_client(&self) -> kube::Client {
+        let url = format!("http://{}", self.addr).parse().expect("server URL");
+        let _guard = self.rt.enter();
+        kube::Client::try_from(kube::Config::new(url)).expect("kube client")
+    }
+
     /// One request; returns the status code and the body parsed as JSON (Null if not JSON).
     pub fn request(
         &self,

@@ -7,4 +7,5 @@
 
 mod harness;
 mod http_api;
+mod kube_rs;
 mod kubectl;

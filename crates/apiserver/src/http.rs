@@ -323,6 +323,7 @@ impl Req<'_> {
         let v: Value = match base {
             "" | "application/json" | "*/*" => serde_json::from_slice(self.body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
+            "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(self.body)?,
             "application/yaml" | "application/apply-patch+yaml" => {
                 serde_yaml_ng::from_slice(self.body)
                     .map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?

@@ -14,6 +14,7 @@ pub mod discovery;
 mod http;
 pub mod meta;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod selectors;
 pub mod status;

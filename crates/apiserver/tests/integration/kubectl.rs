@@ -249,3 +249,48 @@ fn drain_ignoring_daemonsets_removes_the_nodes_pods() {
         .kubectl_ok(&["get", "node", "node-1"])
         .contains("SchedulingDisabled"));
 }
+
+#[test]
+fn create_generators_send_protobuf_that_the_server_decodes() {
+    let c = Cluster::start();
+    assert!(c
+        .kubectl_ok(&["create", "namespace", "team-a"])
+        .contains("namespace/team-a created"));
+    c.kubectl_ok(&[
+        "create",
+        "configmap",
+        "cm1",
+        "-n",
+        "team-a",
+        "--from-literal=a=1",
+    ]);
+    c.kubectl_ok(&["create", "priorityclass", "high", "--value=1000"]);
+    let ns = c.kubectl_ok(&[
+        "get",
+        "ns",
+        "team-a",
+        "-o",
+        "jsonpath={.status.phase} {.metadata.labels}",
+    ]);
+    assert_eq!(ns, r#"Active {"kubernetes.io/metadata.name":"team-a"}"#);
+    assert_eq!(
+        c.kubectl_ok(&[
+            "get",
+            "cm",
+            "cm1",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.a}"
+        ]),
+        "1"
+    );
+    // Priority admission resolves the new class for a pod naming it.
+    let pod = POD.replace("spec:\n", "spec:\n  priorityClassName: high\n");
+    let f = c.file("pod.yaml", &pod);
+    c.kubectl_ok(&["create", "-f", &f]);
+    assert_eq!(
+        c.kubectl_ok(&["get", "pod", "p1", "-o", "jsonpath={.spec.priority}"]),
+        "1000"
+    );
+}

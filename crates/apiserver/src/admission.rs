@@ -266,6 +266,102 @@ pub fn admit_priority(
     Ok(())
 }
 
+/// Whether a PodDisruptionBudget's selector selects the pod (same namespace; an empty or
+/// missing selector selects nothing, as in policy/v1).
+pub fn pdb_selects(pdb: &Value, pod: &Value) -> bool {
+    let ns = |v: &Value| v.pointer("/metadata/namespace").cloned();
+    if ns(pdb) != ns(pod) {
+        return false;
+    }
+    let Some(sel) = pdb.pointer("/spec/selector").and_then(Value::as_object) else {
+        return false;
+    };
+    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    let match_labels = sel.get("matchLabels").and_then(Value::as_object);
+    let exprs = sel.get("matchExpressions").and_then(Value::as_array);
+    if match_labels.is_none_or(Map::is_empty) && exprs.is_none_or(Vec::is_empty) {
+        return false;
+    }
+    let labels_ok = match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let exprs_ok = exprs.into_iter().flatten().all(|e| {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        match e.get("operator").and_then(Value::as_str) {
+            Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+            Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
+            Some("Exists") => label(key).is_some(),
+            Some("DoesNotExist") => label(key).is_none(),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
+/// A PodDisruptionBudget's numbers, computed from the pods it selects (no disruption
+/// controller runs here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Ready pods not being deleted.
+    pub current_healthy: i64,
+    /// Pods that must stay healthy.
+    pub desired_healthy: i64,
+    /// `current_healthy - desired_healthy`.
+    pub allowed: i64,
+}
+
+fn pod_ready(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_none()
+        && pod
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("Ready")
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+            })
+}
+
+/// An IntOrString of a budget: an absolute number, or a percentage of `expected` rounded up.
+fn scaled(v: &Value, expected: i64) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => {
+            let pct: i64 = s.strip_suffix('%')?.parse().ok()?;
+            Some((pct * expected + 99) / 100)
+        }
+        _ => None,
+    }
+}
+
+/// The budget of `pdb` over the pods it selects. Upstream: pkg/controller/disruption.
+pub fn disruption_budget(pdb: &Value, selected: &[&Value]) -> Budget {
+    let expected = i64::try_from(selected.len()).unwrap_or(i64::MAX);
+    let current_healthy =
+        i64::try_from(selected.iter().filter(|p| pod_ready(p)).count()).unwrap_or(i64::MAX);
+    let desired_healthy = if let Some(min) = pdb.pointer("/spec/minAvailable") {
+        scaled(min, expected).unwrap_or(expected)
+    } else if let Some(max) = pdb.pointer("/spec/maxUnavailable") {
+        expected - scaled(max, expected).unwrap_or(0)
+    } else {
+        expected
+    };
+    let desired_healthy = desired_healthy.max(0);
+    Budget {
+        current_healthy,
+        desired_healthy,
+        allowed: (current_healthy - desired_healthy).max(0),
+    }
+}
+
 /// Field renames between events.k8s.io/v1 (left) and core/v1 (right).
 const EVENT_RENAMES: &[(&str, &str)] = &[
     ("regarding", "involvedObject"),
@@ -375,6 +471,42 @@ mod tests {
     fn wrong_field_type_is_bad_request() {
         let body = json!({"metadata": {"name": "p"}, "spec": {"containers": "nginx"}});
         assert_eq!(check_decodes(pods(), &body).map_err(|e| e.code), Err(400));
+    }
+
+    fn running(name: &str, ready: bool) -> Value {
+        json!({"metadata": {"name": name, "namespace": "d", "labels": {"app": "web"}},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[rstest]
+    #[case::min_available_met_exactly(json!({"minAvailable": 2}), 2, 2, 0)]
+    #[case::min_available_with_slack(json!({"minAvailable": 1}), 2, 2, 1)]
+    #[case::max_unavailable(json!({"maxUnavailable": 1}), 3, 3, 1)]
+    #[case::percentage_rounds_up(json!({"minAvailable": "50%"}), 3, 3, 1)]
+    #[case::unready_pods_count_against(json!({"minAvailable": 2}), 3, 1, 0)]
+    fn budgets(
+        #[case] spec: Value,
+        #[case] pods: usize,
+        #[case] ready: usize,
+        #[case] allowed: i64,
+    ) {
+        let mut pdb = json!({"metadata": {"name": "b", "namespace": "d"},
+                             "spec": {"selector": {"matchLabels": {"app": "web"}}}});
+        for (k, v) in spec.as_object().into_iter().flatten() {
+            pdb["spec"][k] = v.clone();
+        }
+        let all: Vec<Value> = (0..pods)
+            .map(|i| running(&format!("p{i}"), i < ready))
+            .collect();
+        let selected: Vec<&Value> = all.iter().filter(|p| pdb_selects(&pdb, p)).collect();
+        assert_eq!(selected.len(), pods);
+        assert_eq!(disruption_budget(&pdb, &selected).allowed, allowed);
+    }
+
+    #[test]
+    fn empty_pdb_selector_selects_nothing() {
+        let pdb = json!({"metadata": {"namespace": "d"}, "spec": {"selector": {}}});
+        assert!(!pdb_selects(&pdb, &running("p", true)));
     }
 
     #[test]

@@ -63,12 +63,17 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         for sub in r.subresources {
             let (kind, verbs): (&str, &[&str]) = match *sub {
                 "binding" => ("Binding", &["create"]),
+                "eviction" => ("Eviction", &["create"]),
                 _ => (r.kind, &["get", "patch", "update"]),
             };
-            entries.push(
-                json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
-                                "namespaced": r.namespaced, "kind": kind, "verbs": verbs}),
-            );
+            let mut e = json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
+                               "namespaced": r.namespaced, "kind": kind, "verbs": verbs});
+            // kubectl drain uses eviction only when group and version are set.
+            if *sub == "eviction" {
+                e["group"] = json!("policy");
+                e["version"] = json!("v1");
+            }
+            entries.push(e);
         }
     }
     if entries.is_empty() {
@@ -109,12 +114,13 @@ pub fn aggregated(core: bool) -> Value {
                         .subresources
                         .iter()
                         .map(|sub| {
-                            let (kind, verbs): (&str, &[&str]) = match *sub {
-                                "binding" => ("Binding", &["create"]),
-                                _ => (r.kind, &["get", "patch", "update"]),
+                            let (group, kind, verbs): (&str, &str, &[&str]) = match *sub {
+                                "binding" => (r.group, "Binding", &["create"]),
+                                "eviction" => ("policy", "Eviction", &["create"]),
+                                _ => (r.group, r.kind, &["get", "patch", "update"]),
                             };
                             json!({"subresource": sub,
-                                   "responseKind": {"group": r.group, "version": r.version, "kind": kind},
+                                   "responseKind": {"group": group, "version": r.version, "kind": kind},
                                    "verbs": verbs})
                         })
                         .collect();

@@ -398,6 +398,7 @@ fn object(req: Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
         }
         (Method::DELETE, Some(name), None) => delete(&req, &p, name),
         (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(&req, &p, name),
+        (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(&req, &p, name),
         (m, _, Some(sub)) if !info.subresources.contains(&sub) => {
             let _ = m;
             Err(ApiError::no_route())
@@ -595,6 +596,14 @@ fn patch(
 
 /// DeleteOptions preconditions from a JSON body; other bodies (protobuf from drain) are ignored.
 fn delete_options(req: &Req<'_>) -> Result<(Option<String>, Option<String>, bool), ApiError> {
+    delete_options_of(req, "")
+}
+
+/// DeleteOptions found at `at` in a JSON body (`""`, or `/deleteOptions` in an Eviction).
+fn delete_options_of(
+    req: &Req<'_>,
+    at: &str,
+) -> Result<(Option<String>, Option<String>, bool), ApiError> {
     let mut dry_run = req.query.dry_run();
     let base = req
         .content_type()
@@ -606,8 +615,9 @@ fn delete_options(req: &Req<'_>) -> Result<(Option<String>, Option<String>, bool
     if req.body.is_empty() || !(base.is_empty() || base == "application/json") {
         return Ok((None, None, dry_run));
     }
-    let opts: Value = serde_json::from_slice(req.body)
+    let body: Value = serde_json::from_slice(req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+    let opts = body.pointer(at).cloned().unwrap_or(Value::Null);
     let s = |p: &str| opts.pointer(p).and_then(Value::as_str).map(str::to_string);
     if opts
         .get("dryRun")
@@ -778,6 +788,76 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
             Ok(pod)
         },
     )?;
+    Ok(json_response(201, &status::success(201, None)))
+}
+
+/// pods/eviction: deletes the pod unless a PodDisruptionBudget forbids it (429). Pending and
+/// terminal pods are deleted without a budget check, as upstream.
+fn evict(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
+    let info = p.info;
+    let ns = namespace_of(p);
+    if !req.body.is_empty() {
+        let eviction: Value = serde_json::from_slice(req.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding Eviction: {e}")))?;
+        let body_name = eviction
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(name);
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "name in URL does not match name in Eviction object ({body_name} != {name})"
+            )));
+        }
+    }
+    let pod = req
+        .st
+        .store
+        .get(info, ns, name)
+        .ok_or_else(|| ApiError::not_found(info, name))?;
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !matches!(phase, "Pending" | "Succeeded" | "Failed" | "") {
+        let pdbs = resources::lookup("policy", "v1", "poddisruptionbudgets")
+            .ok_or_else(|| ApiError::internal("poddisruptionbudgets not served"))?;
+        let (budgets, _) = req.st.store.list(pdbs, Some(ns));
+        let matching: Vec<_> = budgets
+            .iter()
+            .filter(|b| crate::admission::pdb_selects(b, &pod))
+            .collect();
+        if matching.len() > 1 {
+            return Err(ApiError::internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            ));
+        }
+        if let Some(pdb) = matching.first() {
+            let (pods, _) = req.st.store.list(info, Some(ns));
+            let selected: Vec<&Value> = pods
+                .iter()
+                .map(|p| &**p)
+                .filter(|p| crate::admission::pdb_selects(pdb, p))
+                .collect();
+            let budget = crate::admission::disruption_budget(pdb, &selected);
+            if budget.allowed <= 0 {
+                let pdb_name = pdb
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return Err(ApiError::disruption_budget(
+                    pdb_name,
+                    format!(
+                        "needs {} healthy pods and has {} currently",
+                        budget.desired_healthy, budget.current_healthy
+                    ),
+                ));
+            }
+        }
+    }
+    let (uid, rv, dry_run) = delete_options_of(req, "/deleteOptions")?;
+    req.st
+        .store
+        .delete(info, ns, name, (uid.as_deref(), rv.as_deref()), dry_run)?;
     Ok(json_response(201, &status::success(201, None)))
 }
 

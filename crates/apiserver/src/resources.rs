@@ -130,7 +130,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["po"],
         categories: &["all"],
-        subresources: &["status", "binding"],
+        subresources: &["status", "binding", "eviction"],
         storage: "pods",
         fields: POD_FIELDS,
     },

@@ -107,6 +107,17 @@ impl ApiError {
         .with_details(json!({"name": name, "kind": "pods/binding"}))
     }
 
+    /// 429 for an eviction a PodDisruptionBudget forbids.
+    pub fn disruption_budget(pdb: &str, why: String) -> Self {
+        Self::new(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )
+        .with_details(json!({"causes": [{"reason": "DisruptionBudget",
+            "message": format!("The disruption budget {pdb} {why}")}]}))
+    }
+
     /// 400 for a request the server cannot decode.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)

@@ -384,3 +384,65 @@ fn events_k8s_io_events_are_core_events() {
     assert_eq!(core["items"][0]["message"], "placed");
     assert_eq!(core["items"][0]["involvedObject"]["name"], "a");
 }
+
+fn running_pod(c: &Cluster, name: &str) {
+    let mut p = pod(name);
+    p["metadata"]["labels"] = json!({"app": "web"});
+    create_pod(c, p);
+    let (code, _) = c.request(
+        "PATCH",
+        &format!("{PODS}/{name}/status"),
+        Some("application/merge-patch+json"),
+        r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#,
+    );
+    assert_eq!(code, 200);
+}
+
+#[rstest]
+#[case::budget_exhausted(2, 429)]
+#[case::budget_allows_one(1, 201)]
+fn eviction_honours_the_disruption_budget(#[case] min_available: i64, #[case] code: u16) {
+    let c = Cluster::start();
+    running_pod(&c, "a");
+    running_pod(&c, "b");
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+                     "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}});
+    assert_eq!(
+        c.post(
+            "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+            &pdb
+        )
+        .0,
+        201
+    );
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                          "metadata": {"name": "a", "namespace": "default"}, "deleteOptions": {}});
+    let (got, status) = c.post(&format!("{PODS}/a/eviction"), &eviction);
+    assert_eq!(got, code, "{status}");
+    let still_there = c.get(&format!("{PODS}/a")).0 == 200;
+    if code == 429 {
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert_eq!(
+            status["details"]["causes"][0]["message"],
+            "The disruption budget web needs 2 healthy pods and has 2 currently"
+        );
+        assert!(still_there);
+    } else {
+        assert_eq!(status["status"], "Success");
+        assert!(!still_there);
+    }
+}
+
+#[test]
+fn discovery_lists_eviction_with_group_and_version_for_drain() {
+    let c = Cluster::start();
+    let core = c.get("/api/v1").1;
+    let ev = core["resources"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "pods/eviction"))
+        .cloned();
+    assert_eq!(
+        ev.map(|e| (e["group"].clone(), e["version"].clone())),
+        Some((json!("policy"), json!("v1")))
+    );
+}

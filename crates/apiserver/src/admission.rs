@@ -61,6 +61,91 @@ pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     })
 }
 
+/// The kind's k8s-openapi form of `obj` (decoded and encoded again), when the kind has one.
+fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Result<Value, String>> {
+    use k8s_openapi::api::{apps, coordination, core, policy, scheduling};
+    fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Result<Value, String> {
+        let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        serde_json::to_value(typed).map_err(|e| e.to_string())
+    }
+    let mut v = obj.clone();
+    v["apiVersion"] = json!(info.api_version());
+    v["kind"] = json!(info.kind);
+    Some(match (info.group, info.kind) {
+        ("", "Namespace") => rt::<core::v1::Namespace>(&v),
+        ("", "Node") => rt::<core::v1::Node>(&v),
+        ("", "Pod") => rt::<core::v1::Pod>(&v),
+        ("", "Event") => rt::<core::v1::Event>(&v),
+        ("", "Service") => rt::<core::v1::Service>(&v),
+        ("", "ConfigMap") => rt::<core::v1::ConfigMap>(&v),
+        ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(&v),
+        ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(&v),
+        ("coordination.k8s.io", _) => rt::<coordination::v1::Lease>(&v),
+        ("scheduling.k8s.io", _) => rt::<scheduling::v1::PriorityClass>(&v),
+        ("policy", _) => rt::<policy::v1::PodDisruptionBudget>(&v),
+        ("events.k8s.io", _) => rt::<k8s_openapi::api::events::v1::Event>(&v),
+        _ => return None,
+    })
+}
+
+/// Paths of fields in `input` that the typed form dropped: the unknown fields.
+fn unknown_fields(input: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, typed) {
+        (Value::Object(i), Value::Object(t)) => {
+            for (k, v) in i {
+                if v.is_null() {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match t.get(k) {
+                    Some(tv) => unknown_fields(v, tv, &p, out),
+                    None => out.push(p),
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(t)) => {
+            for (n, (iv, tv)) in i.iter().zip(t).enumerate() {
+                unknown_fields(iv, tv, &format!("{path}[{n}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities) and,
+/// with `strict` (`fieldValidation=Strict`), that it has no unknown fields.
+pub fn check_fields(info: &ResourceInfo, obj: &Value, strict: bool) -> Result<(), ApiError> {
+    if !strict {
+        return check_decodes(info, obj);
+    }
+    let Some(typed) = round_trip(info, obj) else {
+        return Ok(());
+    };
+    let typed = typed.map_err(|e| {
+        ApiError::bad_request(format!(
+            "error decoding {} into {}: {e}",
+            info.resource, info.kind
+        ))
+    })?;
+    let mut unknown = Vec::new();
+    unknown_fields(obj, &typed, "", &mut unknown);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    Err(ApiError::bad_request(format!(
+        "strict decoding error: {}",
+        list.join(", ")
+    )))
+}
+
 /// Checks the body's apiVersion/kind (when given) name this resource, and fills them in.
 pub fn check_kind(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
     let Some(map) = obj.as_object_mut() else {
@@ -465,6 +550,17 @@ mod tests {
     #[case::not_an_object(json!([1]))]
     fn kind_mismatch_is_bad_request(#[case] mut body: Value) {
         assert_eq!(check_kind(pods(), &mut body).map_err(|e| e.code), Err(400));
+    }
+
+    #[rstest]
+    #[case::typo_in_spec(json!({"metadata": {"name": "p"}, "spec": {"containerz": []}}), Some("strict decoding error: unknown field \"spec.containerz\""))]
+    #[case::in_a_list_item(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "imagee": "x"}]}}),
+        Some("strict decoding error: unknown field \"spec.containers[0].imagee\""))]
+    #[case::maps_and_nulls_are_fine(json!({"metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], "nodeSelector": {"x": "y"}}}), None)]
+    fn strict_field_validation(#[case] body: Value, #[case] want: Option<&str>) {
+        let got = check_fields(pods(), &body, true).err().map(|e| e.message);
+        assert_eq!(got.as_deref(), want);
     }
 
     #[test]

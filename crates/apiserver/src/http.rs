@@ -91,6 +91,10 @@ impl Query {
     fn dry_run(&self) -> bool {
         self.get("dryRun") == Some("All")
     }
+
+    fn strict(&self) -> bool {
+        self.get("fieldValidation") == Some("Strict")
+    }
 }
 
 fn json_response(code: u16, body: &Value) -> Response {
@@ -449,7 +453,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
     let info = p.info;
     admission::check_kind(info, &mut obj)?;
     admission::check_name(info, &obj)?;
-    admission::check_decodes(info, &obj)?;
+    admission::check_fields(info, &obj, req.query.strict())?;
     let url_ns = namespace_of(p);
     if let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) {
         if info.namespaced && !ns.is_empty() && ns != url_ns {
@@ -495,6 +499,7 @@ fn finish_update(
     mut new: Value,
     status_only: bool,
     name: &str,
+    strict: bool,
 ) -> Result<Value, ApiError> {
     admission::check_kind(info, &mut new)?;
     let new_name = new
@@ -511,7 +516,7 @@ fn finish_update(
             return Err(ApiError::modified(info, name));
         }
     }
-    admission::check_decodes(info, &new)?;
+    admission::check_fields(info, &new, strict)?;
     let new = from_wire(info, new);
     if status_only {
         let mut out = current.clone();
@@ -552,7 +557,7 @@ fn update(
         namespace_of(p),
         name,
         req.query.dry_run(),
-        |current| finish_update(info, current, body, status_only, name),
+        |current| finish_update(info, current, body, status_only, name, req.query.strict()),
     )?;
     Ok(single(req, info, &updated, 200))
 }
@@ -589,7 +594,14 @@ fn patch(
                     m.remove("resourceVersion");
                 }
             }
-            finish_update(info, current, patched, status_only, name)
+            finish_update(
+                info,
+                current,
+                patched,
+                status_only,
+                name,
+                req.query.strict(),
+            )
         })?;
     Ok(single(req, info, &updated, 200))
 }

@@ -294,3 +294,26 @@ fn create_generators_send_protobuf_that_the_server_decodes() {
         "1000"
     );
 }
+
+#[test]
+fn create_with_an_unknown_field_is_a_strict_decoding_error() {
+    let c = Cluster::start();
+    let f = c.file(
+        "pod.yaml",
+        &POD.replace(
+            "image: nginx:1",
+            "image: nginx:1\n    imagePullPolicyy: Always",
+        ),
+    );
+    let out = c.kubectl(&["create", "-f", &f]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "strict decoding error: unknown field \"spec.containers[0].imagePullPolicyy\""
+        ),
+        "{err}"
+    );
+    // --validate=false sends fieldValidation=Ignore.
+    c.kubectl_ok(&["create", "--validate=false", "-f", &f]);
+}

@@ -172,8 +172,17 @@ pub fn check_kind(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> 
     }
     map.insert("apiVersion".into(), json!(want_av));
     map.insert("kind".into(), json!(info.kind));
-    if !map.get("metadata").is_some_and(Value::is_object) {
-        map.insert("metadata".into(), json!({}));
+    match map.get("metadata") {
+        None | Some(Value::Null) => {
+            map.insert("metadata".into(), json!({}));
+        }
+        Some(Value::Object(_)) => {}
+        Some(_) => {
+            return Err(ApiError::bad_request(format!(
+                "error decoding {} into {}: metadata must be an object",
+                info.resource, info.kind
+            )))
+        }
     }
     Ok(())
 }
@@ -548,6 +557,7 @@ mod tests {
     #[case::wrong_kind(json!({"kind": "Node"}))]
     #[case::wrong_version(json!({"apiVersion": "v2", "kind": "Pod"}))]
     #[case::not_an_object(json!([1]))]
+    #[case::metadata_not_an_object(json!({"metadata": "x"}))]
     fn kind_mismatch_is_bad_request(#[case] mut body: Value) {
         assert_eq!(check_kind(pods(), &mut body).map_err(|e| e.code), Err(400));
     }

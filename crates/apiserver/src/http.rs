@@ -575,6 +575,7 @@ fn patch(
     let ns = namespace_of(p);
     if kind == PatchType::Apply && !status_only && req.st.store.get(info, ns, name).is_none() {
         let mut obj = req.object_body()?;
+        admission::check_kind(info, &mut obj)?;
         obj["metadata"]["name"] = json!(name);
         let obj = admit_new(req, p, obj)?;
         let created = req.st.store.create(info, ns, obj, req.query.dry_run())?;
@@ -692,6 +693,11 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
     let info = p.info;
     let binding: Value = serde_json::from_slice(req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
+    if !binding.is_object() {
+        return Err(ApiError::bad_request(
+            "error decoding Binding: not a JSON object",
+        ));
+    }
     let s = |ptr: &str| {
         binding
             .pointer(ptr)

@@ -55,6 +55,27 @@ fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
         .collect())
 }
 
+/// A label value: at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends, or empty.
+fn valid_value(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && v.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && v.bytes().last().is_some_and(|c| c.is_ascii_alphanumeric()))
+}
+
+/// A label key: an optional DNS-subdomain prefix and `/`, then a non-empty name.
+fn valid_key(k: &str) -> bool {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    !name.is_empty()
+        && valid_value(name)
+        && prefix.is_none_or(|p| crate::meta::invalid_name(p, false).is_none())
+}
+
 fn bad_label(s: &str) -> ApiError {
     ApiError::bad_request(format!(
         "unable to parse requirement: invalid label selector {s:?}"
@@ -90,6 +111,16 @@ impl LabelSelector {
             } else {
                 LabelReq::Exists(p.to_string())
             };
+            let (key, values): (&str, Vec<&str>) = match &req {
+                LabelReq::Eq(k, v) | LabelReq::NotEq(k, v) => (k, vec![v.as_str()]),
+                LabelReq::In(k, vs) | LabelReq::NotIn(k, vs) => {
+                    (k, vs.iter().map(String::as_str).collect())
+                }
+                LabelReq::Exists(k) | LabelReq::NotExists(k) => (k, Vec::new()),
+            };
+            if !valid_key(key) || !values.iter().all(|v| valid_value(v)) {
+                return Err(bad_label(s));
+            }
             reqs.push(req);
         }
         Ok(LabelSelector(reqs))
@@ -234,6 +265,9 @@ mod tests {
     #[rstest]
     #[case::dangling_comma("app=web,")]
     #[case::unclosed_set("app in (a")]
+    #[case::bad_key_characters("a b=c")]
+    #[case::bad_value_characters("app=we b")]
+    #[case::empty_key("=x")]
     fn label_selector_rejects(#[case] sel: &str) {
         let err = LabelSelector::parse(sel).expect_err("rejected");
         assert_eq!((err.code, err.reason), (400, "BadRequest"));

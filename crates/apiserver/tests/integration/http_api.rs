@@ -446,3 +446,48 @@ fn discovery_lists_eviction_with_group_and_version_for_drain() {
         Some((json!("policy"), json!("v1")))
     );
 }
+
+#[rstest]
+#[case::apply_with_string_metadata(
+    "PATCH",
+    "/api/v1/namespaces/default/configmaps/x",
+    Some("application/apply-patch+yaml"),
+    r#"{"metadata":"x"}"#,
+    400
+)]
+#[case::create_with_string_metadata("POST", PODS, None, r#"{"metadata":"x"}"#, 400)]
+#[case::patch_turning_spec_into_a_string(
+    "PATCH",
+    "/api/v1/namespaces/default",
+    Some("application/merge-patch+json"),
+    r#"{"spec":"x"}"#,
+    400
+)]
+#[case::json_patch_on_a_missing_object(
+    "PATCH",
+    "/api/v1/nodes/nope",
+    Some("application/json-patch+json"),
+    "[]",
+    404
+)]
+#[case::binding_with_a_non_object_body(
+    "POST",
+    "/api/v1/namespaces/default/pods/a/binding",
+    None,
+    "[1]",
+    400
+)]
+#[case::non_utf8_query("GET", "/api/v1/pods?labelSelector=%ff%fe", None, "", 400)]
+fn malformed_requests_get_status_errors_and_the_server_keeps_serving(
+    #[case] method: &str,
+    #[case] path: &str,
+    #[case] content_type: Option<&str>,
+    #[case] body: &str,
+    #[case] code: u16,
+) {
+    let c = Cluster::start();
+    let (got, status) = c.request(method, path, content_type, body);
+    assert_eq!(got, code, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(c.get("/api/v1/namespaces/default").0, 200, "still serving");
+}

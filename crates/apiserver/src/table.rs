@@ -40,6 +40,25 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             col("Container-Runtime", "string", "", 1),
         ],
         ("", "Namespace") => vec![name, col("Status", "string", "", 0), age],
+        ("", "Event") | ("events.k8s.io", "Event") => vec![
+            col("Last Seen", "string", "", 0),
+            col("Type", "string", "", 0),
+            col("Reason", "string", "", 0),
+            col("Object", "string", "", 0),
+            col("Message", "string", "", 0),
+            col("Subobject", "string", "", 1),
+            col("Source", "string", "", 1),
+            col("First Seen", "string", "", 1),
+            col("Count", "string", "", 1),
+            col("Name", "string", "name", 1),
+        ],
+        ("policy", "PodDisruptionBudget") => vec![
+            name,
+            col("Min Available", "string", "", 0),
+            col("Max Unavailable", "string", "", 0),
+            col("Allowed Disruptions", "integer", "", 0),
+            age,
+        ],
         ("coordination.k8s.io", "Lease") => vec![name, col("Holder", "string", "", 0), age],
         ("scheduling.k8s.io", "PriorityClass") => vec![
             name,
@@ -176,9 +195,86 @@ fn node_cells(n: &Value) -> Vec<Value> {
     ]
 }
 
+/// Age of an RFC 3339 time (`<unknown>` when absent).
+fn since(ts: &str) -> String {
+    meta::age_seconds(ts)
+        .map(meta::human_duration)
+        .unwrap_or_else(|| "<unknown>".to_string())
+}
+
+/// A core/v1 Event row (events.k8s.io Events are converted to core before they get here).
+fn event_cells(e: &Value) -> Vec<Value> {
+    let last = [
+        "/series/lastObservedTime",
+        "/lastTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .map(|p| s(e, p))
+    .find(|t| !t.is_empty())
+    .unwrap_or("");
+    let first = [
+        "/firstTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .map(|p| s(e, p))
+    .find(|t| !t.is_empty())
+    .unwrap_or("");
+    let kind = s(e, "/involvedObject/kind").to_lowercase();
+    let object = format!("{kind}/{}", s(e, "/involvedObject/name"));
+    let mut source = s(e, "/source/component").to_string();
+    if source.is_empty() {
+        source = s(e, "/reportingComponent").to_string();
+    }
+    let host = s(e, "/source/host");
+    if !host.is_empty() {
+        source = format!("{source}, {host}");
+    }
+    let count = e
+        .get("count")
+        .and_then(Value::as_i64)
+        .or_else(|| e.pointer("/series/count").and_then(Value::as_i64))
+        .unwrap_or(1);
+    vec![
+        json!(since(last)),
+        json!(s(e, "/type")),
+        json!(s(e, "/reason")),
+        json!(object),
+        json!(s(e, "/message")),
+        json!(s(e, "/involvedObject/fieldPath")),
+        json!(source),
+        json!(since(first)),
+        json!(count.to_string()),
+        json!(s(e, "/metadata/name")),
+    ]
+}
+
+fn int_or_string_cell(v: Option<&Value>) -> Value {
+    match v {
+        Some(Value::Number(n)) => json!(n.to_string()),
+        Some(Value::String(s)) => json!(s),
+        _ => json!("N/A"),
+    }
+}
+
 fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     let name = json!(s(obj, "/metadata/name"));
     match (info.group, info.kind) {
+        ("", "Event") => event_cells(obj),
+        ("events.k8s.io", "Event") => event_cells(&crate::admission::event_to_core(obj)),
+        ("policy", "PodDisruptionBudget") => vec![
+            name,
+            int_or_string_cell(obj.pointer("/spec/minAvailable")),
+            int_or_string_cell(obj.pointer("/spec/maxUnavailable")),
+            json!(obj
+                .pointer("/status/disruptionsAllowed")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)),
+            json!(age(obj)),
+        ],
         ("", "Pod") => pod_cells(obj),
         ("", "Node") => node_cells(obj),
         ("", "Namespace") => vec![name, json!(s(obj, "/status/phase")), json!(age(obj))],
@@ -245,6 +341,21 @@ mod tests {
         assert_eq!(cells[6], "n1");
         assert_eq!(t["columnDefinitions"].as_array().map(Vec::len), Some(9));
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn event_row_names_the_object_and_source() {
+        let info = lookup("", "v1", "events").expect("events");
+        let e = json!({"metadata": {"name": "p.1"}, "type": "Normal", "reason": "Scheduled",
+                       "involvedObject": {"kind": "Pod", "name": "p"}, "message": "assigned",
+                       "source": {"component": "kubesched"}, "count": 2,
+                       "lastTimestamp": "2020-01-01T00:00:00Z"});
+        let t = table(info, [&e], "5", false);
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "Normal");
+        assert_eq!(cells[3], "pod/p");
+        assert_eq!(cells[6], "kubesched");
+        assert_eq!(cells[8], "2");
     }
 
     #[test]

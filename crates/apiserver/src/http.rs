@@ -3,6 +3,7 @@
 //! dispatches to list, watch, get, create, update, patch, delete, deletecollection, binding
 //! and status.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -351,11 +352,12 @@ impl Req<'_> {
 }
 
 /// How the resource's objects look on the wire (events.k8s.io Events are stored as core).
-fn to_wire(info: &ResourceInfo, obj: &Value) -> Value {
+/// Borrows in the common case: watches encode every event for every watcher.
+fn to_wire<'a>(info: &ResourceInfo, obj: &'a Value) -> Cow<'a, Value> {
     if info.group == "events.k8s.io" {
-        admission::event_from_core(obj)
+        Cow::Owned(admission::event_from_core(obj))
     } else {
-        obj.clone()
+        Cow::Borrowed(obj)
     }
 }
 
@@ -419,7 +421,7 @@ fn single(req: &Req<'_>, info: &ResourceInfo, obj: &Value, code: u16) -> Respons
             .and_then(Value::as_str)
             .unwrap_or("");
         let include = req.query.get("includeObject") == Some("Object");
-        return json_response(code, &table::table(info, [&wire], rv, include));
+        return json_response(code, &table::table(info, [&*wire], rv, include));
     }
     json_response(code, &wire)
 }
@@ -428,7 +430,7 @@ fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     let info = p.info;
     let sel = req.selector(info)?;
     let (items, rv) = req.st.store.list(info, p.ns.as_deref());
-    let items: Vec<Value> = items
+    let items: Vec<Cow<'_, Value>> = items
         .iter()
         .filter(|o| sel.matches(o))
         .map(|o| to_wire(info, o))
@@ -436,16 +438,45 @@ fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     let rv = rv.to_string();
     if req.wants_table() {
         let include = req.query.get("includeObject") == Some("Object");
-        return Ok(json_response(
-            200,
-            &table::table(info, items.iter(), &rv, include),
-        ));
+        let t = table::table(info, items.iter().map(|c| &**c), &rv, include);
+        return Ok(json_response(200, &t));
     }
-    Ok(json_response(
-        200,
-        &json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(),
-                "metadata": {"resourceVersion": rv}, "items": items}),
-    ))
+    Ok(list_response(info, &rv, &items))
+}
+
+/// A `XxxList`, serialized straight from the stored objects (no copy into a new tree).
+fn list_response(info: &ResourceInfo, rv: &str, items: &[Cow<'_, Value>]) -> Response {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ListMeta<'a> {
+        resource_version: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct List<'a> {
+        kind: String,
+        api_version: String,
+        metadata: ListMeta<'a>,
+        items: &'a [Cow<'a, Value>],
+    }
+    let list = List {
+        kind: format!("{}List", info.kind),
+        api_version: info.api_version(),
+        metadata: ListMeta {
+            resource_version: rv,
+        },
+        items,
+    };
+    let bytes = serde_json::to_vec(&list).unwrap_or_default();
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response()
 }
 
 /// Decodes, checks and admits a new object in its stored form.
@@ -674,7 +705,7 @@ fn delete_collection(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError
             .and_then(Value::as_str)
             .unwrap_or("");
         match req.st.store.delete(info, ns, name, (None, None), dry_run) {
-            Ok(last) => deleted.push(to_wire(info, &last)),
+            Ok(last) => deleted.push(to_wire(info, &last).into_owned()),
             // Deleted meanwhile by someone else: that is what was asked.
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
@@ -886,7 +917,13 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 const WATCH_QUEUE: usize = 64;
 
 fn watch_line(kind: &str, object: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        object: &'a Value,
+    }
+    let mut line = serde_json::to_vec(&Line { kind, object }).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
 }
@@ -926,7 +963,7 @@ impl WatchFilter {
         let wire = to_wire(self.info, obj);
         if self.table {
             let rv = rv_of(obj).unwrap_or("");
-            return watch_line(kind, &table::table(self.info, [&wire], rv, false));
+            return watch_line(kind, &table::table(self.info, [&*wire], rv, false));
         }
         watch_line(kind, &wire)
     }

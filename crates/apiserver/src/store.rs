@@ -102,17 +102,20 @@ fn name_of(obj: &Value) -> &str {
 }
 
 /// Whether anything but metadata and status differs (the object's generation then rises).
+/// Compares in place: this runs on every write.
 fn spec_changed(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.as_object_mut() {
-            for k in ["metadata", "status", "kind", "apiVersion"] {
-                m.remove(k);
-            }
+    const SKIP: [&str; 4] = ["metadata", "status", "kind", "apiVersion"];
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let differs = |x: &serde_json::Map<String, Value>,
+                           y: &serde_json::Map<String, Value>| {
+                x.iter()
+                    .any(|(k, v)| !SKIP.contains(&k.as_str()) && y.get(k) != Some(v))
+            };
+            differs(a, b) || differs(b, a)
         }
-        v
-    };
-    strip(a) != strip(b)
+        _ => a != b,
+    }
 }
 
 fn set_meta(obj: &mut Value, field: &str, value: Value) {

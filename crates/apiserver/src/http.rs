@@ -378,6 +378,12 @@ fn object(req: Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
     if info.namespaced && p.ns.is_none() && (p.name.is_some() || *req.method != Method::GET) {
         return Err(ApiError::method_not_allowed(req.method.as_str()));
     }
+    if p.sub
+        .as_deref()
+        .is_some_and(|sub| !info.subresources.contains(&sub))
+    {
+        return Err(ApiError::no_route());
+    }
     match (req.method.clone(), p.name.as_deref(), p.sub.as_deref()) {
         (Method::GET, None, None) => {
             if req.query.flag("watch") {
@@ -405,10 +411,6 @@ fn object(req: Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
         (Method::DELETE, Some(name), None) => delete(&req, &p, name),
         (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(&req, &p, name),
         (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(&req, &p, name),
-        (m, _, Some(sub)) if !info.subresources.contains(&sub) => {
-            let _ = m;
-            Err(ApiError::no_route())
-        }
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
 }

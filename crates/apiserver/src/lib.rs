@@ -8,6 +8,20 @@
 //!
 //! **Invariant:** this crate never depends on the scheduler, plugins or framework crates: the
 //! scheduler reaches it only over HTTP, as it would a real cluster.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), apiserver::Error> {
+//! let config = apiserver::Config {
+//!     listen: ([127, 0, 0, 1], 0).into(),
+//!     ..apiserver::Config::default()
+//! };
+//! let server = apiserver::Server::start(config).await?;
+//! std::fs::write("/tmp/kubeconfig", server.kubeconfig())?;
+//! println!("serving on {}", server.url());
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod admission;
 pub mod discovery;

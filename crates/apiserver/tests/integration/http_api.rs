@@ -100,6 +100,22 @@ fn create_returns_201_with_server_owned_metadata_and_pod_defaults() {
     "NotFound"
 )]
 #[case::unknown_resource("GET", "/api/v1/widgets", None, "", 404, "NotFound")]
+#[case::unknown_subresource(
+    "GET",
+    "/api/v1/namespaces/default/configmaps/x/status",
+    None,
+    "",
+    404,
+    "NotFound"
+)]
+#[case::binding_is_post_only(
+    "GET",
+    "/api/v1/namespaces/default/pods/x/binding",
+    None,
+    "",
+    405,
+    "MethodNotAllowed"
+)]
 #[case::unknown_patch_type(
     "PATCH",
     "/api/v1/namespaces/default",

@@ -86,6 +86,12 @@ async fn run(pods: usize, concurrency: usize, watchers: usize) -> Result<()> {
             while seen < expected {
                 match stream.next().await {
                     Some(Ok(WatchEvent::Added(_) | WatchEvent::Modified(_))) => seen += 1,
+                    Some(Ok(WatchEvent::Error(e))) => {
+                        return Err(format!(
+                            "watcher dropped after {seen} events: {}",
+                            e.message
+                        ))
+                    }
                     Some(Ok(_)) => {}
                     Some(Err(e)) => return Err(format!("watch failed: {e}")),
                     None => return Err(format!("watch ended after {seen} events")),

@@ -985,7 +985,19 @@ impl WatchFilter {
             EventType::Deleted if now || before => "DELETED",
             _ => return None,
         };
-        Some(self.encode(kind, &ev.object))
+        if self.table || self.info.group == "events.k8s.io" {
+            return Some(self.encode(kind, &ev.object));
+        }
+        let object = ev
+            .encoded
+            .get_or_init(|| Bytes::from(serde_json::to_vec(&*ev.object).unwrap_or_default()));
+        let mut line = Vec::with_capacity(object.len() + 32);
+        line.extend_from_slice(b"{\"type\":\"");
+        line.extend_from_slice(kind.as_bytes());
+        line.extend_from_slice(b"\",\"object\":");
+        line.extend_from_slice(object);
+        line.extend_from_slice(b"}\n");
+        Some(Bytes::from(line))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {

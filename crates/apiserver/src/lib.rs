@@ -79,7 +79,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Writes kept for watches resuming from a resourceVersion; older ones get 410.
     pub event_log_capacity: usize,
-    /// Events a live watcher may fall behind before it is dropped with 410.
+    /// Events a live watcher may fall behind before it is dropped with 410. The default
+    /// matches the event log: a watcher further behind could not resume from the log either.
     pub watch_buffer: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
@@ -91,7 +92,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             max_body_bytes: 3 * 1024 * 1024,
             event_log_capacity: 100_000,
-            watch_buffer: 16_384,
+            watch_buffer: 100_000,
             bookmark_interval: Duration::from_secs(30),
         }
     }

@@ -6,7 +6,9 @@
 //! subscribes under the same lock sees every later event exactly once and in order.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use axum::body::Bytes;
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
@@ -50,6 +52,9 @@ pub struct WatchEvent {
     pub object: Arc<Value>,
     /// The object before the write (for selector transitions), on updates.
     pub previous: Option<Arc<Value>>,
+    /// The object's JSON, encoded once by the first watcher that sends it and shared by the
+    /// rest (every watcher of a resource sends the same bytes).
+    pub encoded: OnceLock<Bytes>,
 }
 
 type Key = (String, String);
@@ -279,6 +284,7 @@ impl Store {
                 rv,
                 object: obj.clone(),
                 previous: None,
+                encoded: OnceLock::new(),
             },
         );
         Ok(obj)
@@ -369,6 +375,7 @@ impl Store {
                     rv,
                     object: new.clone(),
                     previous: Some(current),
+                    encoded: OnceLock::new(),
                 },
             );
             return Ok(new);
@@ -386,6 +393,7 @@ impl Store {
                 rv,
                 object: new.clone(),
                 previous: Some(current),
+                encoded: OnceLock::new(),
             },
         );
         Ok(new)
@@ -466,6 +474,7 @@ impl Store {
                     rv,
                     object: last.clone(),
                     previous: Some(current),
+                    encoded: OnceLock::new(),
                 },
             );
             return Ok(last);
@@ -487,6 +496,7 @@ impl Store {
                 rv,
                 object: last.clone(),
                 previous: Some(current),
+                encoded: OnceLock::new(),
             },
         );
         Ok(last)
@@ -524,6 +534,7 @@ impl Store {
                         rv,
                         object: Arc::new(last),
                         previous: Some(obj),
+                        encoded: OnceLock::new(),
                     },
                 );
             }

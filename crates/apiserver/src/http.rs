@@ -1034,6 +1034,7 @@ fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
         .query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
         .map_or(DEFAULT_WATCH_TIMEOUT, Duration::from_secs);
     let (tx, rx) = mpsc::channel::<Bytes>(WATCH_QUEUE);
     let start = match req.st.store.watch(info.storage, from) {

@@ -203,3 +203,48 @@ fn recorder_events_are_readable_as_core_events() {
         );
     });
 }
+
+#[test]
+fn status_patches_merge_conditions_and_leases_use_optimistic_concurrency() {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let c = Cluster::start();
+    let client = c.kube_client();
+    c.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        pods.create(&PostParams::default(), &pod("a")).await.expect("created");
+        // What a scheduler sends for an unschedulable pod, twice with different conditions.
+        let unschedulable = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": "0/1 nodes are available"}]}});
+        pods.patch_status("a", &PatchParams::default(), &Patch::Strategic(unschedulable))
+            .await
+            .expect("status patched");
+        let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}],
+                                      "nominatedNodeName": "n1"}});
+        let p = pods
+            .patch_status("a", &PatchParams::default(), &Patch::Strategic(ready))
+            .await
+            .expect("status patched");
+        let status = p.status.expect("status");
+        let types: Vec<String> = status.conditions.unwrap_or_default().into_iter().map(|c| c.type_).collect();
+        assert_eq!(types, ["PodScheduled", "Ready"]);
+        assert_eq!(status.nominated_node_name.as_deref(), Some("n1"));
+
+        let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+        let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "kube-scheduler"},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                     "renewTime": "2026-01-01T00:00:00.000000Z"}}))
+        .expect("lease");
+        let created = leases.create(&PostParams::default(), &lease).await.expect("lease created");
+        let mut mine = created.clone();
+        mine.spec.get_or_insert_default().holder_identity = Some("b".into());
+        leases.replace("kube-scheduler", &PostParams::default(), &mine).await.expect("took over");
+        // A contender still holding the first resourceVersion loses.
+        let mut late = created;
+        late.spec.get_or_insert_default().holder_identity = Some("c".into());
+        let err = leases.replace("kube-scheduler", &PostParams::default(), &late).await.expect_err("stale");
+        assert_eq!(reason(&err), Some((409, "Conflict".to_string())));
+        let again = leases.create(&PostParams::default(), &lease).await.expect_err("exists");
+        assert_eq!(reason(&again), Some((409, "AlreadyExists".to_string())));
+    });
+}

@@ -76,6 +76,13 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             entries.push(e);
         }
     }
+    if group.is_empty() && !entries.is_empty() {
+        // The legacy bindings collection (POST only), as old schedulers and Python use it.
+        entries.push(
+            json!({"name": "bindings", "singularName": "binding", "namespaced": true,
+                            "kind": "Binding", "verbs": ["create"]}),
+        );
+    }
     if entries.is_empty() {
         return None;
     }
@@ -108,7 +115,7 @@ pub fn aggregated(core: bool) -> Value {
         .into_iter()
         .filter(|(g, _)| g.is_empty() == core)
         .map(|(g, v)| {
-            let res: Vec<Value> = in_gv(g, v)
+            let mut res: Vec<Value> = in_gv(g, v)
                 .map(|r| {
                     let subs: Vec<Value> = r
                         .subresources
@@ -140,6 +147,11 @@ pub fn aggregated(core: bool) -> Value {
                     e
                 })
                 .collect();
+            if g.is_empty() {
+                res.push(json!({"resource": "bindings",
+                    "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
+                    "scope": "Namespaced", "singularResource": "binding", "verbs": ["create"]}));
+            }
             json!({"metadata": {"name": g},
                    "versions": [{"version": v, "freshness": "Current", "resources": res}]})
         })

@@ -130,6 +130,8 @@ enum Route {
     OpenApiIndex,
     OpenApi(String),
     Object(ObjectPath),
+    /// `POST /api/v1/namespaces/{ns}/bindings`: binds the pod the Binding names.
+    LegacyBinding(String),
 }
 
 #[derive(Debug)]
@@ -152,6 +154,9 @@ fn route(path: &str) -> Option<Route> {
         ["openapi", "v3", rest @ ..] => Some(Route::OpenApi(rest.join("/"))),
         ["api", v] => Some(Route::ResourceList(String::new(), (*v).to_string())),
         ["apis", g, v] => Some(Route::ResourceList((*g).to_string(), (*v).to_string())),
+        ["api", "v1", "namespaces", ns, "bindings"] => {
+            Some(Route::LegacyBinding((*ns).to_string()))
+        }
         ["api", v, rest @ ..] => object_route("", v, rest),
         ["apis", g, v, rest @ ..] => object_route(g, v, rest),
         _ => None,
@@ -266,6 +271,19 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
             Some(d) => json_response(200, &d),
             None => ApiError::no_route().into_response(),
         },
+        (Route::LegacyBinding(ns), &Method::POST) => {
+            let req = Req {
+                st: &st,
+                method: &method,
+                query: &query,
+                headers: &headers,
+                body: &body,
+            };
+            match legacy_binding(&req, ns) {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            }
+        }
         (Route::Object(p), _) => {
             let req = Req {
                 st: &st,
@@ -840,6 +858,36 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
         },
     )?;
     Ok(json_response(201, &status::success(201, None)))
+}
+
+/// The legacy bindings collection: the pod is the one the Binding's `metadata.name` names.
+fn legacy_binding(req: &Req<'_>, ns: String) -> Result<Response, ApiError> {
+    let pods =
+        resources::lookup("", "v1", "pods").ok_or_else(|| ApiError::internal("pods not served"))?;
+    let binding: Value = serde_json::from_slice(req.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
+    let name = binding
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid_kind(
+                "Binding",
+                "",
+                "",
+                "metadata.name",
+                "Required value",
+                "FieldValueRequired",
+            )
+        })?
+        .to_string();
+    let p = ObjectPath {
+        info: pods,
+        ns: Some(ns),
+        name: Some(name.clone()),
+        sub: Some("binding".to_string()),
+    };
+    bind(req, &p, &name)
 }
 
 /// pods/eviction: deletes the pod unless a PodDisruptionBudget forbids it (429). Pending and

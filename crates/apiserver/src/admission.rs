@@ -118,14 +118,41 @@ fn unknown_fields(input: &Value, typed: &Value, path: &str, out: &mut Vec<String
     }
 }
 
-/// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities) and,
-/// with `strict` (`fieldValidation=Strict`), that it has no unknown fields.
-pub fn check_fields(info: &ResourceInfo, obj: &Value, strict: bool) -> Result<(), ApiError> {
-    if !strict {
-        return check_decodes(info, obj);
+/// The `fieldValidation` query parameter: what to do about fields the kind does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently (`Ignore`, and the default).
+    Ignore,
+    /// Drop them and say so in `Warning` headers.
+    Warn,
+    /// Reject the request with 400.
+    Strict,
+}
+
+impl FieldValidation {
+    /// From the query parameter's value.
+    pub fn parse(v: Option<&str>) -> Self {
+        match v {
+            Some("Strict") => FieldValidation::Strict,
+            Some("Warn") => FieldValidation::Warn,
+            _ => FieldValidation::Ignore,
+        }
+    }
+}
+
+/// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities) and
+/// looks for unknown fields as `mode` asks: returns the warnings for `Warn`, a 400
+/// `strict decoding error` for `Strict`.
+pub fn check_fields(
+    info: &ResourceInfo,
+    obj: &Value,
+    mode: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    if mode == FieldValidation::Ignore {
+        return check_decodes(info, obj).map(|()| Vec::new());
     }
     let Some(typed) = round_trip(info, obj) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let typed = typed.map_err(|e| {
         ApiError::bad_request(format!(
@@ -135,17 +162,17 @@ pub fn check_fields(info: &ResourceInfo, obj: &Value, strict: bool) -> Result<()
     })?;
     let mut unknown = Vec::new();
     unknown_fields(obj, &typed, "", &mut unknown);
-    if unknown.is_empty() {
-        return Ok(());
-    }
     let list: Vec<String> = unknown
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
         .collect();
-    Err(ApiError::bad_request(format!(
-        "strict decoding error: {}",
-        list.join(", ")
-    )))
+    if mode == FieldValidation::Strict && !list.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            list.join(", ")
+        )));
+    }
+    Ok(list)
 }
 
 /// Checks the body's apiVersion/kind (when given) name this resource, and fills them in.
@@ -571,8 +598,12 @@ mod tests {
     #[case::maps_and_nulls_are_fine(json!({"metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null},
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], "nodeSelector": {"x": "y"}}}), None)]
     fn strict_field_validation(#[case] body: Value, #[case] want: Option<&str>) {
-        let got = check_fields(pods(), &body, true).err().map(|e| e.message);
+        let got = check_fields(pods(), &body, FieldValidation::Strict)
+            .err()
+            .map(|e| e.message);
         assert_eq!(got.as_deref(), want);
+        let warnings = check_fields(pods(), &body, FieldValidation::Warn).expect("warn only");
+        assert_eq!(warnings.len(), usize::from(want.is_some()));
     }
 
     #[test]

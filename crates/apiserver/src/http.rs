@@ -4,6 +4,7 @@
 //! and status.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -93,8 +94,8 @@ impl Query {
         self.get("dryRun") == Some("All")
     }
 
-    fn strict(&self) -> bool {
-        self.get("fieldValidation") == Some("Strict")
+    fn field_validation(&self) -> admission::FieldValidation {
+        admission::FieldValidation::parse(self.get("fieldValidation"))
     }
 }
 
@@ -278,6 +279,7 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
                 query: &query,
                 headers: &headers,
                 body: &body,
+                warnings: RefCell::default(),
             };
             match legacy_binding(&req, ns) {
                 Ok(r) => r,
@@ -291,14 +293,26 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
                 query: &query,
                 headers: &headers,
                 body: &body,
+                warnings: RefCell::default(),
             };
-            match object(req, p) {
-                Ok(r) => r,
+            match object(&req, p) {
+                Ok(r) => with_warnings(r, &req.warnings.borrow()),
                 Err(e) => e.into_response(),
             }
         }
         (_, m) => ApiError::method_not_allowed(m.as_str()).into_response(),
     }
+}
+
+/// Adds one `Warning: 299 - "…"` header per warning, as the real apiserver does.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
 }
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
@@ -328,6 +342,8 @@ struct Req<'a> {
     query: &'a Query,
     headers: &'a HeaderMap,
     body: &'a Bytes,
+    /// `fieldValidation=Warn` findings, sent back as `Warning` headers.
+    warnings: RefCell<Vec<String>>,
 }
 
 impl Req<'_> {
@@ -361,6 +377,14 @@ impl Req<'_> {
         Ok(v)
     }
 
+    /// Decoding and unknown-field checks as `fieldValidation` asks; warnings are kept for
+    /// the response headers.
+    fn check_fields(&self, info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+        let warnings = admission::check_fields(info, obj, self.query.field_validation())?;
+        self.warnings.borrow_mut().extend(warnings);
+        Ok(())
+    }
+
     fn selector(&self, info: &ResourceInfo) -> Result<Selector, ApiError> {
         Ok(Selector {
             labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or(""))?,
@@ -391,7 +415,7 @@ fn namespace_of(p: &ObjectPath) -> &str {
     p.ns.as_deref().unwrap_or("")
 }
 
-fn object(req: Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
+fn object(req: &Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
     let info = p.info;
     if info.namespaced && p.ns.is_none() && (p.name.is_some() || *req.method != Method::GET) {
         return Err(ApiError::method_not_allowed(req.method.as_str()));
@@ -405,30 +429,30 @@ fn object(req: Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
     match (req.method.clone(), p.name.as_deref(), p.sub.as_deref()) {
         (Method::GET, None, None) => {
             if req.query.flag("watch") {
-                watch(&req, &p)
+                watch(req, &p)
             } else {
-                list(&req, &p)
+                list(req, &p)
             }
         }
-        (Method::POST, None, None) => create(&req, &p),
-        (Method::DELETE, None, None) => delete_collection(&req, &p),
+        (Method::POST, None, None) => create(req, &p),
+        (Method::DELETE, None, None) => delete_collection(req, &p),
         (Method::GET, Some(name), None | Some("status")) => {
             let obj = req
                 .st
                 .store
                 .get(info, namespace_of(&p), name)
                 .ok_or_else(|| ApiError::not_found(info, name))?;
-            Ok(single(&req, info, &obj, 200))
+            Ok(single(req, info, &obj, 200))
         }
         (Method::PUT, Some(name), sub @ (None | Some("status"))) => {
-            update(&req, &p, name, sub.is_some())
+            update(req, &p, name, sub.is_some())
         }
         (Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
-            patch(&req, &p, name, sub.is_some())
+            patch(req, &p, name, sub.is_some())
         }
-        (Method::DELETE, Some(name), None) => delete(&req, &p, name),
-        (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(&req, &p, name),
-        (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(&req, &p, name),
+        (Method::DELETE, Some(name), None) => delete(req, &p, name),
+        (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(req, &p, name),
+        (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(req, &p, name),
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
 }
@@ -504,7 +528,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
     let info = p.info;
     admission::check_kind(info, &mut obj)?;
     admission::check_name(info, &obj)?;
-    admission::check_fields(info, &obj, req.query.strict())?;
+    req.check_fields(info, &obj)?;
     let url_ns = namespace_of(p);
     if let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) {
         if info.namespaced && !ns.is_empty() && ns != url_ns {
@@ -550,7 +574,7 @@ fn finish_update(
     mut new: Value,
     status_only: bool,
     name: &str,
-    strict: bool,
+    req: &Req<'_>,
 ) -> Result<Value, ApiError> {
     admission::check_kind(info, &mut new)?;
     let new_name = new
@@ -567,7 +591,7 @@ fn finish_update(
             return Err(ApiError::modified(info, name));
         }
     }
-    admission::check_fields(info, &new, strict)?;
+    req.check_fields(info, &new)?;
     let new = from_wire(info, new);
     if status_only {
         let mut out = current.clone();
@@ -608,7 +632,7 @@ fn update(
         namespace_of(p),
         name,
         req.query.dry_run(),
-        |current| finish_update(info, current, body, status_only, name, req.query.strict()),
+        |current| finish_update(info, current, body, status_only, name, req),
     )?;
     Ok(single(req, info, &updated, 200))
 }
@@ -646,14 +670,7 @@ fn patch(
                     m.remove("resourceVersion");
                 }
             }
-            finish_update(
-                info,
-                current,
-                patched,
-                status_only,
-                name,
-                req.query.strict(),
-            )
+            finish_update(info, current, patched, status_only, name, req)
         })?;
     Ok(single(req, info, &updated, 200))
 }

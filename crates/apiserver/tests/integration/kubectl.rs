@@ -314,6 +314,15 @@ fn create_with_an_unknown_field_is_a_strict_decoding_error() {
         ),
         "{err}"
     );
+    // --validate=warn sends fieldValidation=Warn: created, with a warning kubectl prints.
+    let out = c.kubectl(&["create", "--validate=warn", "-f", &f]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("Warning: unknown field \"spec.containers[0].imagePullPolicyy\""),
+        "{err}"
+    );
     // --validate=false sends fieldValidation=Ignore.
+    c.kubectl_ok(&["delete", "pod", "p1"]);
     c.kubectl_ok(&["create", "--validate=false", "-f", &f]);
 }

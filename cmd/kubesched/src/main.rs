@@ -51,6 +51,27 @@ enum Command {
     /// file or the configuration is invalid.
     #[command(verbatim_doc_comment)]
     Simulate(SimulateArgs),
+    /// Run a local Kubernetes-compatible API server (in memory) that kubectl and other
+    /// clients use unmodified.
+    ///
+    /// Prints the address it listens on. With --kubeconfig, writes a kubeconfig pointing at
+    /// it, for `kubectl --kubeconfig PATH` or KUBECONFIG=PATH.
+    ///
+    /// Examples:
+    ///   kubesched apiserver --listen 127.0.0.1:0 --kubeconfig /tmp/kubesched.kubeconfig
+    ///   KUBECONFIG=/tmp/kubesched.kubeconfig kubectl get nodes,pods -o wide
+    #[command(verbatim_doc_comment)]
+    Apiserver(ApiserverArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ApiserverArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
+    listen: std::net::SocketAddr,
+    /// Write a kubeconfig pointing at the server to this path.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -82,6 +103,7 @@ fn main() -> ExitCode {
     init_logging(cli.verbosity);
     let result = match cli.command {
         Command::Simulate(args) => run_simulate(args),
+        Command::Apiserver(args) => run_apiserver(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -114,6 +136,30 @@ fn init_logging(verbosity: u8) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let config = apiserver::Config {
+            listen: args.listen,
+            ..apiserver::Config::default()
+        };
+        let server = apiserver::Server::start(config).await?;
+        if let Some(path) = &args.kubeconfig {
+            std::fs::write(path, server.kubeconfig())
+                .with_context(|| format!("writing kubeconfig {}", path.display()))?;
+        }
+        println!("kubesched apiserver listening on {}", server.url());
+        tokio::select! {
+            r = server.wait() => r?,
+            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        }
+        Ok(())
+    })
 }
 
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<(KubeSchedulerConfiguration, String)> {

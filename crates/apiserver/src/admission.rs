@@ -1,0 +1,660 @@
+//! What the real apiserver does to an object before it is stored: decoding checks against the
+//! k8s-openapi types, name validation, pod defaulting, priority admission, and the
+//! events.k8s.io/v1 <-> core/v1 Event conversion.
+//!
+//! Upstream: pkg/apis/core/v1/defaults.go, pkg/registry/core/pod/strategy.go,
+//! plugin/pkg/admission/priority, pkg/apis/events/v1/conversion.go.
+
+use serde_json::{json, Map, Value};
+
+use crate::meta;
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+
+/// PriorityClasses every cluster has.
+pub fn system_priority_classes() -> Vec<Value> {
+    [
+        ("system-cluster-critical", 2_000_000_000),
+        ("system-node-critical", 2_000_001_000),
+    ]
+    .iter()
+    .map(|(name, value)| {
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+               "metadata": {"name": name}, "value": value, "globalDefault": false,
+               "preemptionPolicy": "PreemptLowerPriority",
+               "description": "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."})
+    })
+    .collect()
+}
+
+/// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities).
+pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    use k8s_openapi::api::{apps, coordination, core, policy, scheduling};
+    fn try_as<T: serde::de::DeserializeOwned>(v: &Value) -> Result<(), String> {
+        serde_json::from_value::<T>(v.clone())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    let mut v = obj.clone();
+    v["apiVersion"] = json!(info.api_version());
+    v["kind"] = json!(info.kind);
+    let result = match (info.group, info.kind) {
+        ("", "Namespace") => try_as::<core::v1::Namespace>(&v),
+        ("", "Node") => try_as::<core::v1::Node>(&v),
+        ("", "Pod") => try_as::<core::v1::Pod>(&v),
+        ("", "Event") => try_as::<core::v1::Event>(&v),
+        ("", "Service") => try_as::<core::v1::Service>(&v),
+        ("", "ConfigMap") => try_as::<core::v1::ConfigMap>(&v),
+        ("", "ReplicationController") => try_as::<core::v1::ReplicationController>(&v),
+        ("apps", "ReplicaSet") => try_as::<apps::v1::ReplicaSet>(&v),
+        ("apps", "StatefulSet") => try_as::<apps::v1::StatefulSet>(&v),
+        ("coordination.k8s.io", _) => try_as::<coordination::v1::Lease>(&v),
+        ("scheduling.k8s.io", _) => try_as::<scheduling::v1::PriorityClass>(&v),
+        ("policy", _) => try_as::<policy::v1::PodDisruptionBudget>(&v),
+        ("events.k8s.io", _) => try_as::<k8s_openapi::api::events::v1::Event>(&v),
+        _ => Ok(()),
+    };
+    result.map_err(|e| {
+        ApiError::bad_request(format!(
+            "error decoding {} into {}: {e}",
+            info.resource, info.kind
+        ))
+    })
+}
+
+/// The kind's k8s-openapi form of `obj` (decoded and encoded again), when the kind has one.
+fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Result<Value, String>> {
+    use k8s_openapi::api::{apps, coordination, core, policy, scheduling};
+    fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Result<Value, String> {
+        let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        serde_json::to_value(typed).map_err(|e| e.to_string())
+    }
+    let mut v = obj.clone();
+    v["apiVersion"] = json!(info.api_version());
+    v["kind"] = json!(info.kind);
+    Some(match (info.group, info.kind) {
+        ("", "Namespace") => rt::<core::v1::Namespace>(&v),
+        ("", "Node") => rt::<core::v1::Node>(&v),
+        ("", "Pod") => rt::<core::v1::Pod>(&v),
+        ("", "Event") => rt::<core::v1::Event>(&v),
+        ("", "Service") => rt::<core::v1::Service>(&v),
+        ("", "ConfigMap") => rt::<core::v1::ConfigMap>(&v),
+        ("", "ReplicationController") => rt::<core::v1::ReplicationController>(&v),
+        ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(&v),
+        ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(&v),
+        ("coordination.k8s.io", _) => rt::<coordination::v1::Lease>(&v),
+        ("scheduling.k8s.io", _) => rt::<scheduling::v1::PriorityClass>(&v),
+        ("policy", _) => rt::<policy::v1::PodDisruptionBudget>(&v),
+        ("events.k8s.io", _) => rt::<k8s_openapi::api::events::v1::Event>(&v),
+        _ => return None,
+    })
+}
+
+/// Paths of fields in `input` that the typed form dropped: the unknown fields.
+fn unknown_fields(input: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, typed) {
+        (Value::Object(i), Value::Object(t)) => {
+            for (k, v) in i {
+                if v.is_null() {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match t.get(k) {
+                    Some(tv) => unknown_fields(v, tv, &p, out),
+                    None => out.push(p),
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(t)) => {
+            for (n, (iv, tv)) in i.iter().zip(t).enumerate() {
+                unknown_fields(iv, tv, &format!("{path}[{n}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `fieldValidation` query parameter: what to do about fields the kind does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently (`Ignore`, and the default).
+    Ignore,
+    /// Drop them and say so in `Warning` headers.
+    Warn,
+    /// Reject the request with 400.
+    Strict,
+}
+
+impl FieldValidation {
+    /// From the query parameter's value.
+    pub fn parse(v: Option<&str>) -> Self {
+        match v {
+            Some("Strict") => FieldValidation::Strict,
+            Some("Warn") => FieldValidation::Warn,
+            _ => FieldValidation::Ignore,
+        }
+    }
+}
+
+/// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities) and
+/// looks for unknown fields as `mode` asks: returns the warnings for `Warn`, a 400
+/// `strict decoding error` for `Strict`.
+pub fn check_fields(
+    info: &ResourceInfo,
+    obj: &Value,
+    mode: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    if mode == FieldValidation::Ignore {
+        return check_decodes(info, obj).map(|()| Vec::new());
+    }
+    let Some(typed) = round_trip(info, obj) else {
+        return Ok(Vec::new());
+    };
+    let typed = typed.map_err(|e| {
+        ApiError::bad_request(format!(
+            "error decoding {} into {}: {e}",
+            info.resource, info.kind
+        ))
+    })?;
+    let mut unknown = Vec::new();
+    unknown_fields(obj, &typed, "", &mut unknown);
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if mode == FieldValidation::Strict && !list.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            list.join(", ")
+        )));
+    }
+    Ok(list)
+}
+
+/// Checks the body's apiVersion/kind (when given) name this resource, and fills them in.
+pub fn check_kind(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+    let Some(map) = obj.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    };
+    let want_av = info.api_version();
+    let kind_ok = map
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_none_or(|k| k.is_empty() || k == info.kind);
+    let av_ok = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_none_or(|a| a.is_empty() || a == want_av);
+    if !kind_ok || !av_ok {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({want_av}) or the kind ({}) is not {}",
+            map.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+            map.get("kind").and_then(Value::as_str).unwrap_or(""),
+            info.kind
+        )));
+    }
+    map.insert("apiVersion".into(), json!(want_av));
+    map.insert("kind".into(), json!(info.kind));
+    match map.get("metadata") {
+        None | Some(Value::Null) => {
+            map.insert("metadata".into(), json!({}));
+        }
+        Some(Value::Object(_)) => {}
+        Some(_) => {
+            return Err(ApiError::bad_request(format!(
+                "error decoding {} into {}: metadata must be an object",
+                info.resource, info.kind
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Checks the name (when set) is valid for the kind: namespaces are DNS labels, the rest
+/// DNS subdomains.
+pub fn check_name(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if name.is_empty() {
+        return Ok(());
+    }
+    match meta::invalid_name(name, info.kind == "Namespace") {
+        None => Ok(()),
+        Some(why) => Err(ApiError::invalid(info, name, "metadata.name", &why)),
+    }
+}
+
+/// Namespace defaults: the `kubernetes.io/metadata.name` label and phase Active.
+pub fn default_namespace(obj: &mut Value) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if !obj
+        .pointer("/metadata/labels")
+        .is_some_and(Value::is_object)
+    {
+        obj["metadata"]["labels"] = json!({});
+    }
+    obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+    obj["status"] = json!({"phase": "Active"});
+    if obj.pointer("/spec/finalizers").is_none() {
+        obj["spec"] = json!({"finalizers": ["kubernetes"]});
+    }
+}
+
+fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.to_string(), value);
+    }
+}
+
+/// Pod defaults a scheduler and kubectl see: schedulerName, restartPolicy, dnsPolicy, the
+/// container pull policy; status reset to Pending with the QoS class.
+pub fn default_pod(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        set_default(spec, "schedulerName", json!("default-scheduler"));
+        set_default(spec, "restartPolicy", json!("Always"));
+        set_default(spec, "terminationGracePeriodSeconds", json!(30));
+        set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+        set_default(spec, "enableServiceLinks", json!(true));
+        set_default(spec, "securityContext", json!({}));
+        set_default(spec, "serviceAccountName", json!("default"));
+        for list in ["initContainers", "containers"] {
+            if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+                for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+                    let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+                    let tag = image.rsplit('/').next().unwrap_or("");
+                    let policy = if !tag.contains(':') || tag.ends_with(":latest") {
+                        "Always"
+                    } else {
+                        "IfNotPresent"
+                    };
+                    set_default(c, "imagePullPolicy", json!(policy));
+                    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                    set_default(c, "terminationMessagePolicy", json!("File"));
+                    set_default(c, "resources", json!({}));
+                }
+            }
+        }
+    }
+    let qos = qos_class(obj);
+    obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// BestEffort, Guaranteed or Burstable, from the containers' requests and limits.
+fn qos_class(pod: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["initContainers", "containers"]
+        .iter()
+        .filter_map(|l| pod.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let res = |c: &Value, kind: &str| -> Map<String, Value> {
+        c.pointer(&format!("/resources/{kind}"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let relevant =
+        |m: &Map<String, Value>| -> bool { m.keys().any(|k| k == "cpu" || k == "memory") };
+    if containers
+        .iter()
+        .all(|c| !relevant(&res(c, "requests")) && !relevant(&res(c, "limits")))
+    {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        let (req, lim) = (res(c, "requests"), res(c, "limits"));
+        ["cpu", "memory"].iter().all(|r| {
+            lim.get(*r)
+                .is_some_and(|l| req.get(*r).is_none_or(|q| q == l))
+        })
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// Priority admission: resolves `priorityClassName` (or the global default) to `priority`
+/// and `preemptionPolicy`. An unknown class is 403 Forbidden.
+pub fn admit_priority(
+    pods: &ResourceInfo,
+    pod: &mut Value,
+    classes: &[std::sync::Arc<Value>],
+) -> Result<(), ApiError> {
+    let named = pod
+        .pointer("/spec/priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    let class = match &named {
+        Some(n) => Some(
+            classes
+                .iter()
+                .find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(n))
+                .ok_or_else(|| {
+                    let name = pod
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .or_else(|| {
+                            pod.pointer("/metadata/generateName")
+                                .and_then(Value::as_str)
+                        })
+                        .unwrap_or("")
+                        .to_string();
+                    ApiError::forbidden(
+                        pods,
+                        &name,
+                        &format!("no PriorityClass with name {n} was found"),
+                    )
+                })?,
+        ),
+        None => classes
+            .iter()
+            .filter(|c| c.get("globalDefault").and_then(Value::as_bool) == Some(true))
+            .min_by_key(|c| c.get("value").and_then(Value::as_i64).unwrap_or(0)),
+    };
+    let (priority, policy) = match class {
+        Some(c) => {
+            if named.is_none() {
+                pod["spec"]["priorityClassName"] = c["metadata"]["name"].clone();
+            }
+            (
+                c.get("value").and_then(Value::as_i64).unwrap_or(0),
+                c.get("preemptionPolicy")
+                    .cloned()
+                    .unwrap_or(json!("PreemptLowerPriority")),
+            )
+        }
+        None => (0, json!("PreemptLowerPriority")),
+    };
+    pod["spec"]["priority"] = json!(priority);
+    if pod.pointer("/spec/preemptionPolicy").is_none() {
+        pod["spec"]["preemptionPolicy"] = policy;
+    }
+    Ok(())
+}
+
+/// Whether a PodDisruptionBudget's selector selects the pod (same namespace; an empty or
+/// missing selector selects nothing, as in policy/v1).
+pub fn pdb_selects(pdb: &Value, pod: &Value) -> bool {
+    let ns = |v: &Value| v.pointer("/metadata/namespace").cloned();
+    if ns(pdb) != ns(pod) {
+        return false;
+    }
+    let Some(sel) = pdb.pointer("/spec/selector").and_then(Value::as_object) else {
+        return false;
+    };
+    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    let match_labels = sel.get("matchLabels").and_then(Value::as_object);
+    let exprs = sel.get("matchExpressions").and_then(Value::as_array);
+    if match_labels.is_none_or(Map::is_empty) && exprs.is_none_or(Vec::is_empty) {
+        return false;
+    }
+    let labels_ok = match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let exprs_ok = exprs.into_iter().flatten().all(|e| {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        match e.get("operator").and_then(Value::as_str) {
+            Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+            Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
+            Some("Exists") => label(key).is_some(),
+            Some("DoesNotExist") => label(key).is_none(),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
+/// A PodDisruptionBudget's numbers, computed from the pods it selects (no disruption
+/// controller runs here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Ready pods not being deleted.
+    pub current_healthy: i64,
+    /// Pods that must stay healthy.
+    pub desired_healthy: i64,
+    /// `current_healthy - desired_healthy`.
+    pub allowed: i64,
+}
+
+fn pod_ready(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_none()
+        && pod
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("Ready")
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+            })
+}
+
+/// An IntOrString of a budget: an absolute number, or a percentage of `expected` rounded up.
+fn scaled(v: &Value, expected: i64) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => {
+            let pct: i64 = s.strip_suffix('%')?.parse().ok()?;
+            Some((pct * expected + 99) / 100)
+        }
+        _ => None,
+    }
+}
+
+/// The budget of `pdb` over the pods it selects. Upstream: pkg/controller/disruption.
+pub fn disruption_budget(pdb: &Value, selected: &[&Value]) -> Budget {
+    let expected = i64::try_from(selected.len()).unwrap_or(i64::MAX);
+    let current_healthy =
+        i64::try_from(selected.iter().filter(|p| pod_ready(p)).count()).unwrap_or(i64::MAX);
+    let desired_healthy = if let Some(min) = pdb.pointer("/spec/minAvailable") {
+        scaled(min, expected).unwrap_or(expected)
+    } else if let Some(max) = pdb.pointer("/spec/maxUnavailable") {
+        expected - scaled(max, expected).unwrap_or(0)
+    } else {
+        expected
+    };
+    let desired_healthy = desired_healthy.max(0);
+    Budget {
+        current_healthy,
+        desired_healthy,
+        allowed: (current_healthy - desired_healthy).max(0),
+    }
+}
+
+/// Field renames between events.k8s.io/v1 (left) and core/v1 (right).
+const EVENT_RENAMES: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("reportingController", "reportingComponent"),
+];
+
+fn rename(obj: &Value, to_core: bool, api_version: &str) -> Value {
+    let mut out = obj.clone();
+    if let Some(m) = out.as_object_mut() {
+        for (events, core) in EVENT_RENAMES {
+            let (from, to) = if to_core {
+                (*events, *core)
+            } else {
+                (*core, *events)
+            };
+            if let Some(v) = m.remove(from) {
+                m.insert(to.to_string(), v);
+            }
+        }
+        if m.contains_key("apiVersion") {
+            m.insert("apiVersion".into(), json!(api_version));
+        }
+    }
+    out
+}
+
+/// An events.k8s.io/v1 Event as the core/v1 Event it is stored as.
+pub fn event_to_core(obj: &Value) -> Value {
+    rename(obj, true, "v1")
+}
+
+/// A stored core/v1 Event as events.k8s.io/v1.
+pub fn event_from_core(obj: &Value) -> Value {
+    rename(obj, false, "events.k8s.io/v1")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rstest::rstest;
+
+    use super::*;
+    use crate::resources::lookup;
+
+    fn pods() -> &'static ResourceInfo {
+        lookup("", "v1", "pods").expect("pods")
+    }
+
+    #[rstest]
+    #[case::best_effort(json!([{"name": "c"}]), "BestEffort")]
+    #[case::burstable(json!([{"name": "c", "resources": {"requests": {"cpu": "1"}}}]), "Burstable")]
+    #[case::guaranteed(json!([{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]), "Guaranteed")]
+    fn pod_defaults(#[case] containers: Value, #[case] qos: &str) {
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": containers},
+                           "status": {"phase": "Running"}});
+        default_pod(&mut p);
+        assert_eq!(p["spec"]["schedulerName"], "default-scheduler");
+        assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(p["status"], json!({"phase": "Pending", "qosClass": qos}));
+    }
+
+    #[test]
+    fn scheduler_name_is_kept_when_set() {
+        let mut p = json!({"spec": {"schedulerName": "mine", "containers": [{"name": "c", "image": "nginx:1.2"}]}});
+        default_pod(&mut p);
+        assert_eq!(p["spec"]["schedulerName"], "mine");
+        assert_eq!(
+            p["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+    }
+
+    #[rstest]
+    #[case::named(Some("high"), Ok(1000))]
+    #[case::global_default(None, Ok(7))]
+    #[case::unknown(Some("nope"), Err(403))]
+    fn priority(#[case] class: Option<&str>, #[case] want: Result<i64, u16>) {
+        let classes = vec![
+            Arc::new(json!({"metadata": {"name": "high"}, "value": 1000})),
+            Arc::new(json!({"metadata": {"name": "dflt"}, "value": 7, "globalDefault": true})),
+        ];
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {}});
+        if let Some(c) = class {
+            p["spec"]["priorityClassName"] = json!(c);
+        }
+        let got = admit_priority(pods(), &mut p, &classes)
+            .map(|()| p["spec"]["priority"].as_i64().unwrap_or(-1))
+            .map_err(|e| e.code);
+        assert_eq!(got, want);
+    }
+
+    #[rstest]
+    #[case::wrong_kind(json!({"kind": "Node"}))]
+    #[case::wrong_version(json!({"apiVersion": "v2", "kind": "Pod"}))]
+    #[case::not_an_object(json!([1]))]
+    #[case::metadata_not_an_object(json!({"metadata": "x"}))]
+    fn kind_mismatch_is_bad_request(#[case] mut body: Value) {
+        assert_eq!(check_kind(pods(), &mut body).map_err(|e| e.code), Err(400));
+    }
+
+    #[rstest]
+    #[case::typo_in_spec(json!({"metadata": {"name": "p"}, "spec": {"containerz": []}}), Some("strict decoding error: unknown field \"spec.containerz\""))]
+    #[case::in_a_list_item(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "imagee": "x"}]}}),
+        Some("strict decoding error: unknown field \"spec.containers[0].imagee\""))]
+    #[case::maps_and_nulls_are_fine(json!({"metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], "nodeSelector": {"x": "y"}}}), None)]
+    fn strict_field_validation(#[case] body: Value, #[case] want: Option<&str>) {
+        let got = check_fields(pods(), &body, FieldValidation::Strict)
+            .err()
+            .map(|e| e.message);
+        assert_eq!(got.as_deref(), want);
+        let warnings = check_fields(pods(), &body, FieldValidation::Warn).expect("warn only");
+        assert_eq!(warnings.len(), usize::from(want.is_some()));
+    }
+
+    #[test]
+    fn wrong_field_type_is_bad_request() {
+        let body = json!({"metadata": {"name": "p"}, "spec": {"containers": "nginx"}});
+        assert_eq!(check_decodes(pods(), &body).map_err(|e| e.code), Err(400));
+    }
+
+    fn running(name: &str, ready: bool) -> Value {
+        json!({"metadata": {"name": name, "namespace": "d", "labels": {"app": "web"}},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[rstest]
+    #[case::min_available_met_exactly(json!({"minAvailable": 2}), 2, 2, 0)]
+    #[case::min_available_with_slack(json!({"minAvailable": 1}), 2, 2, 1)]
+    #[case::max_unavailable(json!({"maxUnavailable": 1}), 3, 3, 1)]
+    #[case::percentage_rounds_up(json!({"minAvailable": "50%"}), 3, 3, 1)]
+    #[case::unready_pods_count_against(json!({"minAvailable": 2}), 3, 1, 0)]
+    fn budgets(
+        #[case] spec: Value,
+        #[case] pods: usize,
+        #[case] ready: usize,
+        #[case] allowed: i64,
+    ) {
+        let mut pdb = json!({"metadata": {"name": "b", "namespace": "d"},
+                             "spec": {"selector": {"matchLabels": {"app": "web"}}}});
+        for (k, v) in spec.as_object().into_iter().flatten() {
+            pdb["spec"][k] = v.clone();
+        }
+        let all: Vec<Value> = (0..pods)
+            .map(|i| running(&format!("p{i}"), i < ready))
+            .collect();
+        let selected: Vec<&Value> = all.iter().filter(|p| pdb_selects(&pdb, p)).collect();
+        assert_eq!(selected.len(), pods);
+        assert_eq!(disruption_budget(&pdb, &selected).allowed, allowed);
+    }
+
+    #[test]
+    fn empty_pdb_selector_selects_nothing() {
+        let pdb = json!({"metadata": {"namespace": "d"}, "spec": {"selector": {}}});
+        assert!(!pdb_selects(&pdb, &running("p", true)));
+    }
+
+    #[test]
+    fn events_round_trip_between_versions() {
+        let e = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "regarding": {"name": "p"}, "note": "hi", "reportingController": "kubesched"});
+        let core = event_to_core(&e);
+        assert_eq!(core["involvedObject"]["name"], "p");
+        assert_eq!(core["message"], "hi");
+        assert_eq!(core["apiVersion"], "v1");
+        assert_eq!(event_from_core(&core), e);
+    }
+}

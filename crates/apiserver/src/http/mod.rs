@@ -1,0 +1,1028 @@
+//! HTTP routing and the verbs: one fallback handler parses the Kubernetes path grammar
+//! (`/api/v1/...`, `/apis/{group}/{version}/...`, `namespaces/{ns}/...`, subresources) and
+//! dispatches to list, watch, get, create, update, patch, delete, deletecollection, binding
+//! and status.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use crate::admission;
+use crate::discovery;
+use crate::patch::{self, PatchType};
+use crate::resources::{self, ResourceInfo};
+use crate::selectors::{FieldSelector, LabelSelector, Selector};
+use crate::status::{self, ApiError};
+use crate::store::Store;
+use crate::table;
+
+mod watch;
+
+/// Shared by every request.
+#[derive(Debug)]
+pub(crate) struct AppState {
+    pub store: Arc<Store>,
+    pub max_body_bytes: usize,
+    pub addr: SocketAddr,
+    /// How often a watch that allows bookmarks gets one.
+    pub bookmark_interval: Duration,
+}
+
+/// Parsed query parameters (tolerates `?&a=b`, unknown keys, repeated keys: last wins).
+#[derive(Debug, Default)]
+pub(crate) struct Query(Vec<(String, String)>);
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |c: u8| char::from(c).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Query {
+    pub(crate) fn parse(q: Option<&str>) -> Self {
+        Query(
+            q.unwrap_or("")
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (percent_decode(k), percent_decode(v))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true" | "1" | "True"))
+    }
+
+    fn dry_run(&self) -> bool {
+        self.get("dryRun") == Some("All")
+    }
+
+    fn field_validation(&self) -> admission::FieldValidation {
+        admission::FieldValidation::parse(self.get("fieldValidation"))
+    }
+}
+
+fn json_response(code: u16, body: &Value) -> Response {
+    json_response_typed(code, body, "application/json")
+}
+
+fn json_response_typed(code: u16, body: &Value, content_type: &'static str) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+        bytes,
+    )
+        .into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        json_response(self.code, &self.to_status())
+    }
+}
+
+/// Where a request goes.
+#[derive(Debug)]
+enum Route {
+    Version,
+    Health,
+    CoreVersions,
+    Groups,
+    ResourceList(String, String),
+    OpenApiIndex,
+    OpenApi(String),
+    Object(ObjectPath),
+    /// `POST /api/v1/namespaces/{ns}/bindings`: binds the pod the Binding names.
+    LegacyBinding(String),
+}
+
+#[derive(Debug)]
+struct ObjectPath {
+    info: &'static ResourceInfo,
+    /// Namespace from the URL (None for cluster-scoped kinds or all-namespaces paths).
+    ns: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+fn route(path: &str) -> Option<Route> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segs.as_slice() {
+        ["version"] => Some(Route::Version),
+        ["healthz" | "livez" | "readyz", ..] => Some(Route::Health),
+        ["api"] => Some(Route::CoreVersions),
+        ["apis"] => Some(Route::Groups),
+        ["openapi", "v3"] => Some(Route::OpenApiIndex),
+        ["openapi", "v3", rest @ ..] => Some(Route::OpenApi(rest.join("/"))),
+        ["api", v] => Some(Route::ResourceList(String::new(), (*v).to_string())),
+        ["apis", g, v] => Some(Route::ResourceList((*g).to_string(), (*v).to_string())),
+        ["api", "v1", "namespaces", ns, "bindings"] => {
+            Some(Route::LegacyBinding((*ns).to_string()))
+        }
+        ["api", v, rest @ ..] => object_route("", v, rest),
+        ["apis", g, v, rest @ ..] => object_route(g, v, rest),
+        _ => None,
+    }
+}
+
+fn object_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
+    let s = |x: &&str| Some((*x).to_string());
+    let path = match rest {
+        ["namespaces", ns, r, tail @ ..] if resources::lookup(group, version, r).is_some() => {
+            let info = resources::lookup(group, version, r)?;
+            if !info.namespaced {
+                return None;
+            }
+            match tail {
+                [] => ObjectPath {
+                    info,
+                    ns: s(ns),
+                    name: None,
+                    sub: None,
+                },
+                [name] => ObjectPath {
+                    info,
+                    ns: s(ns),
+                    name: s(name),
+                    sub: None,
+                },
+                [name, sub] => ObjectPath {
+                    info,
+                    ns: s(ns),
+                    name: s(name),
+                    sub: s(sub),
+                },
+                _ => return None,
+            }
+        }
+        [r, tail @ ..] => {
+            let info = resources::lookup(group, version, r)?;
+            match tail {
+                [] => ObjectPath {
+                    info,
+                    ns: None,
+                    name: None,
+                    sub: None,
+                },
+                [name] if !info.namespaced => ObjectPath {
+                    info,
+                    ns: None,
+                    name: s(name),
+                    sub: None,
+                },
+                [name, sub] if !info.namespaced => ObjectPath {
+                    info,
+                    ns: None,
+                    name: s(name),
+                    sub: s(sub),
+                },
+                _ => return None,
+            }
+        }
+        [] => return None,
+    };
+    Some(Route::Object(path))
+}
+
+/// The one handler behind the router.
+pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = Query::parse(req.uri().query());
+    let headers = req.headers().clone();
+    tracing::debug!(%method, %path, "request");
+    let body = match read_body(req, st.max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let Some(r) = route(&path) else {
+        return ApiError::no_route().into_response();
+    };
+    let accept = header_str(&headers, header::ACCEPT);
+    match (r, &method) {
+        (Route::Version, &Method::GET) => json_response(200, &discovery::version()),
+        (Route::Health, &Method::GET) => (StatusCode::OK, "ok").into_response(),
+        (Route::CoreVersions, &Method::GET) => {
+            if discovery::wants_aggregated(accept) {
+                json_response_typed(
+                    200,
+                    &discovery::aggregated(true),
+                    discovery::AGGREGATED_CONTENT_TYPE,
+                )
+            } else {
+                json_response(200, &discovery::core_versions(&st.addr.to_string()))
+            }
+        }
+        (Route::Groups, &Method::GET) => {
+            if discovery::wants_aggregated(accept) {
+                json_response_typed(
+                    200,
+                    &discovery::aggregated(false),
+                    discovery::AGGREGATED_CONTENT_TYPE,
+                )
+            } else {
+                json_response(200, &discovery::group_list())
+            }
+        }
+        (Route::ResourceList(g, v), &Method::GET) => match discovery::resource_list(&g, &v) {
+            Some(l) => json_response(200, &l),
+            None => ApiError::no_route().into_response(),
+        },
+        (Route::OpenApiIndex, &Method::GET) => json_response(200, &discovery::openapi_index()),
+        (Route::OpenApi(p), &Method::GET) => match discovery::openapi_group_version(&p) {
+            Some(d) => json_response(200, &d),
+            None => ApiError::no_route().into_response(),
+        },
+        (Route::LegacyBinding(ns), &Method::POST) => {
+            let req = Req {
+                st: &st,
+                method: &method,
+                query: &query,
+                headers: &headers,
+                body: &body,
+                warnings: RefCell::default(),
+            };
+            match legacy_binding(&req, ns) {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            }
+        }
+        (Route::Object(p), _) => {
+            let req = Req {
+                st: &st,
+                method: &method,
+                query: &query,
+                headers: &headers,
+                body: &body,
+                warnings: RefCell::default(),
+            };
+            match object(&req, p) {
+                Ok(r) => with_warnings(r, &req.warnings.borrow()),
+                Err(e) => e.into_response(),
+            }
+        }
+        (_, m) => ApiError::method_not_allowed(m.as_str()).into_response(),
+    }
+}
+
+/// Adds one `Warning: 299 - "…"` header per warning, as the real apiserver does.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError::too_large(limit));
+    }
+    axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| ApiError::too_large(limit))
+}
+
+struct Req<'a> {
+    st: &'a AppState,
+    method: &'a Method,
+    query: &'a Query,
+    headers: &'a HeaderMap,
+    body: &'a Bytes,
+    /// `fieldValidation=Warn` findings, sent back as `Warning` headers.
+    warnings: RefCell<Vec<String>>,
+}
+
+impl Req<'_> {
+    fn wants_table(&self) -> bool {
+        header_str(self.headers, header::ACCEPT).contains("as=Table")
+    }
+
+    fn content_type(&self) -> &str {
+        header_str(self.headers, header::CONTENT_TYPE)
+    }
+
+    /// Decodes a JSON (or YAML) object body; no Content-Type means JSON, as upstream.
+    fn object_body(&self) -> Result<Value, ApiError> {
+        let ct = self.content_type();
+        let base = ct.split(';').next().unwrap_or("").trim();
+        let v: Value = match base {
+            "" | "application/json" | "*/*" => serde_json::from_slice(self.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
+            "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(self.body)?,
+            "application/yaml" | "application/apply-patch+yaml" => {
+                serde_yaml_ng::from_slice(self.body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?
+            }
+            other => return Err(ApiError::unsupported_media_type(other)),
+        };
+        if !v.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        }
+        Ok(v)
+    }
+
+    /// Decoding and unknown-field checks as `fieldValidation` asks; warnings are kept for
+    /// the response headers.
+    fn check_fields(&self, info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+        let warnings = admission::check_fields(info, obj, self.query.field_validation())?;
+        self.warnings.borrow_mut().extend(warnings);
+        Ok(())
+    }
+
+    fn selector(&self, info: &ResourceInfo) -> Result<Selector, ApiError> {
+        Ok(Selector {
+            labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or(""))?,
+            fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or(""), info)?,
+        })
+    }
+}
+
+/// How the resource's objects look on the wire (events.k8s.io Events are stored as core).
+/// Borrows in the common case: watches encode every event for every watcher.
+fn to_wire<'a>(info: &ResourceInfo, obj: &'a Value) -> Cow<'a, Value> {
+    if info.group == "events.k8s.io" {
+        Cow::Owned(admission::event_from_core(obj))
+    } else {
+        Cow::Borrowed(obj)
+    }
+}
+
+fn from_wire(info: &ResourceInfo, obj: Value) -> Value {
+    if info.group == "events.k8s.io" {
+        admission::event_to_core(&obj)
+    } else {
+        obj
+    }
+}
+
+fn namespace_of(p: &ObjectPath) -> &str {
+    p.ns.as_deref().unwrap_or("")
+}
+
+fn object(req: &Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
+    let info = p.info;
+    if info.namespaced && p.ns.is_none() && (p.name.is_some() || *req.method != Method::GET) {
+        return Err(ApiError::method_not_allowed(req.method.as_str()));
+    }
+    if p.sub
+        .as_deref()
+        .is_some_and(|sub| !info.subresources.contains(&sub))
+    {
+        return Err(ApiError::no_route());
+    }
+    match (req.method.clone(), p.name.as_deref(), p.sub.as_deref()) {
+        (Method::GET, None, None) => {
+            if req.query.flag("watch") {
+                watch::watch(req, &p)
+            } else {
+                list(req, &p)
+            }
+        }
+        (Method::POST, None, None) => create(req, &p),
+        (Method::DELETE, None, None) => delete_collection(req, &p),
+        (Method::GET, Some(name), None | Some("status")) => {
+            let obj = req
+                .st
+                .store
+                .get(info, namespace_of(&p), name)
+                .ok_or_else(|| ApiError::not_found(info, name))?;
+            Ok(single(req, info, &obj, 200))
+        }
+        (Method::PUT, Some(name), sub @ (None | Some("status"))) => {
+            update(req, &p, name, sub.is_some())
+        }
+        (Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
+            patch(req, &p, name, sub.is_some())
+        }
+        (Method::DELETE, Some(name), None) => delete(req, &p, name),
+        (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(req, &p, name),
+        (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(req, &p, name),
+        (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+fn single(req: &Req<'_>, info: &ResourceInfo, obj: &Value, code: u16) -> Response {
+    let wire = to_wire(info, obj);
+    if req.wants_table() {
+        let rv = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let include = req.query.get("includeObject") == Some("Object");
+        return json_response(code, &table::table(info, [&*wire], rv, include));
+    }
+    json_response(code, &wire)
+}
+
+fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
+    let info = p.info;
+    let sel = req.selector(info)?;
+    let (items, rv) = req.st.store.list(info, p.ns.as_deref());
+    let items: Vec<Cow<'_, Value>> = items
+        .iter()
+        .filter(|o| sel.matches(o))
+        .map(|o| to_wire(info, o))
+        .collect();
+    let rv = rv.to_string();
+    if req.wants_table() {
+        let include = req.query.get("includeObject") == Some("Object");
+        let t = table::table(info, items.iter().map(|c| &**c), &rv, include);
+        return Ok(json_response(200, &t));
+    }
+    Ok(list_response(info, &rv, &items))
+}
+
+/// A `XxxList`, serialized straight from the stored objects (no copy into a new tree).
+fn list_response(info: &ResourceInfo, rv: &str, items: &[Cow<'_, Value>]) -> Response {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ListMeta<'a> {
+        resource_version: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct List<'a> {
+        kind: String,
+        api_version: String,
+        metadata: ListMeta<'a>,
+        items: &'a [Cow<'a, Value>],
+    }
+    let list = List {
+        kind: format!("{}List", info.kind),
+        api_version: info.api_version(),
+        metadata: ListMeta {
+            resource_version: rv,
+        },
+        items,
+    };
+    let bytes = serde_json::to_vec(&list).unwrap_or_default();
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response()
+}
+
+/// Decodes, checks and admits a new object in its stored form.
+fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, ApiError> {
+    let info = p.info;
+    admission::check_kind(info, &mut obj)?;
+    admission::check_name(info, &obj)?;
+    req.check_fields(info, &obj)?;
+    let url_ns = namespace_of(p);
+    if let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+        if info.namespaced && !ns.is_empty() && ns != url_ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    match (info.group, info.kind) {
+        ("", "Pod") => {
+            admission::default_pod(&mut obj);
+            let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses")
+                .ok_or_else(|| ApiError::internal("priorityclasses not served"))?;
+            let (classes, _) = req.st.store.list(pcs, None);
+            admission::admit_priority(info, &mut obj, &classes)?;
+        }
+        ("", "Namespace") => admission::default_namespace(&mut obj),
+        _ => {}
+    }
+    Ok(from_wire(info, obj))
+}
+
+fn create(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
+    let obj = admit_new(req, p, req.object_body()?)?;
+    let created = req
+        .st
+        .store
+        .create(p.info, namespace_of(p), obj, req.query.dry_run())?;
+    Ok(single(req, p.info, &created, 201))
+}
+
+fn rv_of(v: &Value) -> Option<&str> {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// Builds the stored object of an update: checks, keeps status on the main resource (or
+/// only takes status on the status subresource).
+fn finish_update(
+    info: &ResourceInfo,
+    current: &Value,
+    mut new: Value,
+    status_only: bool,
+    name: &str,
+    req: &Req<'_>,
+) -> Result<Value, ApiError> {
+    admission::check_kind(info, &mut new)?;
+    let new_name = new
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or(name);
+    if new_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({new_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if let Some(rv) = rv_of(&new) {
+        if Some(rv) != rv_of(current) {
+            return Err(ApiError::modified(info, name));
+        }
+    }
+    req.check_fields(info, &new)?;
+    let new = from_wire(info, new);
+    if status_only {
+        let mut out = current.clone();
+        match new.get("status") {
+            Some(s) => out["status"] = s.clone(),
+            None => {
+                if let Some(m) = out.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        return Ok(out);
+    }
+    let mut new = new;
+    if info.has_status() {
+        match current.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(m) = new.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+    }
+    Ok(new)
+}
+
+fn update(
+    req: &Req<'_>,
+    p: &ObjectPath,
+    name: &str,
+    status_only: bool,
+) -> Result<Response, ApiError> {
+    let info = p.info;
+    let body = req.object_body()?;
+    let updated = req.st.store.update(
+        info,
+        namespace_of(p),
+        name,
+        req.query.dry_run(),
+        |current| finish_update(info, current, body, status_only, name, req),
+    )?;
+    Ok(single(req, info, &updated, 200))
+}
+
+fn patch(
+    req: &Req<'_>,
+    p: &ObjectPath,
+    name: &str,
+    status_only: bool,
+) -> Result<Response, ApiError> {
+    let info = p.info;
+    let ct = req.content_type();
+    let kind =
+        PatchType::from_content_type(ct).ok_or_else(|| ApiError::unsupported_media_type(ct))?;
+    let ns = namespace_of(p);
+    if kind == PatchType::Apply && !status_only && req.st.store.get(info, ns, name).is_none() {
+        let mut obj = req.object_body()?;
+        admission::check_kind(info, &mut obj)?;
+        obj["metadata"]["name"] = json!(name);
+        let obj = admit_new(req, p, obj)?;
+        let created = req.st.store.create(info, ns, obj, req.query.dry_run())?;
+        return Ok(single(req, info, &created, 201));
+    }
+    let body = req.body;
+    let updated = req
+        .st
+        .store
+        .update(info, ns, name, req.query.dry_run(), |current| {
+            let wire = to_wire(info, current);
+            let mut patched = patch::apply(&wire, body, kind)?;
+            // A resourceVersion the patch did not set is the current one; one it set is a
+            // precondition.
+            if rv_of(&patched) == rv_of(&wire) {
+                if let Some(m) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("resourceVersion");
+                }
+            }
+            finish_update(info, current, patched, status_only, name, req)
+        })?;
+    Ok(single(req, info, &updated, 200))
+}
+
+/// DeleteOptions preconditions from a JSON body; other bodies (protobuf from drain) are ignored.
+fn delete_options(req: &Req<'_>) -> Result<(Option<String>, Option<String>, bool), ApiError> {
+    delete_options_of(req, "")
+}
+
+/// DeleteOptions found at `at` in a JSON body (`""`, or `/deleteOptions` in an Eviction).
+fn delete_options_of(
+    req: &Req<'_>,
+    at: &str,
+) -> Result<(Option<String>, Option<String>, bool), ApiError> {
+    let mut dry_run = req.query.dry_run();
+    let base = req
+        .content_type()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    if req.body.is_empty() || !(base.is_empty() || base == "application/json") {
+        return Ok((None, None, dry_run));
+    }
+    let body: Value = serde_json::from_slice(req.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+    let opts = body.pointer(at).cloned().unwrap_or(Value::Null);
+    let s = |p: &str| opts.pointer(p).and_then(Value::as_str).map(str::to_string);
+    if opts
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|d| d.iter().any(|x| x == "All"))
+    {
+        dry_run = true;
+    }
+    Ok((
+        s("/preconditions/uid"),
+        s("/preconditions/resourceVersion"),
+        dry_run,
+    ))
+}
+
+fn delete(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
+    let (uid, rv, dry_run) = delete_options(req)?;
+    let last = req.st.store.delete(
+        p.info,
+        namespace_of(p),
+        name,
+        (uid.as_deref(), rv.as_deref()),
+        dry_run,
+    )?;
+    Ok(single(req, p.info, &last, 200))
+}
+
+fn delete_collection(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
+    let info = p.info;
+    let sel = req.selector(info)?;
+    let (_, _, dry_run) = delete_options(req)?;
+    let (items, _) = req.st.store.list(info, p.ns.as_deref());
+    let mut deleted = Vec::new();
+    for o in items.iter().filter(|o| sel.matches(o)) {
+        let ns = o
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match req.st.store.delete(info, ns, name, (None, None), dry_run) {
+            Ok(last) => deleted.push(to_wire(info, &last).into_owned()),
+            // Deleted meanwhile by someone else: that is what was asked.
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let rv = req.st.store.resource_version().to_string();
+    Ok(json_response(
+        200,
+        &json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(),
+                "metadata": {"resourceVersion": rv}, "items": deleted}),
+    ))
+}
+
+/// pods/binding, as upstream's BindingREST: one atomic read-modify-write of the pod.
+fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
+    let info = p.info;
+    let binding: Value = serde_json::from_slice(req.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
+    if !binding.is_object() {
+        return Err(ApiError::bad_request(
+            "error decoding Binding: not a JSON object",
+        ));
+    }
+    let s = |ptr: &str| {
+        binding
+            .pointer(ptr)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let body_name = s("/metadata/name");
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let target = s("/target/name");
+    if target.is_empty() {
+        return Err(ApiError::invalid_kind(
+            "Binding",
+            "",
+            name,
+            "target.name",
+            "Required value",
+            "FieldValueRequired",
+        ));
+    }
+    let (uid, rv) = (s("/metadata/uid"), s("/metadata/resourceVersion"));
+    let annotations = binding
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned();
+    req.st.store.update(
+        info,
+        namespace_of(p),
+        name,
+        req.query.dry_run(),
+        |current| {
+            if !uid.is_empty()
+                && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
+            {
+                return Err(ApiError::conflict(
+                    info,
+                    name,
+                    "Precondition failed: UID mismatch",
+                ));
+            }
+            if !rv.is_empty() && rv_of(current) != Some(rv.as_str()) {
+                return Err(ApiError::modified(info, name));
+            }
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                return Err(ApiError::binding_conflict(
+                    name,
+                    format!("pod {name} is being deleted, cannot be assigned to a host"),
+                ));
+            }
+            let node = current
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !node.is_empty() {
+                return Err(ApiError::binding_conflict(
+                    name,
+                    format!("pod {name} is already assigned to node \"{node}\""),
+                ));
+            }
+            if current
+                .pointer("/spec/schedulingGates")
+                .and_then(Value::as_array)
+                .is_some_and(|g| !g.is_empty())
+            {
+                return Err(ApiError::binding_conflict(
+                    name,
+                    format!("pod {name} has non-empty .spec.schedulingGates"),
+                ));
+            }
+            let mut pod = current.clone();
+            pod["spec"]["nodeName"] = json!(target);
+            if let Some(a) = &annotations {
+                if !pod
+                    .pointer("/metadata/annotations")
+                    .is_some_and(Value::is_object)
+                {
+                    pod["metadata"]["annotations"] = json!({});
+                }
+                for (k, v) in a {
+                    pod["metadata"]["annotations"][k] = v.clone();
+                }
+            }
+            if !pod.get("status").is_some_and(Value::is_object) {
+                pod["status"] = json!({});
+            }
+            if let Some(st) = pod["status"].as_object_mut() {
+                st.remove("nominatedNodeName");
+            }
+            let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                          "lastTransitionTime": crate::meta::now_rfc3339()});
+            let conds = pod["status"]
+                .get("conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let mut conds: Vec<Value> = conds
+                .into_iter()
+                .filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"))
+                .collect();
+            conds.push(cond);
+            pod["status"]["conditions"] = json!(conds);
+            Ok(pod)
+        },
+    )?;
+    Ok(json_response(201, &status::success(201, None)))
+}
+
+/// The legacy bindings collection: the pod is the one the Binding's `metadata.name` names.
+fn legacy_binding(req: &Req<'_>, ns: String) -> Result<Response, ApiError> {
+    let pods =
+        resources::lookup("", "v1", "pods").ok_or_else(|| ApiError::internal("pods not served"))?;
+    let binding: Value = serde_json::from_slice(req.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
+    let name = binding
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid_kind(
+                "Binding",
+                "",
+                "",
+                "metadata.name",
+                "Required value",
+                "FieldValueRequired",
+            )
+        })?
+        .to_string();
+    let p = ObjectPath {
+        info: pods,
+        ns: Some(ns),
+        name: Some(name.clone()),
+        sub: Some("binding".to_string()),
+    };
+    bind(req, &p, &name)
+}
+
+/// pods/eviction: deletes the pod unless a PodDisruptionBudget forbids it (429). Pending and
+/// terminal pods are deleted without a budget check, as upstream.
+fn evict(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
+    let info = p.info;
+    let ns = namespace_of(p);
+    if !req.body.is_empty() {
+        let eviction: Value = serde_json::from_slice(req.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding Eviction: {e}")))?;
+        let body_name = eviction
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(name);
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "name in URL does not match name in Eviction object ({body_name} != {name})"
+            )));
+        }
+    }
+    let pod = req
+        .st
+        .store
+        .get(info, ns, name)
+        .ok_or_else(|| ApiError::not_found(info, name))?;
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !matches!(phase, "Pending" | "Succeeded" | "Failed" | "") {
+        let pdbs = resources::lookup("policy", "v1", "poddisruptionbudgets")
+            .ok_or_else(|| ApiError::internal("poddisruptionbudgets not served"))?;
+        let (budgets, _) = req.st.store.list(pdbs, Some(ns));
+        let matching: Vec<_> = budgets
+            .iter()
+            .filter(|b| crate::admission::pdb_selects(b, &pod))
+            .collect();
+        if matching.len() > 1 {
+            return Err(ApiError::internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            ));
+        }
+        if let Some(pdb) = matching.first() {
+            let (pods, _) = req.st.store.list(info, Some(ns));
+            let selected: Vec<&Value> = pods
+                .iter()
+                .map(|p| &**p)
+                .filter(|p| crate::admission::pdb_selects(pdb, p))
+                .collect();
+            let budget = crate::admission::disruption_budget(pdb, &selected);
+            if budget.allowed <= 0 {
+                let pdb_name = pdb
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return Err(ApiError::disruption_budget(
+                    pdb_name,
+                    format!(
+                        "needs {} healthy pods and has {} currently",
+                        budget.desired_healthy, budget.current_healthy
+                    ),
+                ));
+            }
+        }
+    }
+    let (uid, rv, dry_run) = delete_options_of(req, "/deleteOptions")?;
+    req.st
+        .store
+        .delete(info, ns, name, (uid.as_deref(), rv.as_deref()), dry_run)?;
+    Ok(json_response(201, &status::success(201, None)))
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    /// resource, namespace, name, subresource.
+    type RouteParts<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+    #[rstest]
+    #[case::leading_ampersand(Some("&watch=true&limit=500"), "watch", Some("true"))]
+    #[case::encoded_selector(
+        Some("fieldSelector=metadata.name%3Dx"),
+        "fieldSelector",
+        Some("metadata.name=x")
+    )]
+    #[case::empty(None, "watch", None)]
+    fn queries(#[case] q: Option<&str>, #[case] key: &str, #[case] want: Option<&str>) {
+        assert_eq!(Query::parse(q).get(key), want);
+    }
+
+    #[rstest]
+    #[case::namespaced_pod("/api/v1/namespaces/default/pods/p", Some(("pods", Some("default"), Some("p"), None)))]
+    #[case::all_namespaces("/api/v1/pods", Some(("pods", None, None, None)))]
+    #[case::binding("/api/v1/namespaces/d/pods/p/binding", Some(("pods", Some("d"), Some("p"), Some("binding"))))]
+    #[case::namespace_itself("/api/v1/namespaces/d", Some(("namespaces", None, Some("d"), None)))]
+    #[case::namespace_status("/api/v1/namespaces/d/status", Some(("namespaces", None, Some("d"), Some("status"))))]
+    #[case::node_status("/api/v1/nodes/n/status", Some(("nodes", None, Some("n"), Some("status"))))]
+    #[case::lease("/apis/coordination.k8s.io/v1/namespaces/k/leases/l", Some(("leases", Some("k"), Some("l"), None)))]
+    #[case::pod_without_namespace("/api/v1/pods/p", None)]
+    #[case::unknown("/apis/nope/v1/things", None)]
+    fn routes(#[case] path: &str, #[case] want: Option<RouteParts<'_>>) {
+        let got = match route(path) {
+            Some(Route::Object(p)) => {
+                Some((p.info.resource, p.ns.clone(), p.name.clone(), p.sub.clone()))
+            }
+            _ => None,
+        };
+        let want = want.map(|(r, ns, n, s)| {
+            (
+                r,
+                ns.map(String::from),
+                n.map(String::from),
+                s.map(String::from),
+            )
+        });
+        assert_eq!(got, want);
+    }
+}

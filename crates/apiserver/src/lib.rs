@@ -1,0 +1,224 @@
+//! `apiserver`: a local Kubernetes-compatible API server that real kubectl, kube-rs and the
+//! official Python client use unmodified.
+//!
+//! Start reading at [`Server`]; requests are routed and answered in `http`, objects live in
+//! [`store`], and what the real apiserver does to objects on the way in is in [`admission`].
+//! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
+//! says what is implemented).
+//!
+//! **Invariant:** this crate never depends on the scheduler, plugins or framework crates: the
+//! scheduler reaches it only over HTTP, as it would a real cluster.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), apiserver::Error> {
+//! let config = apiserver::Config {
+//!     listen: ([127, 0, 0, 1], 0).into(),
+//!     ..apiserver::Config::default()
+//! };
+//! let server = apiserver::Server::start(config).await?;
+//! std::fs::write("/tmp/kubeconfig", server.kubeconfig())?;
+//! println!("serving on {}", server.url());
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod admission;
+pub mod discovery;
+mod http;
+pub mod meta;
+pub mod patch;
+pub mod protobuf;
+pub mod resources;
+pub mod selectors;
+pub mod status;
+pub mod store;
+pub mod table;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use store::Store;
+
+/// Errors starting or running the server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server stopped with an I/O error.
+    #[error("serving the API failed: {0}")]
+    Serve(#[from] std::io::Error),
+    /// Creating the bootstrap objects failed (a bug).
+    #[error("bootstrapping {what}: {source}")]
+    Bootstrap {
+        /// The object.
+        what: String,
+        /// Why.
+        source: status::ApiError,
+    },
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Largest accepted request body (upstream: 3 MiB).
+    pub max_body_bytes: usize,
+    /// Writes kept for watches resuming from a resourceVersion; older ones get 410.
+    pub event_log_capacity: usize,
+    /// Events a live watcher may fall behind before it is dropped with 410. The default
+    /// matches the event log: a watcher further behind could not resume from the log either.
+    pub watch_buffer: usize,
+    /// How often watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            max_body_bytes: 3 * 1024 * 1024,
+            event_log_capacity: 100_000,
+            watch_buffer: 100_000,
+            bookmark_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A running API server. Dropping it does not stop it; call [`Server::shutdown`].
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    store: Arc<Store>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+/// Namespaces every cluster starts with.
+pub const BOOTSTRAP_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn bootstrap(store: &Store) -> Result<(), Error> {
+    let err = |what: &str| {
+        let what = what.to_string();
+        move |source| Error::Bootstrap { what, source }
+    };
+    let namespaces = resources::lookup("", "v1", "namespaces");
+    let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses");
+    let (Some(namespaces), Some(pcs)) = (namespaces, pcs) else {
+        return Ok(());
+    };
+    for ns in BOOTSTRAP_NAMESPACES {
+        let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        admission::default_namespace(&mut obj);
+        store.create(namespaces, "", obj, false).map_err(err(ns))?;
+    }
+    for pc in admission::system_priority_classes() {
+        store
+            .create(pcs, "", pc, false)
+            .map_err(err("system priority classes"))?;
+    }
+    Ok(())
+}
+
+impl Server {
+    /// Binds `config.listen`, creates the bootstrap objects and starts serving on the current
+    /// tokio runtime.
+    pub async fn start(config: Config) -> Result<Server, Error> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr()?;
+        let store = Arc::new(Store::new(config.event_log_capacity, config.watch_buffer));
+        bootstrap(&store)?;
+        let state = Arc::new(http::AppState {
+            store: store.clone(),
+            max_body_bytes: config.max_body_bytes,
+            addr,
+            bookmark_interval: config.bookmark_interval,
+        });
+        let app = axum::Router::new().fallback(http::handle).with_state(state);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        tracing::info!(%addr, "API server listening");
+        Ok(Server {
+            addr,
+            store,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The object store (for in-process seeding and tests).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// A kubeconfig pointing at this server.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig(&self.url())
+    }
+
+    /// Runs until the server stops (it stops only on an error, or after [`Server::shutdown`]
+    /// from elsewhere).
+    pub async fn wait(mut self) -> Result<(), Error> {
+        let _keep = self.stop.take();
+        match (&mut self.task).await {
+            Ok(r) => r.map_err(Error::Serve),
+            Err(e) => Err(Error::Serve(std::io::Error::other(e))),
+        }
+    }
+
+    /// Stops accepting connections, ends open watches and waits for the server task.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // Open watch streams keep graceful shutdown waiting; bound the wait.
+        if tokio::time::timeout(Duration::from_secs(2), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+    }
+}
+
+/// A kubeconfig (context `kubesched`) for a server at `server_url`, no credentials.
+pub fn kubeconfig(server_url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesched\n  cluster:\n    server: {server_url}\ncontexts:\n- name: kubesched\n  context:\n    cluster: kubesched\n    user: kubesched\n    namespace: default\ncurrent-context: kubesched\nusers:\n- name: kubesched\n  user: {{}}\npreferences: {{}}\n"
+    )
+}

@@ -1,0 +1,143 @@
+//! Object metadata the server owns: uids, timestamps, generated names, name validation.
+
+use k8s_openapi::jiff::Timestamp;
+use rand::Rng;
+
+/// The current time as RFC 3339 to the second (`metav1.Time`).
+pub fn now_rfc3339() -> String {
+    Timestamp::from_second(now_seconds())
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A random RFC 4122 version 4 UUID.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// `generateName` suffix: 5 characters from upstream's alphabet (no vowels, no look-alikes).
+pub fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// Why `name` is not a DNS-1123 subdomain (or label, when `label`), if it is not.
+pub fn invalid_name(name: &str, label: bool) -> Option<String> {
+    let max = if label { 63 } else { 253 };
+    let ok_chars = name.bytes().all(|c| {
+        c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || (!label && c == b'.')
+    });
+    let ends_ok = name
+        .bytes()
+        .next()
+        .zip(name.bytes().last())
+        .is_some_and(|(a, z)| a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric());
+    if name.len() <= max && ok_chars && ends_ok {
+        return None;
+    }
+    Some(if label {
+        format!("Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+    } else {
+        format!("Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    })
+}
+
+/// Seconds since an RFC 3339 timestamp, if it parses.
+pub fn age_seconds(ts: &str) -> Option<i64> {
+    let t: Timestamp = ts.parse().ok()?;
+    Some(now_seconds() - t.as_second())
+}
+
+/// apimachinery's `HumanDuration`: `45s`, `3m2s`, `25m`, `5h3m`, `30h`, `3d4h`, `12d`, `2y3d`.
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".to_string();
+    }
+    let s = secs.max(0);
+    let (m, h) = (s / 60, s / 3600);
+    let join = |a: i64, ua: &str, b: i64, ub: &str| {
+        if b == 0 {
+            format!("{a}{ua}")
+        } else {
+            format!("{a}{ua}{b}{ub}")
+        }
+    };
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        join(m, "m", s % 60, "s")
+    } else if m < 180 {
+        format!("{m}m")
+    } else if h < 8 {
+        join(h, "h", m % 60, "m")
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 24 * 8 {
+        join(h / 24, "d", h % 24, "h")
+    } else if h < 24 * 365 * 2 {
+        format!("{}d", h / 24)
+    } else if h < 24 * 365 * 8 {
+        join(h / 24 / 365, "y", (h / 24) % 365, "d")
+    } else {
+        format!("{}y", h / 24 / 365)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    #[rstest]
+    #[case::seconds(45, "45s")]
+    #[case::two_minutes(125, "2m5s")]
+    #[case::minutes(25 * 60, "25m")]
+    #[case::hours_minutes(5 * 3600 + 180, "5h3m")]
+    #[case::hours(30 * 3600, "30h")]
+    #[case::days_hours(76 * 3600, "3d4h")]
+    #[case::days(12 * 86400, "12d")]
+    fn human(#[case] secs: i64, #[case] want: &str) {
+        assert_eq!(human_duration(secs), want);
+    }
+
+    #[rstest]
+    #[case::simple("web-1", false, true)]
+    #[case::dots_in_subdomain("a.b", false, true)]
+    #[case::dots_not_in_label("a.b", true, false)]
+    #[case::upper("Web", false, false)]
+    #[case::trailing_dash("web-", false, false)]
+    #[case::empty("", false, false)]
+    fn names(#[case] name: &str, #[case] label: bool, #[case] ok: bool) {
+        assert_eq!(invalid_name(name, label).is_none(), ok);
+    }
+
+    #[test]
+    fn uid_is_a_v4_uuid() {
+        let u = new_uid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+    }
+}

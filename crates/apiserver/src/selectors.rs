@@ -1,0 +1,312 @@
+//! Label and field selectors as the apiserver parses them from `labelSelector` and
+//! `fieldSelector` query parameters.
+//!
+//! Upstream: staging/src/k8s.io/apimachinery/pkg/labels/selector.go and pkg/fields.
+
+use serde_json::Value;
+
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+
+/// One label requirement.
+#[derive(Debug, Clone, PartialEq)]
+enum LabelReq {
+    Eq(String, String),
+    NotEq(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+/// A parsed label selector; requirements are ANDed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabelSelector(Vec<LabelReq>);
+
+/// Splits on commas outside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
+    let rest = rest.trim();
+    let inner = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| bad_label(whole))?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
+}
+
+/// A label value: at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends, or empty.
+fn valid_value(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && v.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && v.bytes().last().is_some_and(|c| c.is_ascii_alphanumeric()))
+}
+
+/// A label key: an optional DNS-subdomain prefix and `/`, then a non-empty name.
+fn valid_key(k: &str) -> bool {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    !name.is_empty()
+        && valid_value(name)
+        && prefix.is_none_or(|p| crate::meta::invalid_name(p, false).is_none())
+}
+
+fn bad_label(s: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "unable to parse requirement: invalid label selector {s:?}"
+    ))
+}
+
+impl LabelSelector {
+    /// Parses `k=v,k!=v,k in (a,b),k notin (a),k,!k`.
+    pub fn parse(s: &str) -> Result<Self, ApiError> {
+        let mut reqs = Vec::new();
+        if s.trim().is_empty() {
+            return Ok(LabelSelector(reqs));
+        }
+        for part in split_top(s) {
+            let p = part.trim();
+            if p.is_empty() {
+                return Err(bad_label(s));
+            }
+            let req = if let Some(k) = p.strip_prefix('!') {
+                LabelReq::NotExists(k.trim().to_string())
+            } else if let Some((k, v)) = p.split_once("!=") {
+                LabelReq::NotEq(k.trim().to_string(), v.trim().to_string())
+            } else if let Some((k, v)) = p.split_once("==") {
+                LabelReq::Eq(k.trim().to_string(), v.trim().to_string())
+            } else if let Some((k, v)) = p.split_once('=') {
+                LabelReq::Eq(k.trim().to_string(), v.trim().to_string())
+            } else if let Some((k, rest)) = p.split_once(" notin ") {
+                LabelReq::NotIn(k.trim().to_string(), parse_set(rest, s)?)
+            } else if let Some((k, rest)) = p.split_once(" in ") {
+                LabelReq::In(k.trim().to_string(), parse_set(rest, s)?)
+            } else if p.contains(['(', ')', ' ']) {
+                return Err(bad_label(s));
+            } else {
+                LabelReq::Exists(p.to_string())
+            };
+            let (key, values): (&str, Vec<&str>) = match &req {
+                LabelReq::Eq(k, v) | LabelReq::NotEq(k, v) => (k, vec![v.as_str()]),
+                LabelReq::In(k, vs) | LabelReq::NotIn(k, vs) => {
+                    (k, vs.iter().map(String::as_str).collect())
+                }
+                LabelReq::Exists(k) | LabelReq::NotExists(k) => (k, Vec::new()),
+            };
+            if !valid_key(key) || !values.iter().all(|v| valid_value(v)) {
+                return Err(bad_label(s));
+            }
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// Whether the object's `metadata.labels` satisfy every requirement.
+    pub fn matches(&self, obj: &Value) -> bool {
+        let labels = obj.pointer("/metadata/labels");
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
+            LabelReq::NotEq(k, v) => get(k) != Some(v.as_str()),
+            LabelReq::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            LabelReq::NotIn(k, vs) => !get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            LabelReq::Exists(k) => get(k).is_some(),
+            LabelReq::NotExists(k) => get(k).is_none(),
+        })
+    }
+
+    /// Whether the selector has no requirement.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A parsed field selector: `(field, value, equal?)` terms, ANDed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldSelector(Vec<(String, String, bool)>);
+
+impl FieldSelector {
+    /// Parses `a=b,c!=d,e==` and checks every field is supported by `info`.
+    pub fn parse(s: &str, info: &ResourceInfo) -> Result<Self, ApiError> {
+        let mut terms = Vec::new();
+        if s.trim().is_empty() {
+            return Ok(FieldSelector(terms));
+        }
+        for part in s.split(',') {
+            let (field, value, eq) = if let Some((f, v)) = part.split_once("!=") {
+                (f, v, false)
+            } else if let Some((f, v)) = part.split_once("==") {
+                (f, v, true)
+            } else if let Some((f, v)) = part.split_once('=') {
+                (f, v, true)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                )));
+            };
+            let field = field.trim();
+            let supported = field == "metadata.name"
+                || (info.namespaced && field == "metadata.namespace")
+                || info.fields.contains(&field);
+            if !supported {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+            terms.push((field.to_string(), value.trim().to_string(), eq));
+        }
+        Ok(FieldSelector(terms))
+    }
+
+    /// Whether the object satisfies every term.
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0
+            .iter()
+            .all(|(f, v, eq)| (field_value(obj, f) == *v) == *eq)
+    }
+
+    /// Whether the selector has no term.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The string value of a selectable field: absent is `""`, booleans are `true`/`false`.
+fn field_value(obj: &Value, field: &str) -> String {
+    let path = match field {
+        "source" => "/source/component".to_string(),
+        f => format!("/{}", f.replace('.', "/")),
+    };
+    match obj.pointer(&path) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        None | Some(Value::Null) => match field {
+            "spec.hostNetwork" | "spec.unschedulable" => "false".to_string(),
+            _ => String::new(),
+        },
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Label and field selector together, as a list or watch applies them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selector {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+}
+
+impl Selector {
+    /// Whether the object passes both selectors.
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.labels.matches(obj) && self.fields.matches(obj)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+    use serde_json::json;
+
+    use super::*;
+    use crate::resources::lookup;
+
+    fn labeled() -> Value {
+        json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web", "tier": "fe"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
+    }
+
+    #[rstest]
+    #[case::equal("app=web", true)]
+    #[case::double_equal("app==web", true)]
+    #[case::not_equal("app!=web", false)]
+    #[case::not_equal_absent_key("zone!=a", true)]
+    #[case::exists("tier", true)]
+    #[case::not_exists("!tier", false)]
+    #[case::not_exists_absent("!zone", true)]
+    #[case::in_set("app in (db,web)", true)]
+    #[case::notin_set("app notin (db,web)", false)]
+    #[case::notin_absent_key("zone notin (a)", true)]
+    #[case::and_of_two("app=web,tier=be", false)]
+    #[case::set_then_equal("app in (web, db),tier=fe", true)]
+    #[case::empty("", true)]
+    fn label_selector(#[case] sel: &str, #[case] want: bool) {
+        let s = LabelSelector::parse(sel).expect("parses");
+        assert_eq!(s.matches(&labeled()), want, "{sel}");
+    }
+
+    #[rstest]
+    #[case::dangling_comma("app=web,")]
+    #[case::unclosed_set("app in (a")]
+    #[case::bad_key_characters("a b=c")]
+    #[case::bad_value_characters("app=we b")]
+    #[case::empty_key("=x")]
+    fn label_selector_rejects(#[case] sel: &str) {
+        let err = LabelSelector::parse(sel).expect_err("rejected");
+        assert_eq!((err.code, err.reason), (400, "BadRequest"));
+    }
+
+    #[rstest]
+    #[case::name("metadata.name=p", true)]
+    #[case::namespace("metadata.namespace=ns", true)]
+    #[case::node("spec.nodeName=n1", true)]
+    #[case::unscheduled("spec.nodeName=", false)]
+    #[case::phase_not("status.phase!=Succeeded,status.phase!=Failed", true)]
+    #[case::host_network_default("spec.hostNetwork=false", true)]
+    #[case::nominated_empty("status.nominatedNodeName=", true)]
+    fn field_selector(#[case] sel: &str, #[case] want: bool) {
+        let info = lookup("", "v1", "pods").expect("pods");
+        let s = FieldSelector::parse(sel, info).expect("parses");
+        assert_eq!(s.matches(&labeled()), want, "{sel}");
+    }
+
+    #[test]
+    fn unsupported_field_is_bad_request_naming_it() {
+        let info = lookup("", "v1", "pods").expect("pods");
+        let err = FieldSelector::parse("spec.foo=1", info).expect_err("rejected");
+        assert_eq!(err.message, "field label not supported: spec.foo");
+        assert_eq!(err.code, 400);
+    }
+
+    #[test]
+    fn cluster_scoped_kinds_have_no_namespace_field() {
+        let info = lookup("", "v1", "nodes").expect("nodes");
+        assert!(FieldSelector::parse("metadata.namespace=x", info).is_err());
+        assert!(FieldSelector::parse("spec.unschedulable=true", info).is_ok());
+    }
+
+    #[test]
+    fn event_source_selects_the_component() {
+        let info = lookup("", "v1", "events").expect("events");
+        let s = FieldSelector::parse("source=kubesched,involvedObject.namespace=", info)
+            .expect("parses");
+        assert!(s.matches(&json!({"source": {"component": "kubesched"}, "involvedObject": {}})));
+    }
+}

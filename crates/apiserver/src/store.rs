@@ -1,0 +1,759 @@
+//! The in-memory object store: objects by (resource, namespace, name), one global
+//! resourceVersion counter, and a bounded event log that watches are answered from.
+//!
+//! **Invariant:** every write happens under one lock, gets the next resourceVersion, and is
+//! appended to the log and broadcast to watchers before the lock is released, so a watch that
+//! subscribes under the same lock sees every later event exactly once and in order.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use axum::body::Bytes;
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use crate::meta;
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Updated.
+    Modified,
+    /// Deleted; the object is its last state stamped with the deletion's resourceVersion.
+    Deleted,
+}
+
+impl EventType {
+    /// The watch event `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One write, as kept in the event log.
+#[derive(Debug)]
+pub struct WatchEvent {
+    /// Storage key of the resource.
+    pub storage: &'static str,
+    /// What happened.
+    pub kind: EventType,
+    /// The write's resourceVersion.
+    pub rv: u64,
+    /// The object after the write.
+    pub object: Arc<Value>,
+    /// The object before the write (for selector transitions), on updates.
+    pub previous: Option<Arc<Value>>,
+    /// The object's JSON, encoded once by the first watcher that sends it and shared by the
+    /// rest (every watcher of a resource sends the same bytes).
+    pub encoded: OnceLock<Bytes>,
+}
+
+type Key = (String, String);
+
+#[derive(Default)]
+struct Inner {
+    rv: u64,
+    objects: HashMap<&'static str, BTreeMap<Key, Arc<Value>>>,
+    log: VecDeque<Arc<WatchEvent>>,
+    /// Highest resourceVersion no longer in the log: watches from below it are expired.
+    compacted: u64,
+}
+
+/// Where a new watch starts.
+#[derive(Debug)]
+pub struct WatchStart {
+    /// Current objects, for a watch from `""`/`0` or with `sendInitialEvents`.
+    pub initial: Vec<Arc<Value>>,
+    /// Logged events after the requested resourceVersion.
+    pub backlog: Vec<Arc<WatchEvent>>,
+    /// Live events after the snapshot.
+    pub live: broadcast::Receiver<Arc<WatchEvent>>,
+    /// The resourceVersion of the snapshot.
+    pub rv: u64,
+}
+
+/// The store. Cheap to share behind an `Arc`.
+pub struct Store {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Arc<WatchEvent>>,
+    log_capacity: usize,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("log_capacity", &self.log_capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+fn key(ns: &str, name: &str) -> Key {
+    (ns.to_string(), name.to_string())
+}
+
+fn name_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// Whether anything but metadata and status differs (the object's generation then rises).
+/// Compares in place: this runs on every write.
+fn spec_changed(a: &Value, b: &Value) -> bool {
+    const SKIP: [&str; 4] = ["metadata", "status", "kind", "apiVersion"];
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let differs = |x: &serde_json::Map<String, Value>,
+                           y: &serde_json::Map<String, Value>| {
+                x.iter()
+                    .any(|(k, v)| !SKIP.contains(&k.as_str()) && y.get(k) != Some(v))
+            };
+            differs(a, b) || differs(b, a)
+        }
+        _ => a != b,
+    }
+}
+
+fn set_meta(obj: &mut Value, field: &str, value: Value) {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"][field] = value;
+}
+
+impl Store {
+    /// An empty store whose event log keeps the last `log_capacity` writes, and whose live
+    /// watchers may fall `watch_buffer` events behind before they are dropped.
+    pub fn new(log_capacity: usize, watch_buffer: usize) -> Self {
+        let (events, _) = broadcast::channel(watch_buffer.max(1));
+        Store {
+            inner: Mutex::new(Inner::default()),
+            events,
+            log_capacity: log_capacity.max(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A poisoned lock means a panic mid-write; the maps are still consistent because
+        // every write is built before it is inserted.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    fn record(&self, inner: &mut Inner, event: WatchEvent) {
+        let event = Arc::new(event);
+        if inner.log.len() >= self.log_capacity {
+            if let Some(old) = inner.log.pop_front() {
+                inner.compacted = old.rv;
+            }
+        }
+        inner.log.push_back(event.clone());
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(event);
+    }
+
+    /// One object.
+    pub fn get(&self, info: &ResourceInfo, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.lock()
+            .objects
+            .get(info.storage)
+            .and_then(|m| m.get(&key(ns, name)))
+            .cloned()
+    }
+
+    /// All objects of a resource (in one namespace, or all), sorted by namespace and name,
+    /// with the resourceVersion of the snapshot.
+    pub fn list(&self, info: &ResourceInfo, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
+        let inner = self.lock();
+        let items = match inner.objects.get(info.storage) {
+            None => Vec::new(),
+            Some(m) => match ns {
+                None => m.values().cloned().collect(),
+                Some(ns) => m
+                    .range(key(ns, "")..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+            },
+        };
+        (items, inner.rv)
+    }
+
+    /// Creates an object: assigns the name from `generateName` if needed, uid,
+    /// creationTimestamp, generation and resourceVersion. With `dry_run` nothing is stored.
+    pub fn create(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        if info.namespaced
+            && !inner
+                .objects
+                .get("namespaces")
+                .is_some_and(|m| m.contains_key(&key("", ns)))
+        {
+            let ns_info = crate::resources::by_storage("namespaces")
+                .ok_or_else(|| ApiError::internal("namespaces not served"))?;
+            return Err(ApiError::not_found(ns_info, ns));
+        }
+        let mut name = name_of(&obj).to_string();
+        if name.is_empty() {
+            let prefix = obj
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if prefix.is_empty() {
+                return Err(ApiError::invalid(
+                    info,
+                    "",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                ));
+            }
+            let taken = |inner: &Inner, n: &str| {
+                inner
+                    .objects
+                    .get(info.storage)
+                    .is_some_and(|m| m.contains_key(&key(ns, n)))
+            };
+            // Upstream retries a collision internally; a few tries make one vanishingly rare.
+            name = format!("{prefix}{}", meta::name_suffix());
+            for _ in 0..8 {
+                if !taken(&inner, &name) {
+                    break;
+                }
+                name = format!("{prefix}{}", meta::name_suffix());
+            }
+            set_meta(&mut obj, "name", json!(name));
+        }
+        if inner
+            .objects
+            .get(info.storage)
+            .is_some_and(|m| m.contains_key(&key(ns, &name)))
+        {
+            return Err(ApiError::already_exists(info, &name));
+        }
+        let rv = inner.rv + 1;
+        if info.namespaced {
+            set_meta(&mut obj, "namespace", json!(ns));
+        } else if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("namespace");
+        }
+        set_meta(&mut obj, "uid", json!(meta::new_uid()));
+        set_meta(&mut obj, "creationTimestamp", json!(meta::now_rfc3339()));
+        set_meta(&mut obj, "generation", json!(1));
+        set_meta(&mut obj, "resourceVersion", json!(rv.to_string()));
+        if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("deletionTimestamp");
+            m.remove("deletionGracePeriodSeconds");
+        }
+        let obj = Arc::new(obj);
+        if dry_run {
+            return Ok(obj);
+        }
+        inner.rv = rv;
+        inner
+            .objects
+            .entry(info.storage)
+            .or_default()
+            .insert(key(ns, &name), obj.clone());
+        self.record(
+            &mut inner,
+            WatchEvent {
+                storage: info.storage,
+                kind: EventType::Added,
+                rv,
+                object: obj.clone(),
+                previous: None,
+                encoded: OnceLock::new(),
+            },
+        );
+        Ok(obj)
+    }
+
+    /// Read-modify-write of one object under the store lock: `f` gets the current object and
+    /// returns the new one. Server-owned metadata is kept, the generation rises on a spec
+    /// change, and a write that changes nothing is not a write (no new resourceVersion). An
+    /// object being deleted whose last finalizer is removed is deleted.
+    pub fn update(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        dry_run: bool,
+        f: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        let current = inner
+            .objects
+            .get(info.storage)
+            .and_then(|m| m.get(&key(ns, name)))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(info, name))?;
+        let mut new = f(&current)?;
+        if !new.is_object() {
+            return Err(ApiError::bad_request("the object must be a JSON object"));
+        }
+        for field in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            match current.pointer(&format!("/metadata/{field}")) {
+                Some(v) => set_meta(&mut new, field, v.clone()),
+                None => {
+                    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove(field);
+                    }
+                }
+            }
+        }
+        let generation = current
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let generation = if spec_changed(&current, &new) {
+            generation + 1
+        } else {
+            generation
+        };
+        set_meta(&mut new, "generation", json!(generation));
+        set_meta(
+            &mut new,
+            "resourceVersion",
+            current
+                .pointer("/metadata/resourceVersion")
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+        if new == *current {
+            return Ok(current);
+        }
+        let rv = inner.rv + 1;
+        set_meta(&mut new, "resourceVersion", json!(rv.to_string()));
+        let new = Arc::new(new);
+        if dry_run {
+            return Ok(new);
+        }
+        let finished = new.pointer("/metadata/deletionTimestamp").is_some()
+            && new
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty);
+        inner.rv = rv;
+        if finished {
+            if let Some(m) = inner.objects.get_mut(info.storage) {
+                m.remove(&key(ns, name));
+            }
+            self.record(
+                &mut inner,
+                WatchEvent {
+                    storage: info.storage,
+                    kind: EventType::Deleted,
+                    rv,
+                    object: new.clone(),
+                    previous: Some(current),
+                    encoded: OnceLock::new(),
+                },
+            );
+            return Ok(new);
+        }
+        inner
+            .objects
+            .entry(info.storage)
+            .or_default()
+            .insert(key(ns, name), new.clone());
+        self.record(
+            &mut inner,
+            WatchEvent {
+                storage: info.storage,
+                kind: EventType::Modified,
+                rv,
+                object: new.clone(),
+                previous: Some(current),
+                encoded: OnceLock::new(),
+            },
+        );
+        Ok(new)
+    }
+
+    /// Deletes an object (or, with finalizers, marks it with a deletionTimestamp). The
+    /// preconditions (`uid`, `resourceVersion`) give 409 on mismatch. Deleting a namespace
+    /// deletes everything in it first.
+    pub fn delete(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        preconditions: (Option<&str>, Option<&str>),
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        let current = inner
+            .objects
+            .get(info.storage)
+            .and_then(|m| m.get(&key(ns, name)))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(info, name))?;
+        let (uid, rv_pre) = preconditions;
+        if let Some(uid) = uid {
+            if current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
+                return Err(ApiError::conflict(
+                    info,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        current
+                            .pointer("/metadata/uid")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                    ),
+                ));
+            }
+        }
+        if let Some(rv) = rv_pre {
+            if current
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                != Some(rv)
+            {
+                return Err(ApiError::modified(info, name));
+            }
+        }
+        if dry_run {
+            return Ok(current);
+        }
+        let has_finalizers = current
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        let rv = inner.rv + 1;
+        inner.rv = rv;
+        let mut last = (*current).clone();
+        set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
+        if has_finalizers {
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                inner.rv = rv - 1;
+                return Ok(current);
+            }
+            set_meta(&mut last, "deletionTimestamp", json!(meta::now_rfc3339()));
+            set_meta(&mut last, "deletionGracePeriodSeconds", json!(0));
+            let last = Arc::new(last);
+            inner
+                .objects
+                .entry(info.storage)
+                .or_default()
+                .insert(key(ns, name), last.clone());
+            self.record(
+                &mut inner,
+                WatchEvent {
+                    storage: info.storage,
+                    kind: EventType::Modified,
+                    rv,
+                    object: last.clone(),
+                    previous: Some(current),
+                    encoded: OnceLock::new(),
+                },
+            );
+            return Ok(last);
+        }
+        if info.storage == "namespaces" {
+            self.delete_namespace_contents(&mut inner, name);
+        }
+        let rv = inner.rv.max(rv);
+        set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
+        let last = Arc::new(last);
+        if let Some(m) = inner.objects.get_mut(info.storage) {
+            m.remove(&key(ns, name));
+        }
+        self.record(
+            &mut inner,
+            WatchEvent {
+                storage: info.storage,
+                kind: EventType::Deleted,
+                rv,
+                object: last.clone(),
+                previous: Some(current),
+                encoded: OnceLock::new(),
+            },
+        );
+        Ok(last)
+    }
+
+    fn delete_namespace_contents(&self, inner: &mut Inner, ns: &str) {
+        let storages: Vec<&'static str> = inner.objects.keys().copied().collect();
+        for storage in storages {
+            if storage == "namespaces" {
+                continue;
+            }
+            let keys: Vec<Key> = inner
+                .objects
+                .get(storage)
+                .map(|m| {
+                    m.range(key(ns, "")..)
+                        .take_while(|((n, _), _)| n == ns)
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for k in keys {
+                let Some(obj) = inner.objects.get_mut(storage).and_then(|m| m.remove(&k)) else {
+                    continue;
+                };
+                inner.rv += 1;
+                let rv = inner.rv;
+                let mut last = (*obj).clone();
+                set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
+                self.record(
+                    inner,
+                    WatchEvent {
+                        storage,
+                        kind: EventType::Deleted,
+                        rv,
+                        object: Arc::new(last),
+                        previous: Some(obj),
+                        encoded: OnceLock::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Starts a watch on `storage`: from `None` (`""`/`0`) with the current objects, or from
+    /// a resourceVersion with the logged events after it. Too old a resourceVersion is 410.
+    pub fn watch(&self, storage: &'static str, from: Option<u64>) -> Result<WatchStart, ApiError> {
+        let inner = self.lock();
+        let live = self.events.subscribe();
+        match from {
+            None => Ok(WatchStart {
+                initial: inner
+                    .objects
+                    .get(storage)
+                    .map(|m| m.values().cloned().collect())
+                    .unwrap_or_default(),
+                backlog: Vec::new(),
+                live,
+                rv: inner.rv,
+            }),
+            Some(rv) if rv < inner.compacted => Err(ApiError::expired(rv, inner.compacted + 1)),
+            Some(rv) => Ok(WatchStart {
+                initial: Vec::new(),
+                backlog: inner
+                    .log
+                    .iter()
+                    .filter(|e| e.rv > rv && e.storage == storage)
+                    .cloned()
+                    .collect(),
+                live,
+                rv: inner.rv,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::resources::lookup;
+
+    fn info(r: &str) -> &'static ResourceInfo {
+        lookup("", "v1", r).expect("served")
+    }
+
+    fn store_with_ns() -> Store {
+        let s = Store::new(4, 16);
+        s.create(
+            info("namespaces"),
+            "",
+            json!({"metadata": {"name": "default"}}),
+            false,
+        )
+        .expect("namespace");
+        s
+    }
+
+    fn pod(name: &str) -> Value {
+        json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c"}]}})
+    }
+
+    #[test]
+    fn create_sets_server_owned_metadata() {
+        let s = store_with_ns();
+        let p = s
+            .create(info("pods"), "default", pod("a"), false)
+            .expect("created");
+        assert_eq!(p.pointer("/metadata/resourceVersion"), Some(&json!("2")));
+        assert_eq!(p.pointer("/metadata/generation"), Some(&json!(1)));
+        assert_eq!(p.pointer("/metadata/namespace"), Some(&json!("default")));
+        assert!(p.pointer("/metadata/uid").is_some());
+        assert!(p.pointer("/metadata/creationTimestamp").is_some());
+    }
+
+    #[test]
+    fn generate_name_appends_five_characters() {
+        let s = store_with_ns();
+        let p = s
+            .create(
+                info("pods"),
+                "default",
+                json!({"metadata": {"generateName": "web-"}}),
+                false,
+            )
+            .expect("created");
+        let name = p
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+    }
+
+    #[test]
+    fn create_in_missing_namespace_is_namespace_not_found() {
+        let s = store_with_ns();
+        let err = s
+            .create(info("pods"), "nope", pod("a"), false)
+            .expect_err("404");
+        assert_eq!(err.message, "namespaces \"nope\" not found");
+    }
+
+    #[test]
+    fn create_twice_is_already_exists() {
+        let s = store_with_ns();
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("created");
+        let err = s
+            .create(info("pods"), "default", pod("a"), false)
+            .expect_err("409");
+        assert_eq!((err.code, err.reason), (409, "AlreadyExists"));
+    }
+
+    #[test]
+    fn dry_run_stores_nothing() {
+        let s = store_with_ns();
+        s.create(info("pods"), "default", pod("a"), true)
+            .expect("dry run");
+        assert!(s.get(info("pods"), "default", "a").is_none());
+        assert_eq!(s.resource_version(), 1);
+    }
+
+    #[test]
+    fn update_bumps_generation_only_on_spec_change_and_skips_no_ops() {
+        let s = store_with_ns();
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("created");
+        let same = s
+            .update(info("pods"), "default", "a", false, |c| Ok(c.clone()))
+            .expect("no-op");
+        assert_eq!(same.pointer("/metadata/resourceVersion"), Some(&json!("2")));
+        let labeled = s
+            .update(info("pods"), "default", "a", false, |c| {
+                let mut c = c.clone();
+                c["metadata"]["labels"] = json!({"a": "b"});
+                Ok(c)
+            })
+            .expect("labeled");
+        assert_eq!(labeled.pointer("/metadata/generation"), Some(&json!(1)));
+        let changed = s
+            .update(info("pods"), "default", "a", false, |c| {
+                let mut c = c.clone();
+                c["spec"]["nodeName"] = json!("n1");
+                Ok(c)
+            })
+            .expect("changed");
+        assert_eq!(changed.pointer("/metadata/generation"), Some(&json!(2)));
+        assert_eq!(
+            changed.pointer("/metadata/resourceVersion"),
+            Some(&json!("4"))
+        );
+    }
+
+    #[test]
+    fn delete_with_stale_precondition_is_conflict() {
+        let s = store_with_ns();
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("created");
+        let err = s
+            .delete(info("pods"), "default", "a", (None, Some("1")), false)
+            .expect_err("409");
+        assert_eq!((err.code, err.reason), (409, "Conflict"));
+        let gone = s
+            .delete(info("pods"), "default", "a", (None, Some("2")), false)
+            .expect("deleted");
+        assert_eq!(gone.pointer("/metadata/resourceVersion"), Some(&json!("3")));
+    }
+
+    #[test]
+    fn finalizers_hold_deletion_until_removed() {
+        let s = store_with_ns();
+        let mut p = pod("a");
+        p["metadata"]["finalizers"] = json!(["x"]);
+        s.create(info("pods"), "default", p, false)
+            .expect("created");
+        let marked = s
+            .delete(info("pods"), "default", "a", (None, None), false)
+            .expect("marked");
+        assert!(marked.pointer("/metadata/deletionTimestamp").is_some());
+        assert!(s.get(info("pods"), "default", "a").is_some());
+        s.update(info("pods"), "default", "a", false, |c| {
+            let mut c = c.clone();
+            c["metadata"]["finalizers"] = json!([]);
+            Ok(c)
+        })
+        .expect("finalizer removed");
+        assert!(s.get(info("pods"), "default", "a").is_none());
+    }
+
+    #[test]
+    fn deleting_a_namespace_deletes_its_objects() {
+        let s = store_with_ns();
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("created");
+        s.delete(info("namespaces"), "", "default", (None, None), false)
+            .expect("deleted");
+        assert!(s.list(info("pods"), None).0.is_empty());
+    }
+
+    #[test]
+    fn watch_resumes_from_rv_and_expires_past_the_log() {
+        let s = store_with_ns(); // rv 1
+        for n in ["a", "b", "c", "d", "e"] {
+            s.create(info("pods"), "default", pod(n), false)
+                .expect("created"); // rv 2..6
+        }
+        let w = s.watch("pods", Some(4)).expect("in the log");
+        let rvs: Vec<u64> = w.backlog.iter().map(|e| e.rv).collect();
+        assert_eq!(rvs, vec![5, 6]);
+        // The log keeps 4 events (rv 3..6): rv 2 was compacted.
+        let err = s.watch("pods", Some(1)).expect_err("expired");
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (410, "too old resource version: 1 (3)")
+        );
+        let fresh = s.watch("pods", None).expect("from now");
+        assert_eq!(fresh.initial.len(), 5);
+    }
+}

@@ -1,0 +1,376 @@
+//! `meta.k8s.io/v1` Table responses for `kubectl get`: the columns upstream's printers give
+//! pods, nodes and namespaces (with the `-o wide` ones at priority 1), NAME/AGE for the rest.
+//!
+//! Upstream: pkg/printers/internalversion/printers.go.
+
+use serde_json::{json, Value};
+
+use crate::meta;
+use crate::resources::ResourceInfo;
+
+fn col(name: &str, ty: &str, format: &str, priority: u8) -> Value {
+    json!({"name": name, "type": ty, "format": format, "description": name, "priority": priority})
+}
+
+fn columns(info: &ResourceInfo) -> Vec<Value> {
+    let name = col("Name", "string", "name", 0);
+    let age = col("Age", "string", "", 0);
+    match (info.group, info.kind) {
+        ("", "Pod") => vec![
+            name,
+            col("Ready", "string", "", 0),
+            col("Status", "string", "", 0),
+            col("Restarts", "string", "", 0),
+            age,
+            col("IP", "string", "", 1),
+            col("Node", "string", "", 1),
+            col("Nominated Node", "string", "", 1),
+            col("Readiness Gates", "string", "", 1),
+        ],
+        ("", "Node") => vec![
+            name,
+            col("Status", "string", "", 0),
+            col("Roles", "string", "", 0),
+            age,
+            col("Version", "string", "", 0),
+            col("Internal-IP", "string", "", 1),
+            col("External-IP", "string", "", 1),
+            col("OS-Image", "string", "", 1),
+            col("Kernel-Version", "string", "", 1),
+            col("Container-Runtime", "string", "", 1),
+        ],
+        ("", "Namespace") => vec![name, col("Status", "string", "", 0), age],
+        ("", "Event") | ("events.k8s.io", "Event") => vec![
+            col("Last Seen", "string", "", 0),
+            col("Type", "string", "", 0),
+            col("Reason", "string", "", 0),
+            col("Object", "string", "", 0),
+            col("Message", "string", "", 0),
+            col("Subobject", "string", "", 1),
+            col("Source", "string", "", 1),
+            col("First Seen", "string", "", 1),
+            col("Count", "string", "", 1),
+            col("Name", "string", "name", 1),
+        ],
+        ("policy", "PodDisruptionBudget") => vec![
+            name,
+            col("Min Available", "string", "", 0),
+            col("Max Unavailable", "string", "", 0),
+            col("Allowed Disruptions", "integer", "", 0),
+            age,
+        ],
+        ("coordination.k8s.io", "Lease") => vec![name, col("Holder", "string", "", 0), age],
+        ("scheduling.k8s.io", "PriorityClass") => vec![
+            name,
+            col("Value", "integer", "", 0),
+            col("Global-Default", "boolean", "", 0),
+            age,
+            col("PreemptionPolicy", "string", "", 0),
+        ],
+        _ => vec![name, age],
+    }
+}
+
+fn s<'a>(obj: &'a Value, ptr: &str) -> &'a str {
+    obj.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+fn or_none(v: &str) -> String {
+    if v.is_empty() {
+        "<none>".to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+fn age(obj: &Value) -> String {
+    meta::age_seconds(s(obj, "/metadata/creationTimestamp"))
+        .map(meta::human_duration)
+        .unwrap_or_else(|| "<unknown>".to_string())
+}
+
+fn pod_cells(p: &Value) -> Vec<Value> {
+    let total = p
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let statuses = p
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let ready = statuses
+        .iter()
+        .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+        .count();
+    let restarts: i64 = statuses
+        .iter()
+        .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+        .sum();
+    let mut status = s(p, "/status/reason").to_string();
+    if status.is_empty() {
+        status = s(p, "/status/phase").to_string();
+    }
+    let gated = p
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty());
+    if gated && status == "Pending" {
+        status = "SchedulingGated".to_string();
+    }
+    if p.pointer("/metadata/deletionTimestamp").is_some() {
+        status = "Terminating".to_string();
+    }
+    let gates = p
+        .pointer("/spec/readinessGates")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    vec![
+        json!(s(p, "/metadata/name")),
+        json!(format!("{ready}/{total}")),
+        json!(status),
+        json!(restarts.to_string()),
+        json!(age(p)),
+        json!(or_none(s(p, "/status/podIP"))),
+        json!(or_none(s(p, "/spec/nodeName"))),
+        json!(or_none(s(p, "/status/nominatedNodeName"))),
+        json!(if gates == 0 {
+            "<none>".to_string()
+        } else {
+            format!("0/{gates}")
+        }),
+    ]
+}
+
+fn node_cells(n: &Value) -> Vec<Value> {
+    let ready = n
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
+        .map(|c| match c.get("status").and_then(Value::as_str) {
+            Some("True") => "Ready",
+            Some("False") => "NotReady",
+            _ => "Unknown",
+        })
+        .unwrap_or("Unknown");
+    let mut status = ready.to_string();
+    if n.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    let mut roles: Vec<&str> = n
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .filter(|r| !r.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort_unstable();
+    let address = |ty: &str| -> String {
+        n.pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .and_then(|a| {
+                a.iter()
+                    .find(|x| x.get("type").and_then(Value::as_str) == Some(ty))
+            })
+            .and_then(|x| x.get("address").and_then(Value::as_str))
+            .map_or_else(|| "<none>".to_string(), str::to_string)
+    };
+    vec![
+        json!(s(n, "/metadata/name")),
+        json!(status),
+        json!(or_none(&roles.join(","))),
+        json!(age(n)),
+        json!(s(n, "/status/nodeInfo/kubeletVersion")),
+        json!(address("InternalIP")),
+        json!(address("ExternalIP")),
+        json!(or_none(s(n, "/status/nodeInfo/osImage"))),
+        json!(or_none(s(n, "/status/nodeInfo/kernelVersion"))),
+        json!(or_none(s(n, "/status/nodeInfo/containerRuntimeVersion"))),
+    ]
+}
+
+/// Age of an RFC 3339 time (`<unknown>` when absent).
+fn since(ts: &str) -> String {
+    meta::age_seconds(ts)
+        .map(meta::human_duration)
+        .unwrap_or_else(|| "<unknown>".to_string())
+}
+
+/// A core/v1 Event row (events.k8s.io Events are converted to core before they get here).
+fn event_cells(e: &Value) -> Vec<Value> {
+    let last = [
+        "/series/lastObservedTime",
+        "/lastTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .map(|p| s(e, p))
+    .find(|t| !t.is_empty())
+    .unwrap_or("");
+    let first = [
+        "/firstTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .map(|p| s(e, p))
+    .find(|t| !t.is_empty())
+    .unwrap_or("");
+    let kind = s(e, "/involvedObject/kind").to_lowercase();
+    let object = format!("{kind}/{}", s(e, "/involvedObject/name"));
+    let mut source = s(e, "/source/component").to_string();
+    if source.is_empty() {
+        source = s(e, "/reportingComponent").to_string();
+    }
+    let host = s(e, "/source/host");
+    if !host.is_empty() {
+        source = format!("{source}, {host}");
+    }
+    let count = e
+        .get("count")
+        .and_then(Value::as_i64)
+        .or_else(|| e.pointer("/series/count").and_then(Value::as_i64))
+        .unwrap_or(1);
+    vec![
+        json!(since(last)),
+        json!(s(e, "/type")),
+        json!(s(e, "/reason")),
+        json!(object),
+        json!(s(e, "/message")),
+        json!(s(e, "/involvedObject/fieldPath")),
+        json!(source),
+        json!(since(first)),
+        json!(count.to_string()),
+        json!(s(e, "/metadata/name")),
+    ]
+}
+
+fn int_or_string_cell(v: Option<&Value>) -> Value {
+    match v {
+        Some(Value::Number(n)) => json!(n.to_string()),
+        Some(Value::String(s)) => json!(s),
+        _ => json!("N/A"),
+    }
+}
+
+fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
+    let name = json!(s(obj, "/metadata/name"));
+    match (info.group, info.kind) {
+        ("", "Event") => event_cells(obj),
+        ("events.k8s.io", "Event") => event_cells(&crate::admission::event_to_core(obj)),
+        ("policy", "PodDisruptionBudget") => vec![
+            name,
+            int_or_string_cell(obj.pointer("/spec/minAvailable")),
+            int_or_string_cell(obj.pointer("/spec/maxUnavailable")),
+            json!(obj
+                .pointer("/status/disruptionsAllowed")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)),
+            json!(age(obj)),
+        ],
+        ("", "Pod") => pod_cells(obj),
+        ("", "Node") => node_cells(obj),
+        ("", "Namespace") => vec![name, json!(s(obj, "/status/phase")), json!(age(obj))],
+        ("coordination.k8s.io", "Lease") => {
+            vec![name, json!(s(obj, "/spec/holderIdentity")), json!(age(obj))]
+        }
+        ("scheduling.k8s.io", "PriorityClass") => vec![
+            name,
+            obj.get("value").cloned().unwrap_or(json!(0)),
+            json!(obj
+                .get("globalDefault")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)),
+            json!(age(obj)),
+            json!(s(obj, "/preemptionPolicy")),
+        ],
+        _ => vec![name, json!(age(obj))],
+    }
+}
+
+/// One table row; `row.object` is PartialObjectMetadata, or the whole object when asked.
+fn row(info: &ResourceInfo, obj: &Value, include_object: bool) -> Value {
+    let object = if include_object {
+        obj.clone()
+    } else {
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+               "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+    };
+    json!({"cells": cells(info, obj), "object": object})
+}
+
+/// A Table of `objects`.
+pub fn table<'a>(
+    info: &ResourceInfo,
+    objects: impl IntoIterator<Item = &'a Value>,
+    resource_version: &str,
+    include_object: bool,
+) -> Value {
+    let rows: Vec<Value> = objects
+        .into_iter()
+        .map(|o| row(info, o, include_object))
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+           "metadata": {"resourceVersion": resource_version},
+           "columnDefinitions": columns(info), "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::lookup;
+
+    #[test]
+    fn pod_row_has_wide_columns() {
+        let info = lookup("", "v1", "pods").expect("pods");
+        let p = json!({"metadata": {"name": "p", "creationTimestamp": "2020-01-01T00:00:00Z"},
+                       "spec": {"containers": [{"name": "c"}], "nodeName": "n1"},
+                       "status": {"phase": "Pending"}});
+        let t = table(info, [&p], "5", false);
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[0], "p");
+        assert_eq!(cells[1], "0/1");
+        assert_eq!(cells[2], "Pending");
+        assert_eq!(cells[6], "n1");
+        assert_eq!(t["columnDefinitions"].as_array().map(Vec::len), Some(9));
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn event_row_names_the_object_and_source() {
+        let info = lookup("", "v1", "events").expect("events");
+        let e = json!({"metadata": {"name": "p.1"}, "type": "Normal", "reason": "Scheduled",
+                       "involvedObject": {"kind": "Pod", "name": "p"}, "message": "assigned",
+                       "source": {"component": "kubesched"}, "count": 2,
+                       "lastTimestamp": "2020-01-01T00:00:00Z"});
+        let t = table(info, [&e], "5", false);
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "Normal");
+        assert_eq!(cells[3], "pod/p");
+        assert_eq!(cells[6], "kubesched");
+        assert_eq!(cells[8], "2");
+    }
+
+    #[test]
+    fn cordoned_ready_node_with_role() {
+        let info = lookup("", "v1", "nodes").expect("nodes");
+        let n = json!({"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}},
+                       "spec": {"unschedulable": true},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                                  "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                                  "nodeInfo": {"kubeletVersion": "v1.37.0"}}});
+        let t = table(info, [&n], "5", false);
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "Ready,SchedulingDisabled");
+        assert_eq!(cells[2], "worker");
+        assert_eq!(cells[4], "v1.37.0");
+        assert_eq!(cells[5], "10.0.0.1");
+    }
+}

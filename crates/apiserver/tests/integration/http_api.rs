@@ -1,0 +1,519 @@
+//! The wire protocol, checked with raw HTTP requests: status codes, `Status` bodies, binding,
+//! watches.
+
+use rstest::rstest;
+use serde_json::{json, Value};
+
+use crate::harness::Cluster;
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+}
+
+fn create_pod(c: &Cluster, body: Value) -> Value {
+    let (code, obj) = c.post(PODS, &body);
+    assert_eq!(code, 201, "{obj}");
+    obj
+}
+
+#[test]
+fn create_returns_201_with_server_owned_metadata_and_pod_defaults() {
+    let c = Cluster::start();
+    // Python sends no Content-Type and no apiVersion/kind.
+    let (code, p) = c.request(
+        "POST",
+        PODS,
+        None,
+        r#"{"metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c"}]}}"#,
+    );
+    assert_eq!(code, 201, "{p}");
+    assert_eq!(
+        (p["apiVersion"].as_str(), p["kind"].as_str()),
+        (Some("v1"), Some("Pod"))
+    );
+    assert_eq!(p["spec"]["schedulerName"], "default-scheduler");
+    assert_eq!(p["spec"]["priority"], 0);
+    assert_eq!(p["status"]["phase"], "Pending");
+    assert!(p["metadata"]["name"]
+        .as_str()
+        .is_some_and(|n| n.starts_with("web-") && n.len() == 9));
+    let (code, list) = c.get(PODS);
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "PodList");
+    assert!(list["metadata"]["resourceVersion"]
+        .as_str()
+        .is_some_and(|rv| !rv.is_empty()));
+}
+
+#[rstest]
+#[case::malformed_json("POST", PODS, Some("application/json"), "{nope", 400, "BadRequest")]
+#[case::wrong_kind(
+    "POST",
+    PODS,
+    Some("application/json"),
+    r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"x"}}"#,
+    400,
+    "BadRequest"
+)]
+#[case::wrong_field_type(
+    "POST",
+    PODS,
+    None,
+    r#"{"metadata":{"name":"x"},"spec":{"containers":"nginx"}}"#,
+    400,
+    "BadRequest"
+)]
+#[case::invalid_name(
+    "POST",
+    PODS,
+    None,
+    r#"{"metadata":{"name":"Bad_Name"}}"#,
+    422,
+    "Invalid"
+)]
+#[case::no_name("POST", PODS, None, r#"{"metadata":{}}"#, 422, "Invalid")]
+#[case::missing_namespace(
+    "POST",
+    "/api/v1/namespaces/nope/pods",
+    None,
+    r#"{"metadata":{"name":"x"}}"#,
+    404,
+    "NotFound"
+)]
+#[case::unknown_priority_class(
+    "POST",
+    PODS,
+    None,
+    r#"{"metadata":{"name":"x"},"spec":{"priorityClassName":"gold","containers":[]}}"#,
+    403,
+    "Forbidden"
+)]
+#[case::get_missing(
+    "GET",
+    "/api/v1/namespaces/default/pods/nope",
+    None,
+    "",
+    404,
+    "NotFound"
+)]
+#[case::unknown_resource("GET", "/api/v1/widgets", None, "", 404, "NotFound")]
+#[case::unknown_subresource(
+    "GET",
+    "/api/v1/namespaces/default/configmaps/x/status",
+    None,
+    "",
+    404,
+    "NotFound"
+)]
+#[case::binding_is_post_only(
+    "GET",
+    "/api/v1/namespaces/default/pods/x/binding",
+    None,
+    "",
+    405,
+    "MethodNotAllowed"
+)]
+#[case::unknown_patch_type(
+    "PATCH",
+    "/api/v1/namespaces/default",
+    Some("text/plain"),
+    "{}",
+    415,
+    "UnsupportedMediaType"
+)]
+#[case::unsupported_field_selector(
+    "GET",
+    "/api/v1/pods?fieldSelector=spec.foo%3Dx",
+    None,
+    "",
+    400,
+    "BadRequest"
+)]
+#[case::protobuf_object_body(
+    "POST",
+    "/api/v1/namespaces",
+    Some("application/vnd.kubernetes.protobuf"),
+    "k8s\0",
+    415,
+    "UnsupportedMediaType"
+)]
+fn errors_are_status_bodies(
+    #[case] method: &str,
+    #[case] path: &str,
+    #[case] content_type: Option<&str>,
+    #[case] body: &str,
+    #[case] code: u16,
+    #[case] reason: &str,
+) {
+    let c = Cluster::start();
+    let (got, status) = c.request(method, path, content_type, body);
+    assert_eq!(
+        (got, status["reason"].as_str()),
+        (code, Some(reason)),
+        "{status}"
+    );
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["code"], code);
+    assert_eq!(c.get(PODS).1["items"], json!([]), "nothing was written");
+}
+
+#[test]
+fn not_found_and_already_exists_messages_match_upstream() {
+    let c = Cluster::start();
+    let (_, s) = c.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/l");
+    assert_eq!(s["message"], "leases.coordination.k8s.io \"l\" not found");
+    assert_eq!(
+        s["details"],
+        json!({"name": "l", "kind": "leases", "group": "coordination.k8s.io"})
+    );
+    create_pod(&c, pod("a"));
+    let (code, s) = c.post(PODS, &pod("a"));
+    assert_eq!((code, s["reason"].as_str()), (409, Some("AlreadyExists")));
+    assert_eq!(s["message"], "pods \"a\" already exists");
+}
+
+#[test]
+fn body_over_the_limit_is_413_and_writes_nothing() {
+    let c = Cluster::with_config(apiserver::Config {
+        max_body_bytes: 1024,
+        ..Default::default()
+    });
+    let mut big = pod("big");
+    big["metadata"]["annotations"] = json!({"x": "y".repeat(4096)});
+    let (code, s) = c.post(PODS, &big);
+    assert_eq!(
+        (code, s["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    assert_eq!(c.get(&format!("{PODS}/big")).0, 404);
+}
+
+#[test]
+fn update_with_stale_resource_version_is_conflict() {
+    let c = Cluster::start();
+    let p = create_pod(&c, pod("a"));
+    let mut stale = p.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    stale["metadata"]["labels"] = json!({"x": "y"});
+    let (code, s) = c.request("PUT", &format!("{PODS}/a"), None, &stale.to_string());
+    assert_eq!((code, s["reason"].as_str()), (409, Some("Conflict")));
+    assert!(s["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("the object has been modified")));
+    let mut fresh = p;
+    fresh["metadata"]["labels"] = json!({"x": "y"});
+    fresh["status"] = json!({"phase": "Running"});
+    let (code, updated) = c.request("PUT", &format!("{PODS}/a"), None, &fresh.to_string());
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["metadata"]["labels"]["x"], "y");
+    assert_eq!(
+        updated["status"]["phase"], "Pending",
+        "main-resource writes keep status"
+    );
+    // A patch carrying a resourceVersion is a precondition.
+    let (code, _) = c.request(
+        "PATCH",
+        &format!("{PODS}/a"),
+        Some("application/merge-patch+json"),
+        r#"{"metadata":{"resourceVersion":"1","labels":{"z":"1"}}}"#,
+    );
+    assert_eq!(code, 409);
+}
+
+#[test]
+fn status_subresource_changes_only_status() {
+    let c = Cluster::start();
+    create_pod(&c, pod("a"));
+    let (code, p) = c.request("PATCH", &format!("{PODS}/a/status"), Some("application/strategic-merge-patch+json"),
+        r#"{"metadata":{"labels":{"ignored":"yes"}},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#);
+    assert_eq!(code, 200, "{p}");
+    assert_eq!(p["status"]["phase"], "Running");
+    assert_eq!(p["metadata"].get("labels"), None);
+}
+
+fn binding(pod: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+           "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+}
+
+#[rstest]
+#[case::binds_an_unbound_pod(pod("a"), binding("a", "n1"), 201, None)]
+#[case::already_bound(json!({"metadata": {"name": "a"}, "spec": {"nodeName": "n0", "containers": []}}),
+    binding("a", "n1"), 409, Some("Operation cannot be fulfilled on pods/binding \"a\": pod a is already assigned to node \"n0\""))]
+#[case::gated(json!({"metadata": {"name": "a"}, "spec": {"schedulingGates": [{"name": "g"}], "containers": []}}),
+    binding("a", "n1"), 409, Some("Operation cannot be fulfilled on pods/binding \"a\": pod a has non-empty .spec.schedulingGates"))]
+#[case::empty_target(pod("a"), binding("a", ""), 422, None)]
+#[case::name_mismatch(pod("a"), binding("b", "n1"), 400, None)]
+#[case::stale_uid(pod("a"), json!({"metadata": {"name": "a", "uid": "nope"}, "target": {"name": "n1"}}), 409, None)]
+#[case::missing_pod(pod("other"), binding("a", "n1"), 404, None)]
+fn binding_rules(
+    #[case] existing: Value,
+    #[case] body: Value,
+    #[case] code: u16,
+    #[case] message: Option<&str>,
+    #[values(false, true)] legacy_collection: bool,
+) {
+    let c = Cluster::start();
+    create_pod(&c, existing);
+    // The legacy collection takes the pod's name from the body, so a mismatch cannot happen.
+    if legacy_collection && body["metadata"]["name"] != "a" {
+        return;
+    }
+    let path = if legacy_collection {
+        "/api/v1/namespaces/default/bindings".to_string()
+    } else {
+        format!("{PODS}/a/binding")
+    };
+    let (got, status) = c.post(&path, &body);
+    assert_eq!(got, code, "{status}");
+    if let Some(m) = message {
+        assert_eq!(status["message"], m);
+        assert_eq!(status["details"]["kind"], "pods/binding");
+    }
+    if code == 201 {
+        assert_eq!(
+            status,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+        );
+        let (_, p) = c.get(&format!("{PODS}/a"));
+        assert_eq!(p["spec"]["nodeName"], "n1");
+        assert_eq!(p["status"]["conditions"][0]["type"], "PodScheduled");
+        assert_eq!(p["status"]["conditions"][0]["status"], "True");
+    }
+}
+
+fn watch_lines(c: &Cluster, query: &str) -> Vec<Value> {
+    let (code, body) = c.request_raw(
+        "GET",
+        &format!("{PODS}?watch=true&timeoutSeconds=1&{query}"),
+        None,
+        "",
+    );
+    assert_eq!(code, 200);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON event per line"))
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn watch_from_rv_replays_only_later_events_with_selector_transitions() {
+    let c = Cluster::start();
+    let a = create_pod(&c, pod("a"));
+    let rv = a["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    create_pod(&c, pod("b"));
+    c.post(&format!("{PODS}/a/binding"), &binding("a", "n1"));
+    c.request(
+        "DELETE",
+        &format!("{PODS}/b"),
+        Some("application/json"),
+        r#"{"propagationPolicy":"Background"}"#,
+    );
+    let all = watch_lines(&c, &format!("resourceVersion={rv}"));
+    assert_eq!(types(&all), ["ADDED", "MODIFIED", "DELETED"]);
+    assert_eq!(all[0]["object"]["kind"], "Pod", "watch objects carry kind");
+    // Unscheduled pods: binding moves `a` out of the selector.
+    let unscheduled = watch_lines(
+        &c,
+        &format!("resourceVersion={rv}&fieldSelector=spec.nodeName%3D"),
+    );
+    assert_eq!(types(&unscheduled), ["ADDED", "DELETED", "DELETED"]);
+    assert_eq!(unscheduled[1]["object"]["metadata"]["name"], "a");
+    // From "0": one synthetic ADDED per current object.
+    let from_zero = watch_lines(&c, "resourceVersion=0");
+    assert_eq!(types(&from_zero), ["ADDED"]);
+}
+
+#[test]
+fn watch_from_a_compacted_rv_streams_410_expired() {
+    let c = Cluster::with_config(apiserver::Config {
+        event_log_capacity: 2,
+        ..Default::default()
+    });
+    for n in ["a", "b", "c", "d"] {
+        create_pod(&c, pod(n));
+    }
+    let events = watch_lines(&c, "resourceVersion=2");
+    assert_eq!(types(&events), ["ERROR"]);
+    assert_eq!(events[0]["object"]["code"], 410);
+    assert_eq!(events[0]["object"]["reason"], "Expired");
+}
+
+#[test]
+fn send_initial_events_ends_with_the_annotated_bookmark() {
+    let c = Cluster::start();
+    create_pod(&c, pod("a"));
+    let events = watch_lines(
+        &c,
+        "sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan",
+    );
+    assert_eq!(types(&events), ["ADDED", "BOOKMARK"]);
+    assert_eq!(
+        events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(events[1]["object"]["kind"], "Pod");
+}
+
+#[test]
+fn discovery_version_health_and_openapi() {
+    let c = Cluster::start();
+    assert_eq!(c.get("/version").1["major"], "1");
+    assert_eq!(
+        c.request_raw("GET", "/healthz", None, ""),
+        (200, b"ok".to_vec())
+    );
+    let groups = c.get("/apis").1;
+    assert!(groups["groups"]
+        .as_array()
+        .is_some_and(|g| g.iter().any(|g| g["name"] == "coordination.k8s.io")));
+    let core = c.get("/api/v1").1;
+    let pods = core["resources"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "pods"))
+        .cloned();
+    assert_eq!(pods.map(|p| p["shortNames"].clone()), Some(json!(["po"])));
+    let idx = c.get("/openapi/v3").1;
+    let url = idx["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(c.get(&url).0, 200);
+}
+
+#[test]
+fn events_k8s_io_events_are_core_events() {
+    let c = Cluster::start();
+    let ev = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e1"},
+                    "regarding": {"kind": "Pod", "name": "a", "namespace": "default"},
+                    "note": "placed", "reason": "Scheduled", "type": "Normal", "action": "Binding",
+                    "reportingController": "kubesched", "reportingInstance": "kubesched-1",
+                    "eventTime": "2026-01-01T00:00:00.000000Z"});
+    let (code, created) = c.post("/apis/events.k8s.io/v1/namespaces/default/events", &ev);
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["note"], "placed");
+    let (_, core) =
+        c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Da");
+    assert_eq!(core["items"][0]["message"], "placed");
+    assert_eq!(core["items"][0]["involvedObject"]["name"], "a");
+}
+
+fn running_pod(c: &Cluster, name: &str) {
+    let mut p = pod(name);
+    p["metadata"]["labels"] = json!({"app": "web"});
+    create_pod(c, p);
+    let (code, _) = c.request(
+        "PATCH",
+        &format!("{PODS}/{name}/status"),
+        Some("application/merge-patch+json"),
+        r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#,
+    );
+    assert_eq!(code, 200);
+}
+
+#[rstest]
+#[case::budget_exhausted(2, 429)]
+#[case::budget_allows_one(1, 201)]
+fn eviction_honours_the_disruption_budget(#[case] min_available: i64, #[case] code: u16) {
+    let c = Cluster::start();
+    running_pod(&c, "a");
+    running_pod(&c, "b");
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+                     "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}});
+    assert_eq!(
+        c.post(
+            "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+            &pdb
+        )
+        .0,
+        201
+    );
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                          "metadata": {"name": "a", "namespace": "default"}, "deleteOptions": {}});
+    let (got, status) = c.post(&format!("{PODS}/a/eviction"), &eviction);
+    assert_eq!(got, code, "{status}");
+    let still_there = c.get(&format!("{PODS}/a")).0 == 200;
+    if code == 429 {
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert_eq!(
+            status["details"]["causes"][0]["message"],
+            "The disruption budget web needs 2 healthy pods and has 2 currently"
+        );
+        assert!(still_there);
+    } else {
+        assert_eq!(status["status"], "Success");
+        assert!(!still_there);
+    }
+}
+
+#[test]
+fn discovery_lists_eviction_with_group_and_version_for_drain() {
+    let c = Cluster::start();
+    let core = c.get("/api/v1").1;
+    let ev = core["resources"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "pods/eviction"))
+        .cloned();
+    assert_eq!(
+        ev.map(|e| (e["group"].clone(), e["version"].clone())),
+        Some((json!("policy"), json!("v1")))
+    );
+}
+
+#[rstest]
+#[case::apply_with_string_metadata(
+    "PATCH",
+    "/api/v1/namespaces/default/configmaps/x",
+    Some("application/apply-patch+yaml"),
+    r#"{"metadata":"x"}"#,
+    400
+)]
+#[case::create_with_string_metadata("POST", PODS, None, r#"{"metadata":"x"}"#, 400)]
+#[case::patch_turning_spec_into_a_string(
+    "PATCH",
+    "/api/v1/namespaces/default",
+    Some("application/merge-patch+json"),
+    r#"{"spec":"x"}"#,
+    400
+)]
+#[case::json_patch_on_a_missing_object(
+    "PATCH",
+    "/api/v1/nodes/nope",
+    Some("application/json-patch+json"),
+    "[]",
+    404
+)]
+#[case::binding_with_a_non_object_body(
+    "POST",
+    "/api/v1/namespaces/default/pods/a/binding",
+    None,
+    "[1]",
+    400
+)]
+#[case::non_utf8_query("GET", "/api/v1/pods?labelSelector=%ff%fe", None, "", 400)]
+fn malformed_requests_get_status_errors_and_the_server_keeps_serving(
+    #[case] method: &str,
+    #[case] path: &str,
+    #[case] content_type: Option<&str>,
+    #[case] body: &str,
+    #[case] code: u16,
+) {
+    let c = Cluster::start();
+    let (got, status) = c.request(method, path, content_type, body);
+    assert_eq!(got, code, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(c.get("/api/v1/namespaces/default").0, 200, "still serving");
+}

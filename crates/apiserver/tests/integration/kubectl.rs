@@ -1,0 +1,328 @@
+//! Real kubectl 1.37 against the server, through a kubeconfig in a temp dir.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Cluster, Lines};
+
+const NODE: &str = r#"apiVersion: v1
+kind: Node
+metadata:
+  name: node-1
+  labels: {node-role.kubernetes.io/worker: ""}
+status:
+  conditions: [{type: Ready, status: "True"}]
+  addresses: [{type: InternalIP, address: 10.0.0.1}]
+  nodeInfo: {kubeletVersion: v1.37.0, osImage: Debian GNU/Linux 12, kernelVersion: 6.1.0, containerRuntimeVersion: "containerd://2.0.0"}
+"#;
+
+const POD: &str = r#"apiVersion: v1
+kind: Pod
+metadata: {name: p1}
+spec:
+  containers:
+  - name: c
+    image: nginx:1
+    resources: {requests: {cpu: 100m}}
+"#;
+
+#[test]
+fn get_nodes_and_pods_wide_shows_the_server_side_columns() {
+    let c = Cluster::start();
+    let f = c.file("objs.yaml", &format!("{NODE}---\n{POD}"));
+    let out = c.kubectl_ok(&["create", "-f", &f]);
+    assert!(
+        out.contains("node/node-1 created") && out.contains("pod/p1 created"),
+        "{out}"
+    );
+    let out = c.kubectl_ok(&["get", "nodes,pods", "-o", "wide"]);
+    let node_line = out
+        .lines()
+        .find(|l| l.starts_with("node/node-1"))
+        .unwrap_or("");
+    for want in [
+        "Ready",
+        "worker",
+        "v1.37.0",
+        "10.0.0.1",
+        "Debian GNU/Linux 12",
+        "containerd://2.0.0",
+    ] {
+        assert!(node_line.contains(want), "{want} missing in {out}");
+    }
+    let pod_line = out.lines().find(|l| l.starts_with("pod/p1")).unwrap_or("");
+    assert!(
+        pod_line.contains("0/1") && pod_line.contains("Pending"),
+        "{out}"
+    );
+    assert!(out.contains("NOMINATED NODE"), "{out}");
+}
+
+#[test]
+fn create_of_an_existing_object_prints_already_exists() {
+    let c = Cluster::start();
+    let f = c.file("pod.yaml", POD);
+    c.kubectl_ok(&["create", "-f", &f]);
+    let out = c.kubectl(&["create", "-f", &f]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Error from server (AlreadyExists)")
+            && err.contains("pods \"p1\" already exists"),
+        "{err}"
+    );
+}
+
+#[test]
+fn apply_creates_then_modifies_by_strategic_merge() {
+    let c = Cluster::start();
+    let f = c.file("pod.yaml", POD);
+    assert!(c
+        .kubectl_ok(&["apply", "-f", &f])
+        .contains("pod/p1 created"));
+    let f = c.file("pod.yaml", &POD.replace("nginx:1", "nginx:2"));
+    assert!(c
+        .kubectl_ok(&["apply", "-f", &f])
+        .contains("pod/p1 configured"));
+    assert!(c
+        .kubectl_ok(&["apply", "-f", &f])
+        .contains("pod/p1 unchanged"));
+    let image = c.kubectl_ok(&["get", "pod", "p1", "-o", "jsonpath={.spec.containers[0].image} {.spec.containers[0].resources.requests.cpu} {.spec.schedulerName}"]);
+    assert_eq!(image, "nginx:2 100m default-scheduler");
+}
+
+#[test]
+fn apply_server_side_creates_then_updates() {
+    let c = Cluster::start();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm1}\ndata: {a: \"1\"}\n";
+    let f = c.file("cm.yaml", cm);
+    assert!(c
+        .kubectl_ok(&["apply", "--server-side", "-f", &f])
+        .contains("serverside-applied"));
+    let f = c.file("cm.yaml", &cm.replace("\"1\"", "\"2\""));
+    c.kubectl_ok(&["apply", "--server-side", "-f", &f]);
+    assert_eq!(
+        c.kubectl_ok(&["get", "cm", "cm1", "-o", "jsonpath={.data.a}"]),
+        "2"
+    );
+}
+
+#[test]
+fn label_then_select_by_label() {
+    let c = Cluster::start();
+    let f = c.file("pod.yaml", POD);
+    c.kubectl_ok(&["create", "-f", &f]);
+    assert!(c
+        .kubectl_ok(&["label", "pod", "p1", "zone=a"])
+        .contains("pod/p1 labeled"));
+    assert_eq!(
+        c.kubectl_ok(&["get", "pods", "-l", "zone=a", "-o", "name"])
+            .trim(),
+        "pod/p1"
+    );
+    assert_eq!(
+        c.kubectl_ok(&["get", "pods", "-l", "zone in (b,c)", "-o", "name"])
+            .trim(),
+        ""
+    );
+    let out = c.kubectl_ok(&["get", "pods", "--show-labels"]);
+    assert!(
+        out.contains("zone=a"),
+        "row.object carries the labels: {out}"
+    );
+}
+
+#[test]
+fn cordon_taint_and_uncordon_a_node() {
+    let c = Cluster::start();
+    let f = c.file("node.yaml", NODE);
+    c.kubectl_ok(&["create", "-f", &f]);
+    c.kubectl_ok(&["cordon", "node-1"]);
+    assert!(c
+        .kubectl_ok(&["get", "node", "node-1"])
+        .contains("Ready,SchedulingDisabled"));
+    c.kubectl_ok(&["taint", "nodes", "node-1", "k=v:NoSchedule"]);
+    assert_eq!(
+        c.kubectl_ok(&[
+            "get",
+            "node",
+            "node-1",
+            "-o",
+            "jsonpath={.spec.taints[0].key}"
+        ]),
+        "k"
+    );
+    c.kubectl_ok(&["taint", "nodes", "node-1", "k=v:NoSchedule-"]);
+    c.kubectl_ok(&["uncordon", "node-1"]);
+    assert_eq!(
+        c.kubectl_ok(&["get", "node", "node-1", "-o", "jsonpath={.spec}"]),
+        "{}"
+    );
+}
+
+#[test]
+fn get_watch_prints_a_pod_created_after_it_started() {
+    let c = Cluster::start();
+    let first = c.file("p0.yaml", &POD.replace("name: p1", "name: p0"));
+    c.kubectl_ok(&["create", "-f", &first]);
+    let mut child = c
+        .kubectl_command(&["get", "pods", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w starts");
+    let out = Lines::of(child.stdout.take().expect("stdout"));
+    // p0 comes from the list, so once it is printed the watch is (about to be) open; p1 can
+    // then only arrive as a watch event.
+    let listed = out.wait_for("p0", Duration::from_secs(30));
+    let f = c.file("pod.yaml", POD);
+    c.kubectl_ok(&["create", "-f", &f]);
+    let seen = out.wait_for("p1", Duration::from_secs(30));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        listed.is_some(),
+        "kubectl get -w did not print the listed pod"
+    );
+    let line = seen.expect("kubectl get -w printed the pod created during the watch");
+    assert!(line.contains("Pending"), "{line}");
+}
+
+#[test]
+fn delete_returns_promptly() {
+    let c = Cluster::start();
+    let f = c.file(
+        "pod.yaml",
+        &POD.replace("spec:\n", "spec:\n  nodeName: node-1\n"),
+    );
+    c.kubectl_ok(&["create", "-f", &f]);
+    let start = Instant::now();
+    let out = c.kubectl_ok(&["delete", "pod", "p1"]);
+    assert!(out.contains("deleted"), "{out}");
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "delete took {:?}",
+        start.elapsed()
+    );
+    let err = String::from_utf8_lossy(&c.kubectl(&["get", "pod", "p1"]).stderr).into_owned();
+    assert!(err.contains("NotFound"), "{err}");
+}
+
+#[test]
+fn describe_pod_shows_its_events() {
+    let c = Cluster::start();
+    let f = c.file("pod.yaml", POD);
+    c.kubectl_ok(&["create", "-f", &f]);
+    let uid = c.kubectl_ok(&["get", "pod", "p1", "-o", "jsonpath={.metadata.uid}"]);
+    let ev = format!(
+        "apiVersion: v1\nkind: Event\nmetadata: {{name: p1.1}}\ninvolvedObject: {{kind: Pod, name: p1, namespace: default, uid: {uid}, apiVersion: v1}}\nreason: Scheduled\nmessage: Successfully assigned default/p1 to node-1\ntype: Normal\nsource: {{component: kubesched}}\nfirstTimestamp: \"2026-01-01T00:00:00Z\"\nlastTimestamp: \"2026-01-01T00:00:00Z\"\ncount: 1\n"
+    );
+    let f = c.file("ev.yaml", &ev);
+    c.kubectl_ok(&["create", "-f", &f]);
+    let out = c.kubectl_ok(&["describe", "pod", "p1"]);
+    assert!(
+        out.contains("Scheduled") && out.contains("Successfully assigned default/p1 to node-1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("QoS Class:") && out.contains("Burstable"),
+        "{out}"
+    );
+}
+
+#[test]
+fn drain_ignoring_daemonsets_removes_the_nodes_pods() {
+    let c = Cluster::start();
+    let pod = POD.replace("spec:\n", "spec:\n  nodeName: node-1\n");
+    let f = c.file("objs.yaml", &format!("{NODE}---\n{pod}"));
+    c.kubectl_ok(&["create", "-f", &f]);
+    let out = c.kubectl_ok(&[
+        "drain",
+        "node-1",
+        "--ignore-daemonsets",
+        "--force",
+        "--timeout=30s",
+    ]);
+    assert!(out.contains("drained"), "{out}");
+    assert_eq!(c.kubectl_ok(&["get", "pods", "-o", "name"]).trim(), "");
+    assert!(c
+        .kubectl_ok(&["get", "node", "node-1"])
+        .contains("SchedulingDisabled"));
+}
+
+#[test]
+fn create_generators_send_protobuf_that_the_server_decodes() {
+    let c = Cluster::start();
+    assert!(c
+        .kubectl_ok(&["create", "namespace", "team-a"])
+        .contains("namespace/team-a created"));
+    c.kubectl_ok(&[
+        "create",
+        "configmap",
+        "cm1",
+        "-n",
+        "team-a",
+        "--from-literal=a=1",
+    ]);
+    c.kubectl_ok(&["create", "priorityclass", "high", "--value=1000"]);
+    let ns = c.kubectl_ok(&[
+        "get",
+        "ns",
+        "team-a",
+        "-o",
+        "jsonpath={.status.phase} {.metadata.labels}",
+    ]);
+    assert_eq!(ns, r#"Active {"kubernetes.io/metadata.name":"team-a"}"#);
+    assert_eq!(
+        c.kubectl_ok(&[
+            "get",
+            "cm",
+            "cm1",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.a}"
+        ]),
+        "1"
+    );
+    // Priority admission resolves the new class for a pod naming it.
+    let pod = POD.replace("spec:\n", "spec:\n  priorityClassName: high\n");
+    let f = c.file("pod.yaml", &pod);
+    c.kubectl_ok(&["create", "-f", &f]);
+    assert_eq!(
+        c.kubectl_ok(&["get", "pod", "p1", "-o", "jsonpath={.spec.priority}"]),
+        "1000"
+    );
+}
+
+#[test]
+fn create_with_an_unknown_field_is_a_strict_decoding_error() {
+    let c = Cluster::start();
+    let f = c.file(
+        "pod.yaml",
+        &POD.replace(
+            "image: nginx:1",
+            "image: nginx:1\n    imagePullPolicyy: Always",
+        ),
+    );
+    let out = c.kubectl(&["create", "-f", &f]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "strict decoding error: unknown field \"spec.containers[0].imagePullPolicyy\""
+        ),
+        "{err}"
+    );
+    // --validate=warn sends fieldValidation=Warn: created, with a warning kubectl prints.
+    let out = c.kubectl(&["create", "--validate=warn", "-f", &f]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("Warning: unknown field \"spec.containers[0].imagePullPolicyy\""),
+        "{err}"
+    );
+    // --validate=false sends fieldValidation=Ignore.
+    c.kubectl_ok(&["delete", "pod", "p1"]);
+    c.kubectl_ok(&["create", "--validate=false", "-f", &f]);
+}

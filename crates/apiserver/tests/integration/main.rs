@@ -1,0 +1,13 @@
+//! Integration tests: the API server on 127.0.0.1:0 in-process, driven over HTTP by raw
+//! requests, by real kubectl (from `KUBECTL`), by kube-rs, and by the official Python client (from
+//! `KUBESCHED_PYTHON`); scripts/test installs both into .venv.
+
+// The harness helpers are not #[test] functions, so clippy's in-tests allowances miss them;
+// a failed setup step there is a failed test, which is what expect says.
+#![allow(clippy::expect_used)]
+
+mod harness;
+mod http_api;
+mod kube_rs;
+mod kubectl;
+mod python;

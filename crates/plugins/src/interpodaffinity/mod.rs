@@ -68,6 +68,8 @@ const PARALLEL_SCAN_MIN_NODES: usize = 512;
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
     parallelizer: Parallelizer,
+    /// PreFilter's counts of the last few workloads' required terms, kept across cycles.
+    cache: filtering::CountCache,
 }
 
 /// Builds the plugin from `InterPodAffinityArgs` (absent: upstream's defaults).
@@ -83,6 +85,7 @@ pub fn new(
     Ok(Arc::new(InterPodAffinity {
         args,
         parallelizer: handle.parallelizer.clone(),
+        cache: filtering::CountCache::default(),
     }))
 }
 
@@ -330,7 +333,7 @@ fn push_pair<'a>(out: &mut Vec<PairCount<'a>>, key: &'a str, value: &'a str, del
 }
 
 /// The namespaces an incoming pod's term selects through its namespaceSelector.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum SelectedNamespaces {
     /// The term has no namespaceSelector: its `namespaces` only.
     None,

@@ -167,7 +167,11 @@ fn zoned(name: &str, zone: &str) -> NodeBuilder {
 }
 
 fn plugin_with(args: InterPodAffinityArgs, parallelizer: Parallelizer) -> InterPodAffinity {
-    InterPodAffinity { args, parallelizer }
+    InterPodAffinity {
+        args,
+        parallelizer,
+        cache: filtering::CountCache::default(),
+    }
 }
 
 fn plugin() -> InterPodAffinity {
@@ -1120,4 +1124,175 @@ fn nodes_are_looked_up_by_their_own_pairs() {
         ),
         (2, 0, true, false)
     );
+}
+
+// ---- counts kept across cycles ----
+
+/// What one cycle observes for `pod`: PreFilter's status, its counts of the pod's required
+/// terms, Filter on every node; then the same after AddPod of `extra` on the first node and
+/// RemovePod of the first pod of the last node (changes to the cycle, not to the cache).
+type CycleView = (
+    Status,
+    Vec<(String, String, i64)>,
+    Vec<(String, String, i64)>,
+    Vec<Status>,
+    Vec<Status>,
+);
+
+fn cycle_view(
+    pl: &InterPodAffinity,
+    pod: &PodInfo,
+    extra: &Arc<PodInfo>,
+    snap: &Snapshot,
+) -> CycleView {
+    let mut state = CycleState::new();
+    let (_, status) = pl.pre_filter(&mut state, pod, snap);
+    let filter_all = |state: &CycleState| -> Vec<Status> {
+        snap.node_infos()
+            .iter()
+            .map(|n| pl.filter(state, pod, n))
+            .collect()
+    };
+    let counts =
+        |state: &CycleState| match state.read::<filtering::PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => (s.affinity_counts.sorted(), s.anti_affinity_counts.sorted()),
+            None => (Vec::new(), Vec::new()),
+        };
+    if !status.is_success() {
+        return (status, Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    }
+    let before = filter_all(&state);
+    let nodes = snap.node_infos();
+    if let (Some(first), Some(last)) = (nodes.first(), nodes.last()) {
+        let _ = pl.add_pod(&mut state, pod, extra, first);
+        if let Some(gone) = last.pods.first() {
+            let _ = pl.remove_pod(&mut state, pod, gone, last);
+        }
+    }
+    let (affinity, anti) = counts(&state);
+    (status, affinity, anti, before, filter_all(&state))
+}
+
+/// One plugin kept across cycles against a fresh plugin each cycle, for six incoming pods
+/// (more than the cache keeps), while pods are assumed and removed, older snapshots sharing
+/// nodes are scheduled against again, a node is relabelled and namespace labels change.
+#[test]
+fn cached_counts_equal_fresh_counts_across_cycles() {
+    let nodes: Vec<NodeBuilder> = (0..9)
+        .map(|i| zoned(&format!("n{i}"), &format!("z{}", i % 3)).label(HOST, &format!("n{i}")))
+        .chain([make_node("bare")])
+        .collect();
+    let mut snap = snapshot(
+        &nodes,
+        vec![
+            running("d0", "db", "n0"),
+            running("w0", "web", "n1").label("tier", "x"),
+            running("c0", "cache", "bare"),
+            running("o0", "db", "n4").namespace("other"),
+        ],
+    );
+    snap.set_namespace_labels(ns_labels(&[("other", &[("team", "a")])]));
+    let incoming = [
+        web()
+            .affinity(vec![term(&[("app", "db")], ZONE)])
+            .anti_affinity(vec![term(&[("app", "web")], HOST)]),
+        web().anti_affinity(vec![
+            term(&[("app", "db")], ZONE),
+            term(&[("app", "cache")], ZONE),
+            term(&[("app", "web")], HOST),
+        ]),
+        web().affinity(vec![
+            term(&[("app", "web")], ZONE),
+            term(&[("tier", "x")], ZONE),
+        ]),
+        web().anti_affinity(vec![with_namespace_selector(
+            term(&[("app", "db")], ZONE),
+            &[("team", "a")],
+        )]),
+        web().affinity(vec![in_namespaces(
+            term(&[("app", "db")], HOST),
+            &["other"],
+        )]),
+        web().affinity(vec![term(&[("app", "web")], HOST)]),
+    ]
+    .map(PodBuilder::info);
+    let extra = running("extra", "web", "n0").label("tier", "x").info();
+    let cached = plugin();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    let mut older: Vec<Snapshot> = Vec::new();
+    for step in 0..30_usize {
+        let pod = &incoming[step % incoming.len()];
+        let at = |s: &Snapshot| {
+            (
+                cycle_view(&cached, pod, &extra, s),
+                cycle_view(&plugin(), pod, &extra, s),
+            )
+        };
+        let (g, w) = at(&snap);
+        got.push(g);
+        want.push(w);
+        if let Some(old) = older.get(step % 3) {
+            let (g, w) = at(old);
+            got.push(g);
+            want.push(w);
+        }
+        if step % 4 == 0 {
+            older.push(snap.clone());
+        }
+        let node = format!("n{}", (step * 5) % 9);
+        let name = format!("q{step}");
+        let app = ["db", "web", "cache"][step % 3];
+        match step % 5 {
+            0..=2 => {
+                snap.assume_pod(running(&name, app, &node).info(), &node);
+            }
+            3 => {
+                snap.remove_pod(
+                    &format!("default/q{}", step - 3),
+                    &format!("n{}", ((step - 3) * 5) % 9),
+                );
+            }
+            _ => {
+                snap.assume_pod(
+                    running(&name, app, "bare").namespace("other").info(),
+                    "bare",
+                );
+            }
+        }
+        if step == 12 {
+            snap.set_namespace_labels(ns_labels(&[("default", &[("team", "a")])]));
+        }
+        if step == 20 {
+            // A relabelled node: every node is new to the cache.
+            let relabelled: Vec<NodeBuilder> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    if i == 2 {
+                        n.clone().label(ZONE, "z0")
+                    } else {
+                        n.clone()
+                    }
+                })
+                .collect();
+            let pods: Vec<Arc<PodInfo>> = snap
+                .node_infos()
+                .iter()
+                .flat_map(|n| n.pods.iter().cloned())
+                .collect();
+            let labels = ns_labels(&[("default", &[("team", "a")])]);
+            snap = Snapshot::new(
+                relabelled
+                    .iter()
+                    .map(|n| Arc::new(n.clone().obj()))
+                    .collect(),
+                pods,
+            );
+            snap.set_namespace_labels(labels);
+        }
+    }
+    assert_eq!(got, want);
+    // The cycles saw counts at all, and AddPod/RemovePod changed some of them.
+    assert!(got.iter().any(|v| !v.1.is_empty() && !v.2.is_empty()));
+    assert!(got.iter().any(|v| v.3 != v.4));
 }

@@ -35,6 +35,7 @@ use framework::{
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::helper::events::{node_change, same_uid};
+use crate::helper::node_cache::FxBuildHasher;
 use crate::names;
 
 pub use args::{
@@ -233,11 +234,12 @@ fn is_schedulable_after_node_change(
 /// Counts (or summed weights) per topology pair, grouped by topology key and then keyed by
 /// value, so that Filter and Score look a node's pairs up by `&str` without building a key.
 /// A pod has a handful of topology keys at most: they are compared in a list, not hashed.
+/// Values are hashed with FxHash: Filter looks one up per node and key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct TopologyCounts(Vec<(String, HashMap<String, i64>)>);
+struct TopologyCounts(Vec<(String, HashMap<String, i64, FxBuildHasher>)>);
 
 impl TopologyCounts {
-    fn values(&self, key: &str) -> Option<&HashMap<String, i64>> {
+    fn values(&self, key: &str) -> Option<&HashMap<String, i64, FxBuildHasher>> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
@@ -253,11 +255,11 @@ impl TopologyCounts {
     }
 
     /// The values of `key`, created when absent.
-    fn values_mut(&mut self, key: &str) -> &mut HashMap<String, i64> {
+    fn values_mut(&mut self, key: &str) -> &mut HashMap<String, i64, FxBuildHasher> {
         let i = match self.0.iter().position(|(k, _)| k == key) {
             Some(i) => i,
             None => {
-                self.0.push((key.to_string(), HashMap::new()));
+                self.0.push((key.to_string(), HashMap::default()));
                 self.0.len() - 1
             }
         };

@@ -16,15 +16,16 @@ use framework::{
     CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterExtensions, PreFilterPlugin,
     PreFilterResult, Snapshot, Status,
 };
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::helper::node_cache::{self, DomainTable};
 
 use super::{
-    affinity_parse_error, incoming_matches_all, incoming_term_matches, push_pair,
-    resolve_namespaces, InterPodAffinity, PairCount, SelectedNamespaces, TopologyCounts,
-    ERR_REASON_AFFINITY_RULES_NOT_MATCH, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
-    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, PARALLEL_SCAN_MIN_NODES,
-    PRE_FILTER_STATE_KEY,
+    affinity_parse_error, incoming_matches_all, incoming_term_matches, resolve_namespaces,
+    InterPodAffinity, SelectedNamespaces, TopologyCounts, ERR_REASON_AFFINITY_RULES_NOT_MATCH,
+    ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
+    PARALLEL_SCAN_MIN_NODES, PRE_FILTER_STATE_KEY,
 };
 
 impl PreFilterPlugin for InterPodAffinity {
@@ -141,44 +142,49 @@ impl FilterPlugin for InterPodAffinity {
 
 impl InterPodAffinity {
     /// Per topology pair, the existing pods with a required anti-affinity term matching
-    /// `pod`, one count per matching term. Only nodes holding such pods are scanned.
+    /// `pod`, one count per matching term; from the cache, brought up to date with the
+    /// snapshot. One column per topology key of the existing pods' terms.
     fn existing_anti_affinity_counts(
         &self,
         pod: &PodInfo,
         namespace_labels: Option<&BTreeMap<String, String>>,
         snapshot: &Snapshot,
-    ) -> TopologyCounts {
-        let nodes: Vec<&NodeInfo> = snapshot
-            .have_pods_with_required_anti_affinity()
-            .map(|n| n.as_ref())
-            .collect();
-        let mut counts = TopologyCounts::default();
-        if nodes.is_empty() {
-            return counts;
-        }
-        let chunks =
-            self.parallelizer
-                .map_chunks_from(nodes.len(), PARALLEL_SCAN_MIN_NODES, |range| {
-                    let mut pairs: Vec<PairCount<'_>> = Vec::new();
-                    for node in nodes.get(range).unwrap_or_default() {
-                        let labels = node.labels();
-                        for existing in &node.pods_with_required_anti_affinity {
-                            for term in &existing.required_anti_affinity_terms {
-                                if !term.matches(&pod.pod, namespace_labels) {
-                                    continue;
-                                }
-                                if let Some(value) = labels.get(&term.topology_key) {
-                                    push_pair(&mut pairs, &term.topology_key, value, 1);
-                                }
-                            }
-                        }
+    ) -> PairCounts {
+        let mut keys: Vec<&str> = Vec::new();
+        for node in snapshot.have_pods_with_required_anti_affinity() {
+            for existing in &node.pods_with_required_anti_affinity {
+                for term in &existing.required_anti_affinity_terms {
+                    if !keys.contains(&term.topology_key.as_str()) {
+                        keys.push(&term.topology_key);
                     }
-                    pairs
-                });
-        for (key, value, count) in chunks.into_iter().flatten() {
-            counts.add(key, value, count);
+                }
+            }
         }
-        counts
+        if keys.is_empty() {
+            return PairCounts::default();
+        }
+        // Sorted, so that the key does not depend on which node comes first.
+        keys.sort_unstable();
+        let keys: Vec<String> = keys.into_iter().map(str::to_string).collect();
+        let key = ExistingKey {
+            probe: Pod {
+                metadata: ObjectMeta {
+                    namespace: pod.pod.metadata.namespace.clone(),
+                    labels: pod.pod.metadata.labels.clone(),
+                    ..ObjectMeta::default()
+                },
+                ..Pod::default()
+            },
+            namespace_labels: namespace_labels.cloned(),
+            keys: keys.clone(),
+        };
+        let tables = self.existing_cache.tables(
+            key,
+            snapshot.node_infos(),
+            &self.parallelizer,
+            PARALLEL_SCAN_MIN_NODES,
+        );
+        PairCounts::new(keys.into_iter().zip(tables).collect())
     }
 
     /// Per topology pair, the existing pods matching all of `pod`'s required affinity terms
@@ -328,6 +334,51 @@ impl node_cache::CountKey for IncomingKey {
     }
 }
 
+/// What a node's count of existing pods whose required anti-affinity matches the incoming
+/// pod depends on besides the node: the incoming pod's namespace and labels (all a term
+/// looks at), the labels of its namespace, and the topology keys the existing pods' terms
+/// use (one column each).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ExistingKey {
+    /// A pod with only the incoming pod's namespace and labels.
+    probe: Pod,
+    namespace_labels: Option<BTreeMap<String, String>>,
+    keys: Vec<String>,
+}
+
+impl node_cache::CountKey for ExistingKey {
+    fn columns(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Per key, the node's pods' required anti-affinity terms with that key matching the
+    /// incoming pod; `None` where none did or the node lacks the key.
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+        let labels = node.labels();
+        for key in &self.keys {
+            let Some(value) = labels
+                .get(key)
+                .filter(|_| !node.pods_with_required_anti_affinity.is_empty())
+            else {
+                f(None);
+                continue;
+            };
+            let hits = node
+                .pods_with_required_anti_affinity
+                .iter()
+                .flat_map(|p| &p.required_anti_affinity_terms)
+                .filter(|t| {
+                    t.topology_key == *key && t.matches(&self.probe, self.namespace_labels.as_ref())
+                })
+                .count() as i64;
+            f((hits > 0).then_some((value.as_str(), hits)));
+        }
+    }
+}
+
+/// The counts of existing pods' anti-affinity against the last few incoming pods' labels.
+pub(super) type ExistingCountCache = node_cache::CountCache<ExistingKey>;
+
 /// The counts of the last few workloads' required terms, kept across cycles.
 pub(super) type CountCache = node_cache::CountCache<IncomingKey>;
 
@@ -368,12 +419,25 @@ impl PairCounts {
         }
     }
 
+    /// Whether one of the node's pairs has a positive count.
+    pub(super) fn any_positive_on(&self, node_labels: &BTreeMap<String, String>) -> bool {
+        self.columns
+            .iter()
+            .map(|(k, _)| k)
+            .chain(self.changes.0.iter().map(|(k, _)| k))
+            .any(|key| {
+                node_labels
+                    .get(key)
+                    .is_some_and(|value| self.get(key, value) > 0)
+            })
+    }
+
     /// Whether no pair has a non-zero count.
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.nonzero == 0
     }
 
-    fn add(&mut self, key: &str, value: &str, delta: i64) {
+    pub(super) fn add(&mut self, key: &str, value: &str, delta: i64) {
         let before = self.get(key, value) != 0;
         self.changes.add(key, value, delta);
         let after = self.get(key, value) != 0;
@@ -411,7 +475,7 @@ impl PairCounts {
 #[derive(Debug, Clone)]
 pub(super) struct PreFilterState {
     /// Existing pods whose required anti-affinity matches the incoming pod, per pair.
-    existing_anti_affinity_counts: TopologyCounts,
+    pub(super) existing_anti_affinity_counts: PairCounts,
     /// Existing pods matching all the incoming pod's required affinity terms, per pair.
     pub(super) affinity_counts: PairCounts,
     /// Existing pods matching one of the incoming pod's required anti-affinity terms.

@@ -71,6 +71,9 @@ pub struct InterPodAffinity {
     parallelizer: Parallelizer,
     /// PreFilter's counts of the last few workloads' required terms, kept across cycles.
     cache: filtering::CountCache,
+    /// PreFilter's counts of existing pods' required anti-affinity against the last few
+    /// incoming pods' labels, kept across cycles.
+    existing_cache: filtering::ExistingCountCache,
 }
 
 /// Builds the plugin from `InterPodAffinityArgs` (absent: upstream's defaults).
@@ -87,6 +90,7 @@ pub fn new(
         args,
         parallelizer: handle.parallelizer.clone(),
         cache: filtering::CountCache::default(),
+        existing_cache: filtering::ExistingCountCache::default(),
     }))
 }
 
@@ -305,16 +309,6 @@ impl TopologyCounts {
             .iter()
             .filter_map(|(key, values)| values.get(node_labels.get(key)?))
             .sum()
-    }
-
-    /// Whether one of the node's pairs has a positive count.
-    fn any_positive_on(&self, node_labels: &BTreeMap<String, String>) -> bool {
-        self.0.iter().any(|(key, values)| {
-            node_labels
-                .get(key)
-                .and_then(|v| values.get(v))
-                .is_some_and(|&c| c > 0)
-        })
     }
 }
 

@@ -171,6 +171,7 @@ fn plugin_with(args: InterPodAffinityArgs, parallelizer: Parallelizer) -> InterP
         args,
         parallelizer,
         cache: filtering::CountCache::default(),
+        existing_cache: filtering::ExistingCountCache::default(),
     }
 }
 
@@ -1115,29 +1116,34 @@ fn nodes_are_looked_up_by_their_own_pairs() {
     let n1: Node = zoned("n1", "a").obj();
     let n2: Node = zoned("n2", "b").obj();
     let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(
-        (
-            c.sum_on(&labels(&n1)),
-            c.sum_on(&labels(&n2)),
-            c.any_positive_on(&labels(&n1)),
-            c.any_positive_on(&labels(&n2))
-        ),
-        (2, 0, true, false)
+    assert_eq!((c.sum_on(&labels(&n1)), c.sum_on(&labels(&n2))), (2, 0));
+}
+
+#[test]
+fn cycle_changes_are_looked_up_by_the_node_pairs() {
+    let mut c = filtering::PairCounts::default();
+    c.add(ZONE, "a", 1);
+    c.add(HOST, "n2", 1);
+    c.add(HOST, "n2", -1);
+    let n1: Node = zoned("n1", "a").obj();
+    let n2: Node = zoned("n2", "b").label(HOST, "n2").obj();
+    let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
+    let positive = (
+        c.any_positive_on(&labels(&n1)),
+        c.any_positive_on(&labels(&n2)),
     );
+    c.add(ZONE, "a", -1);
+    assert_eq!((positive, c.is_empty()), ((true, false), true));
 }
 
 // ---- counts kept across cycles ----
 
-/// What one cycle observes for `pod`: PreFilter's status, its counts of the pod's required
-/// terms, Filter on every node; then the same after AddPod of `extra` on the first node and
-/// RemovePod of the first pod of the last node (changes to the cycle, not to the cache).
-type CycleView = (
-    Status,
-    Vec<(String, String, i64)>,
-    Vec<(String, String, i64)>,
-    Vec<Status>,
-    Vec<Status>,
-);
+/// What one cycle observes for `pod`: PreFilter's status, its counts (affinity,
+/// anti-affinity, existing pods' anti-affinity) and Filter on every node; then the same
+/// after AddPod of `extra` on the first node and RemovePod of the first pod of the last
+/// node (changes to the cycle, not to the cache).
+type Pairs = Vec<(String, String, i64)>;
+type CycleView = (Status, Vec<[Pairs; 3]>, Vec<Vec<Status>>);
 
 fn cycle_view(
     pl: &InterPodAffinity,
@@ -1153,15 +1159,21 @@ fn cycle_view(
             .map(|n| pl.filter(state, pod, n))
             .collect()
     };
-    let counts =
-        |state: &CycleState| match state.read::<filtering::PreFilterState>(PRE_FILTER_STATE_KEY) {
-            Some(s) => (s.affinity_counts.sorted(), s.anti_affinity_counts.sorted()),
-            None => (Vec::new(), Vec::new()),
-        };
+    let counts = |state: &CycleState| -> [Pairs; 3] {
+        match state.read::<filtering::PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => [
+                s.affinity_counts.sorted(),
+                s.anti_affinity_counts.sorted(),
+                s.existing_anti_affinity_counts.sorted(),
+            ],
+            None => Default::default(),
+        }
+    };
     if !status.is_success() {
-        return (status, Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        return (status, Vec::new(), Vec::new());
     }
-    let before = filter_all(&state);
+    let mut seen = vec![counts(&state)];
+    let mut filtered = vec![filter_all(&state)];
     let nodes = snap.node_infos();
     if let (Some(first), Some(last)) = (nodes.first(), nodes.last()) {
         let _ = pl.add_pod(&mut state, pod, extra, first);
@@ -1169,8 +1181,9 @@ fn cycle_view(
             let _ = pl.remove_pod(&mut state, pod, gone, last);
         }
     }
-    let (affinity, anti) = counts(&state);
-    (status, affinity, anti, before, filter_all(&state))
+    seen.push(counts(&state));
+    filtered.push(filter_all(&state));
+    (status, seen, filtered)
 }
 
 /// One plugin kept across cycles against a fresh plugin each cycle, for six incoming pods
@@ -1189,6 +1202,13 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
             running("w0", "web", "n1").label("tier", "x"),
             running("c0", "cache", "bare"),
             running("o0", "db", "n4").namespace("other"),
+            running("a0", "api", "n2").anti_affinity(vec![term(&[("app", "web")], ZONE)]),
+            running("a1", "api", "n5")
+                .namespace("other")
+                .anti_affinity(vec![with_namespace_selector(
+                    term(&[("app", "web")], HOST),
+                    &[("team", "a")],
+                )]),
         ],
     );
     snap.set_namespace_labels(ns_labels(&[("other", &[("team", "a")])]));
@@ -1214,6 +1234,7 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
             &["other"],
         )]),
         web().affinity(vec![term(&[("app", "web")], HOST)]),
+        make_pod("other").label("app", "db"),
     ]
     .map(PodBuilder::info);
     let extra = running("extra", "web", "n0").label("tier", "x").info();
@@ -1243,8 +1264,15 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
         let name = format!("q{step}");
         let app = ["db", "web", "cache"][step % 3];
         match step % 5 {
-            0..=2 => {
+            0 | 1 => {
                 snap.assume_pod(running(&name, app, &node).info(), &node);
+            }
+            2 => {
+                let repelling = running(&name, "api", &node).anti_affinity(vec![
+                    term(&[("app", "web")], HOST),
+                    term(&[("app", app)], ZONE),
+                ]);
+                snap.assume_pod(repelling.info(), &node);
             }
             3 => {
                 snap.remove_pod(
@@ -1292,7 +1320,9 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
         }
     }
     assert_eq!(got, want);
-    // The cycles saw counts at all, and AddPod/RemovePod changed some of them.
-    assert!(got.iter().any(|v| !v.1.is_empty() && !v.2.is_empty()));
-    assert!(got.iter().any(|v| v.3 != v.4));
+    // Every kind of count was seen, and AddPod/RemovePod changed some Filter outcomes.
+    for kind in 0..3 {
+        assert!(got.iter().flat_map(|v| &v.1).any(|c| !c[kind].is_empty()));
+    }
+    assert!(got.iter().any(|v| v.2.first() != v.2.last()));
 }

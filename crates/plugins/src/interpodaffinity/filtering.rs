@@ -150,12 +150,19 @@ impl InterPodAffinity {
         namespace_labels: Option<&BTreeMap<String, String>>,
         snapshot: &Snapshot,
     ) -> PairCounts {
+        // The topology keys of the terms, and the label keys their selectors look at.
         let mut keys: Vec<&str> = Vec::new();
+        let mut label_keys: Vec<&str> = Vec::new();
         for node in snapshot.have_pods_with_required_anti_affinity() {
             for existing in &node.pods_with_required_anti_affinity {
                 for term in &existing.required_anti_affinity_terms {
                     if !keys.contains(&term.topology_key.as_str()) {
                         keys.push(&term.topology_key);
+                    }
+                    for r in term.selector.requirements() {
+                        if !label_keys.contains(&r.key.as_str()) {
+                            label_keys.push(&r.key);
+                        }
                     }
                 }
             }
@@ -170,7 +177,15 @@ impl InterPodAffinity {
             probe: Pod {
                 metadata: ObjectMeta {
                     namespace: pod.pod.metadata.namespace.clone(),
-                    labels: pod.pod.metadata.labels.clone(),
+                    // Only the labels some selector looks at: pods of a workload whose
+                    // other labels differ (a StatefulSet's pod names) share the key.
+                    labels: pod.pod.metadata.labels.as_ref().map(|labels| {
+                        labels
+                            .iter()
+                            .filter(|(k, _)| label_keys.contains(&k.as_str()))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    }),
                     ..ObjectMeta::default()
                 },
                 ..Pod::default()
@@ -338,9 +353,12 @@ impl node_cache::CountKey for IncomingKey {
 /// pod depends on besides the node: the incoming pod's namespace and labels (all a term
 /// looks at), the labels of its namespace, and the topology keys the existing pods' terms
 /// use (one column each).
+/// Pods of several workloads share a key when they agree on the labels the terms select
+/// on.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct ExistingKey {
-    /// A pod with only the incoming pod's namespace and labels.
+    /// A pod with only the incoming pod's namespace and the labels the terms' selectors
+    /// look at (a selector's verdict depends on no other label).
     probe: Pod,
     namespace_labels: Option<BTreeMap<String, String>>,
     keys: Vec<String>,
@@ -356,10 +374,11 @@ impl node_cache::CountKey for ExistingKey {
     fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
         let labels = node.labels();
         for key in &self.keys {
-            let Some(value) = labels
-                .get(key)
-                .filter(|_| !node.pods_with_required_anti_affinity.is_empty())
-            else {
+            if node.pods_with_required_anti_affinity.is_empty() {
+                f(None);
+                continue;
+            }
+            let Some(value) = labels.get(key) else {
                 f(None);
                 continue;
             };

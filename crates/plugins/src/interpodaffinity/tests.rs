@@ -1186,7 +1186,7 @@ fn cycle_view(
     (status, seen, filtered)
 }
 
-/// One plugin kept across cycles against a fresh plugin each cycle, for six incoming pods
+/// One plugin kept across cycles against a fresh plugin each cycle, for eight incoming pods
 /// (more than the cache keeps), while pods are assumed and removed, older snapshots sharing
 /// nodes are scheduled against again, a node is relabelled and namespace labels change.
 #[test]
@@ -1203,6 +1203,7 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
             running("c0", "cache", "bare"),
             running("o0", "db", "n4").namespace("other"),
             running("a0", "api", "n2").anti_affinity(vec![term(&[("app", "web")], ZONE)]),
+            running("a2", "api", "n7").anti_affinity(vec![term(&[("pod-name", "a")], ZONE)]),
             running("a1", "api", "n5")
                 .namespace("other")
                 .anti_affinity(vec![with_namespace_selector(
@@ -1235,6 +1236,8 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
         )]),
         web().affinity(vec![term(&[("app", "web")], HOST)]),
         make_pod("other").label("app", "db"),
+        web().label("pod-name", "a"),
+        web().label("pod-name", "b"),
     ]
     .map(PodBuilder::info);
     let extra = running("extra", "web", "n0").label("tier", "x").info();

@@ -355,6 +355,16 @@ fn two_zones() -> Vec<NodeBuilder> {
     ok(),
     vec![existing_no(), existing_no(), ok(), ok()]
 )]
+#[case::existing_pods_anti_affinity_on_a_label_the_others_lack(
+    web().label("pod-name", "a"),
+    vec![
+        running("db", "db", "n1").anti_affinity(vec![term(&[("app", "web")], HOST)]),
+        running("api", "api", "n3").anti_affinity(vec![term(&[("pod-name", "a")], ZONE)]),
+    ],
+    vec![zoned("n1", "a").label(HOST, "n1"), zoned("n2", "a"), zoned("n3", "b"), make_node("bare")],
+    ok(),
+    vec![existing_no(), ok(), existing_no(), ok()]
+)]
 #[case::existing_anti_affinity_not_matching_the_pod_skips(
     web(),
     vec![running("db", "db", "n1").anti_affinity(vec![term(&[("app", "cache")], ZONE)])],

@@ -9,6 +9,11 @@
 //! Filter then only looks the node's label values up in those counts. PreScore sums the
 //! weights per topology pair the same way and Score reads the node's pairs back.
 //!
+//! PreFilter's counts are kept across cycles (two caches of [`CAPACITY`] keys each, see
+//! [`helper::node_cache`](crate::helper::node_cache) for what they hold), so that a stream
+//! of pods of one workload recounts only the nodes changed since the last cycle; the
+//! result is exactly what counting afresh gives.
+//!
 //! Terminating pods (with a deletionTimestamp) count like any other pod, as upstream.
 //!
 //! A term's namespaceSelector is matched against namespace labels: for the incoming pod's
@@ -36,6 +41,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::helper::events::{node_change, same_uid};
 use crate::helper::node_cache::FxBuildHasher;
+#[cfg(doc)]
+use crate::helper::node_cache::CAPACITY;
 use crate::names;
 
 pub use args::{

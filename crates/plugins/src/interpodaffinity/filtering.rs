@@ -9,7 +9,7 @@
 //! Upstream: pkg/scheduler/framework/plugins/interpodaffinity/filtering.go.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use framework::types::AffinityTerm;
 use framework::{
@@ -150,29 +150,15 @@ impl InterPodAffinity {
         namespace_labels: Option<&BTreeMap<String, String>>,
         snapshot: &Snapshot,
     ) -> PairCounts {
-        // The topology keys of the terms, and the label keys their selectors look at.
-        let mut keys: Vec<&str> = Vec::new();
-        let mut label_keys: Vec<&str> = Vec::new();
-        for node in snapshot.have_pods_with_required_anti_affinity() {
-            for existing in &node.pods_with_required_anti_affinity {
-                for term in &existing.required_anti_affinity_terms {
-                    if !keys.contains(&term.topology_key.as_str()) {
-                        keys.push(&term.topology_key);
-                    }
-                    for r in term.selector.requirements() {
-                        if !label_keys.contains(&r.key.as_str()) {
-                            label_keys.push(&r.key);
-                        }
-                    }
-                }
-            }
-        }
-        if keys.is_empty() {
+        if snapshot
+            .have_pods_with_required_anti_affinity()
+            .next()
+            .is_none()
+        {
             return PairCounts::default();
         }
-        // Sorted, so that the key does not depend on which node comes first.
-        keys.sort_unstable();
-        let keys: Vec<String> = keys.into_iter().map(str::to_string).collect();
+        // The topology keys of the terms, and the label keys their selectors look at.
+        let (keys, label_keys) = self.term_keys.get(snapshot);
         let key = ExistingKey {
             probe: Pod {
                 metadata: ObjectMeta {
@@ -182,7 +168,7 @@ impl InterPodAffinity {
                     labels: pod.pod.metadata.labels.as_ref().map(|labels| {
                         labels
                             .iter()
-                            .filter(|(k, _)| label_keys.contains(&k.as_str()))
+                            .filter(|(k, _)| label_keys.contains(k))
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect()
                     }),
@@ -393,6 +379,72 @@ impl node_cache::CountKey for ExistingKey {
             f((hits > 0).then_some((value.as_str(), hits)));
         }
     }
+}
+
+/// The topology keys, and the label keys their selectors look at, of existing pods'
+/// required anti-affinity terms; kept across cycles and updated from the nodes whose
+/// `Arc<NodeInfo>` changed (as [`node_cache`] does; the nodes are held for the same
+/// reason). Keys of pods since gone stay until the node count changes or the keys pass
+/// [`MAX_TERM_KEYS`]: a superset is exact, since an extra column counts nothing and an
+/// extra label of the incoming pod changes no selector's verdict.
+#[derive(Debug, Default)]
+pub(super) struct TermKeys {
+    seen: Mutex<SeenTermKeys>,
+}
+
+/// Beyond this many keys, they are collected afresh.
+const MAX_TERM_KEYS: usize = 64;
+
+#[derive(Debug, Default)]
+struct SeenTermKeys {
+    nodes: Vec<Arc<NodeInfo>>,
+    topology: Vec<String>,
+    labels: Vec<String>,
+}
+
+impl TermKeys {
+    /// The topology keys (sorted, so that they do not depend on node order) and the label
+    /// keys of the terms on `snapshot`'s nodes.
+    fn get(&self, snapshot: &Snapshot) -> (Vec<String>, Vec<String>) {
+        // A panic while holding the lock leaves a superset at worst: still exact.
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = &mut *seen;
+        let nodes = snapshot.node_infos();
+        let afresh = seen.nodes.len() != nodes.len()
+            || seen.topology.len() + seen.labels.len() > MAX_TERM_KEYS;
+        if afresh {
+            *seen = SeenTermKeys::default();
+        }
+        let mut added = false;
+        for (i, node) in nodes.iter().enumerate() {
+            match seen.nodes.get_mut(i) {
+                Some(held) if Arc::ptr_eq(held, node) => continue,
+                Some(held) => *held = node.clone(),
+                None => seen.nodes.push(node.clone()),
+            }
+            for existing in &node.pods_with_required_anti_affinity {
+                for term in &existing.required_anti_affinity_terms {
+                    added |= push_new(&mut seen.topology, &term.topology_key);
+                    for r in term.selector.requirements() {
+                        added |= push_new(&mut seen.labels, &r.key);
+                    }
+                }
+            }
+        }
+        if added {
+            seen.topology.sort_unstable();
+        }
+        (seen.topology.clone(), seen.labels.clone())
+    }
+}
+
+/// Appends `key` unless present; whether it was appended.
+fn push_new(keys: &mut Vec<String>, key: &str) -> bool {
+    if keys.iter().any(|k| k == key) {
+        return false;
+    }
+    keys.push(key.to_string());
+    true
 }
 
 /// The counts of existing pods' anti-affinity against the last few incoming pods' labels.

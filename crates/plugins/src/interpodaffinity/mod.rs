@@ -81,6 +81,8 @@ pub struct InterPodAffinity {
     /// PreFilter's counts of existing pods' required anti-affinity against the last few
     /// incoming pods' labels, kept across cycles.
     existing_cache: filtering::ExistingCountCache,
+    /// The keys existing pods' required anti-affinity terms use, kept across cycles.
+    term_keys: filtering::TermKeys,
 }
 
 /// Builds the plugin from `InterPodAffinityArgs` (absent: upstream's defaults).
@@ -98,6 +100,7 @@ pub fn new(
         parallelizer: handle.parallelizer.clone(),
         cache: filtering::CountCache::default(),
         existing_cache: filtering::ExistingCountCache::default(),
+        term_keys: filtering::TermKeys::default(),
     }))
 }
 

@@ -172,6 +172,7 @@ fn plugin_with(args: InterPodAffinityArgs, parallelizer: Parallelizer) -> InterP
         parallelizer,
         cache: filtering::CountCache::default(),
         existing_cache: filtering::ExistingCountCache::default(),
+        term_keys: filtering::TermKeys::default(),
     }
 }
 

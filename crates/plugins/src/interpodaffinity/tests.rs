@@ -1248,7 +1248,7 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
         web().affinity(vec![term(&[("app", "web")], HOST)]),
         make_pod("other").label("app", "db"),
         web().label("pod-name", "a"),
-        web().label("pod-name", "b"),
+        web().label("pod-name", "b").label("tier", "x"),
     ]
     .map(PodBuilder::info);
     let extra = running("extra", "web", "n0").label("tier", "x").info();
@@ -1282,10 +1282,14 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
                 snap.assume_pod(running(&name, app, &node).info(), &node);
             }
             2 => {
-                let repelling = running(&name, "api", &node).anti_affinity(vec![
-                    term(&[("app", "web")], HOST),
-                    term(&[("app", app)], ZONE),
-                ]);
+                // From step 7 on, a label key no earlier term selects on.
+                let first = if step >= 7 {
+                    ("tier", "x")
+                } else {
+                    ("app", "web")
+                };
+                let repelling = running(&name, "api", &node)
+                    .anti_affinity(vec![term(&[first], HOST), term(&[("app", app)], ZONE)]);
                 snap.assume_pod(repelling.info(), &node);
             }
             3 => {

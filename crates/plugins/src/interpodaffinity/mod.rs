@@ -10,7 +10,8 @@
 //! weights per topology pair the same way and Score reads the node's pairs back.
 //!
 //! PreFilter's counts are kept across cycles (two caches of [`CAPACITY`] keys each, see
-//! [`helper::node_cache`](crate::helper::node_cache) for what they hold), so that a stream
+//! [`helper::node_cache`](crate::helper::node_cache) for what they hold, plus the keys of
+//! existing pods' anti-affinity terms with one `Arc` per node), so that a stream
 //! of pods of one workload recounts only the nodes changed since the last cycle; the
 //! result is exactly what counting afresh gives.
 //!

@@ -3,6 +3,7 @@
 //! Upstream: pkg/scheduler/framework/plugins/helper.
 
 pub mod events;
+pub mod node_cache;
 pub mod taints;
 
 use framework::{NodeScore, Status, MAX_NODE_SCORE};

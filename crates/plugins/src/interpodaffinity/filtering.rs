@@ -1,21 +1,31 @@
 //! PreFilter, its AddPod/RemovePod extensions, and Filter.
 //!
+//! The counts of the incoming pod's required terms cover every node of the cluster; they
+//! are kept across cycles per [`IncomingKey`] (the terms and their resolved namespaces) in
+//! the plugin's [`CountCache`], so that a stream of pods of one workload recounts only the
+//! nodes changed since the last cycle (see [`helper::node_cache`](crate::helper::node_cache)).
+//! AddPod/RemovePod change the cycle's copy, never the cache.
+//!
 //! Upstream: pkg/scheduler/framework/plugins/interpodaffinity/filtering.go.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use framework::types::AffinityTerm;
 use framework::{
     CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterExtensions, PreFilterPlugin,
     PreFilterResult, Snapshot, Status,
 };
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::helper::node_cache::{self, DomainTable};
 
 use super::{
-    affinity_parse_error, incoming_matches_all, incoming_term_matches, push_pair,
-    resolve_namespaces, InterPodAffinity, PairCount, SelectedNamespaces, TopologyCounts,
-    ERR_REASON_AFFINITY_RULES_NOT_MATCH, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
-    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, PARALLEL_SCAN_MIN_NODES,
-    PRE_FILTER_STATE_KEY,
+    affinity_parse_error, incoming_matches_all, incoming_term_matches, resolve_namespaces,
+    InterPodAffinity, SelectedNamespaces, TopologyCounts, ERR_REASON_AFFINITY_RULES_NOT_MATCH,
+    ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
+    PARALLEL_SCAN_MIN_NODES, PRE_FILTER_STATE_KEY,
 };
 
 impl PreFilterPlugin for InterPodAffinity {
@@ -132,139 +142,415 @@ impl FilterPlugin for InterPodAffinity {
 
 impl InterPodAffinity {
     /// Per topology pair, the existing pods with a required anti-affinity term matching
-    /// `pod`, one count per matching term. Only nodes holding such pods are scanned.
+    /// `pod`, one count per matching term; from the cache, brought up to date with the
+    /// snapshot. One column per topology key of the existing pods' terms.
     fn existing_anti_affinity_counts(
         &self,
         pod: &PodInfo,
         namespace_labels: Option<&BTreeMap<String, String>>,
         snapshot: &Snapshot,
-    ) -> TopologyCounts {
-        let nodes: Vec<&NodeInfo> = snapshot
+    ) -> PairCounts {
+        if snapshot
             .have_pods_with_required_anti_affinity()
-            .map(|n| n.as_ref())
-            .collect();
-        let mut counts = TopologyCounts::default();
-        if nodes.is_empty() {
-            return counts;
+            .next()
+            .is_none()
+        {
+            return PairCounts::default();
         }
-        let chunks =
-            self.parallelizer
-                .map_chunks_from(nodes.len(), PARALLEL_SCAN_MIN_NODES, |range| {
-                    let mut pairs: Vec<PairCount<'_>> = Vec::new();
-                    for node in nodes.get(range).unwrap_or_default() {
-                        let labels = node.labels();
-                        for existing in &node.pods_with_required_anti_affinity {
-                            for term in &existing.required_anti_affinity_terms {
-                                if !term.matches(&pod.pod, namespace_labels) {
-                                    continue;
-                                }
-                                if let Some(value) = labels.get(&term.topology_key) {
-                                    push_pair(&mut pairs, &term.topology_key, value, 1);
-                                }
-                            }
-                        }
-                    }
-                    pairs
-                });
-        for (key, value, count) in chunks.into_iter().flatten() {
-            counts.add(key, value, count);
-        }
-        counts
+        // The topology keys of the terms, and the label keys their selectors look at.
+        let (keys, label_keys) = self.term_keys.get(snapshot);
+        let key = ExistingKey {
+            probe: Pod {
+                metadata: ObjectMeta {
+                    namespace: pod.pod.metadata.namespace.clone(),
+                    // Only the labels some selector looks at: pods of a workload whose
+                    // other labels differ (a StatefulSet's pod names) share the key.
+                    labels: pod.pod.metadata.labels.as_ref().map(|labels| {
+                        labels
+                            .iter()
+                            .filter(|(k, _)| label_keys.contains(k))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    }),
+                    ..ObjectMeta::default()
+                },
+                ..Pod::default()
+            },
+            namespace_labels: namespace_labels.cloned(),
+            keys: keys.clone(),
+        };
+        let tables = self.existing_cache.tables(
+            key,
+            snapshot.node_infos(),
+            &self.parallelizer,
+            PARALLEL_SCAN_MIN_NODES,
+        );
+        PairCounts::new(keys.into_iter().zip(tables).collect())
     }
 
     /// Per topology pair, the existing pods matching all of `pod`'s required affinity terms
-    /// (once per term) and those matching each of its required anti-affinity terms.
+    /// (once per term) and those matching each of its required anti-affinity terms; from
+    /// the cache, brought up to date with the snapshot.
     fn incoming_counts(
         &self,
         pod: &PodInfo,
         affinity_namespaces: &[SelectedNamespaces],
         anti_affinity_namespaces: &[SelectedNamespaces],
         snapshot: &Snapshot,
-    ) -> (TopologyCounts, TopologyCounts) {
-        let mut affinity_counts = TopologyCounts::default();
-        let mut anti_affinity_counts = TopologyCounts::default();
+    ) -> (PairCounts, PairCounts) {
         let affinity_terms = &pod.required_affinity_terms;
         let anti_terms = &pod.required_anti_affinity_terms;
         if affinity_terms.is_empty() && anti_terms.is_empty() {
-            return (affinity_counts, anti_affinity_counts);
+            return (PairCounts::default(), PairCounts::default());
         }
-        let nodes = snapshot.node_infos();
-        let chunks =
-            self.parallelizer
-                .map_chunks_from(nodes.len(), PARALLEL_SCAN_MIN_NODES, |range| {
-                    let mut affinity: Vec<PairCount<'_>> = Vec::new();
-                    let mut anti: Vec<PairCount<'_>> = Vec::new();
-                    // Matching pods per anti-affinity term, on the node being scanned.
-                    let mut anti_hits = vec![0i64; anti_terms.len()];
-                    for node in nodes.get(range).unwrap_or_default() {
-                        if node.pods.is_empty() {
-                            continue;
-                        }
-                        let mut affinity_hits = 0;
-                        anti_hits.fill(0);
-                        for existing in &node.pods {
-                            if incoming_matches_all(
-                                affinity_terms,
-                                affinity_namespaces,
-                                &existing.pod,
-                            ) {
-                                affinity_hits += 1;
-                            }
-                            for ((term, selected), hits) in anti_terms
-                                .iter()
-                                .zip(anti_affinity_namespaces)
-                                .zip(anti_hits.iter_mut())
-                            {
-                                if incoming_term_matches(term, selected, &existing.pod) {
-                                    *hits += 1;
-                                }
-                            }
-                        }
-                        let labels = node.labels();
-                        if affinity_hits > 0 {
-                            for term in affinity_terms {
-                                if let Some(value) = labels.get(&term.topology_key) {
-                                    push_pair(
-                                        &mut affinity,
-                                        &term.topology_key,
-                                        value,
-                                        affinity_hits,
-                                    );
-                                }
-                            }
-                        }
-                        for (term, &hits) in anti_terms.iter().zip(anti_hits.iter()) {
-                            if hits == 0 {
-                                continue;
-                            }
-                            if let Some(value) = labels.get(&term.topology_key) {
-                                push_pair(&mut anti, &term.topology_key, value, hits);
-                            }
-                        }
+        let key = IncomingKey::new(
+            affinity_terms,
+            affinity_namespaces,
+            anti_terms,
+            anti_affinity_namespaces,
+        );
+        let affinity_keys: Vec<String> = key.affinity_keys.iter().map(|(k, _)| k.clone()).collect();
+        let anti_keys = key.anti_keys.clone();
+        let mut tables = self
+            .cache
+            .tables(
+                key,
+                snapshot.node_infos(),
+                &self.parallelizer,
+                PARALLEL_SCAN_MIN_NODES,
+            )
+            .into_iter();
+        let affinity = PairCounts::new(affinity_keys.into_iter().zip(tables.by_ref()).collect());
+        let anti = PairCounts::new(anti_keys.into_iter().zip(tables).collect());
+        (affinity, anti)
+    }
+}
+
+/// What a node's counts for the incoming pod's required terms depend on besides the node:
+/// the terms and the namespaces their selectors resolved to. One column per distinct
+/// topology key: affinity keys first, then anti-affinity keys (terms sharing a key add up
+/// in the same pairs, as upstream's per-pair counts do).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct IncomingKey {
+    affinity_terms: Vec<AffinityTerm>,
+    affinity_namespaces: Vec<SelectedNamespaces>,
+    anti_terms: Vec<AffinityTerm>,
+    anti_namespaces: Vec<SelectedNamespaces>,
+    /// The distinct topology keys of the affinity terms, with how many terms have each.
+    affinity_keys: Vec<(String, i64)>,
+    /// The distinct topology keys of the anti-affinity terms.
+    anti_keys: Vec<String>,
+    /// Per anti-affinity term, the index of its key in `anti_keys`.
+    anti_columns: Vec<usize>,
+}
+
+impl IncomingKey {
+    fn new(
+        affinity_terms: &[AffinityTerm],
+        affinity_namespaces: &[SelectedNamespaces],
+        anti_terms: &[AffinityTerm],
+        anti_namespaces: &[SelectedNamespaces],
+    ) -> Self {
+        let mut affinity_keys: Vec<(String, i64)> = Vec::new();
+        for term in affinity_terms {
+            match affinity_keys
+                .iter_mut()
+                .find(|(k, _)| *k == term.topology_key)
+            {
+                Some((_, times)) => *times += 1,
+                None => affinity_keys.push((term.topology_key.clone(), 1)),
+            }
+        }
+        let mut anti_keys: Vec<String> = Vec::new();
+        let anti_columns = anti_terms
+            .iter()
+            .map(
+                |term| match anti_keys.iter().position(|k| *k == term.topology_key) {
+                    Some(i) => i,
+                    None => {
+                        anti_keys.push(term.topology_key.clone());
+                        anti_keys.len() - 1
                     }
-                    (affinity, anti)
-                });
-        for (affinity, anti) in chunks {
-            for (key, value, count) in affinity {
-                affinity_counts.add(key, value, count);
+                },
+            )
+            .collect();
+        IncomingKey {
+            affinity_terms: affinity_terms.to_vec(),
+            affinity_namespaces: affinity_namespaces.to_vec(),
+            anti_terms: anti_terms.to_vec(),
+            anti_namespaces: anti_namespaces.to_vec(),
+            affinity_keys,
+            anti_keys,
+            anti_columns,
+        }
+    }
+}
+
+impl node_cache::CountKey for IncomingKey {
+    fn columns(&self) -> usize {
+        self.affinity_keys.len() + self.anti_keys.len()
+    }
+
+    /// Affinity columns: the node's pods matching all affinity terms, times the terms with
+    /// that key. Anti-affinity columns: per term with that key, the node's pods matching it,
+    /// summed. `None` where nothing matched or the node lacks the key.
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+        let labels = node.labels();
+        let affinity_hits = if self.affinity_terms.is_empty() {
+            0
+        } else {
+            node.pods
+                .iter()
+                .filter(|p| {
+                    incoming_matches_all(&self.affinity_terms, &self.affinity_namespaces, &p.pod)
+                })
+                .count() as i64
+        };
+        for (key, times) in &self.affinity_keys {
+            f(match labels.get(key) {
+                Some(value) if affinity_hits > 0 => Some((value.as_str(), affinity_hits * times)),
+                _ => None,
+            });
+        }
+        for (column, key) in self.anti_keys.iter().enumerate() {
+            let Some(value) = labels.get(key).filter(|_| !node.pods.is_empty()) else {
+                f(None);
+                continue;
+            };
+            let hits: i64 = self
+                .anti_terms
+                .iter()
+                .zip(&self.anti_namespaces)
+                .zip(&self.anti_columns)
+                .filter(|(_, &c)| c == column)
+                .map(|((term, selected), _)| {
+                    node.pods
+                        .iter()
+                        .filter(|p| incoming_term_matches(term, selected, &p.pod))
+                        .count() as i64
+                })
+                .sum();
+            f((hits > 0).then_some((value.as_str(), hits)));
+        }
+    }
+}
+
+/// What a node's count of existing pods whose required anti-affinity matches the incoming
+/// pod depends on besides the node: the incoming pod's namespace and labels (all a term
+/// looks at), the labels of its namespace, and the topology keys the existing pods' terms
+/// use (one column each).
+/// Pods of several workloads share a key when they agree on the labels the terms select
+/// on.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ExistingKey {
+    /// A pod with only the incoming pod's namespace and the labels the terms' selectors
+    /// look at (a selector's verdict depends on no other label).
+    probe: Pod,
+    namespace_labels: Option<BTreeMap<String, String>>,
+    keys: Vec<String>,
+}
+
+impl node_cache::CountKey for ExistingKey {
+    fn columns(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Per key, the node's pods' required anti-affinity terms with that key matching the
+    /// incoming pod; `None` where none did or the node lacks the key.
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+        let labels = node.labels();
+        for key in &self.keys {
+            if node.pods_with_required_anti_affinity.is_empty() {
+                f(None);
+                continue;
             }
-            for (key, value, count) in anti {
-                anti_affinity_counts.add(key, value, count);
+            let Some(value) = labels.get(key) else {
+                f(None);
+                continue;
+            };
+            let hits = node
+                .pods_with_required_anti_affinity
+                .iter()
+                .flat_map(|p| &p.required_anti_affinity_terms)
+                .filter(|t| {
+                    t.topology_key == *key && t.matches(&self.probe, self.namespace_labels.as_ref())
+                })
+                .count() as i64;
+            f((hits > 0).then_some((value.as_str(), hits)));
+        }
+    }
+}
+
+/// The topology keys, and the label keys their selectors look at, of existing pods'
+/// required anti-affinity terms; kept across cycles and updated from the nodes whose
+/// `Arc<NodeInfo>` changed (as [`node_cache`] does; the nodes are held for the same
+/// reason). Keys of pods since gone stay until the node count changes or the keys pass
+/// [`MAX_TERM_KEYS`]: a superset is exact, since an extra column counts nothing and an
+/// extra label of the incoming pod changes no selector's verdict.
+#[derive(Debug, Default)]
+pub(super) struct TermKeys {
+    seen: Mutex<SeenTermKeys>,
+}
+
+/// Beyond this many keys, they are collected afresh.
+const MAX_TERM_KEYS: usize = 64;
+
+#[derive(Debug, Default)]
+struct SeenTermKeys {
+    nodes: Vec<Arc<NodeInfo>>,
+    topology: Vec<String>,
+    labels: Vec<String>,
+}
+
+impl TermKeys {
+    /// The topology keys (sorted, so that they do not depend on node order) and the label
+    /// keys of the terms on `snapshot`'s nodes.
+    fn get(&self, snapshot: &Snapshot) -> (Vec<String>, Vec<String>) {
+        // A panic while holding the lock leaves a superset at worst: still exact.
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = &mut *seen;
+        let nodes = snapshot.node_infos();
+        let afresh = seen.nodes.len() != nodes.len()
+            || seen.topology.len() + seen.labels.len() > MAX_TERM_KEYS;
+        if afresh {
+            *seen = SeenTermKeys::default();
+        }
+        let mut added = false;
+        for (i, node) in nodes.iter().enumerate() {
+            match seen.nodes.get_mut(i) {
+                Some(held) if Arc::ptr_eq(held, node) => continue,
+                Some(held) => *held = node.clone(),
+                None => seen.nodes.push(node.clone()),
+            }
+            for existing in &node.pods_with_required_anti_affinity {
+                for term in &existing.required_anti_affinity_terms {
+                    added |= push_new(&mut seen.topology, &term.topology_key);
+                    for r in term.selector.requirements() {
+                        added |= push_new(&mut seen.labels, &r.key);
+                    }
+                }
             }
         }
-        (affinity_counts, anti_affinity_counts)
+        if added {
+            seen.topology.sort_unstable();
+        }
+        (seen.topology.clone(), seen.labels.clone())
+    }
+}
+
+/// Appends `key` unless present; whether it was appended.
+fn push_new(keys: &mut Vec<String>, key: &str) -> bool {
+    if keys.iter().any(|k| k == key) {
+        return false;
+    }
+    keys.push(key.to_string());
+    true
+}
+
+/// The counts of existing pods' anti-affinity against the last few incoming pods' labels.
+pub(super) type ExistingCountCache = node_cache::CountCache<ExistingKey>;
+
+/// The counts of the last few workloads' required terms, kept across cycles.
+pub(super) type CountCache = node_cache::CountCache<IncomingKey>;
+
+/// Counts per topology pair of the incoming pod's required terms: the cached tables (one
+/// per distinct topology key) plus what AddPod/RemovePod changed in this cycle.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PairCounts {
+    columns: Vec<(String, DomainTable)>,
+    /// The cycle's changes, per pair.
+    changes: TopologyCounts,
+    /// How many pairs have a non-zero count.
+    nonzero: usize,
+}
+
+impl PairCounts {
+    fn new(columns: Vec<(String, DomainTable)>) -> Self {
+        // The cache only counts nodes with matching pods, so each present domain has a
+        // positive count.
+        let nonzero = columns.iter().map(|(_, t)| t.present()).sum();
+        PairCounts {
+            columns,
+            changes: TopologyCounts::default(),
+            nonzero,
+        }
+    }
+
+    fn get(&self, key: &str, value: &str) -> i64 {
+        let counted = self
+            .columns
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, t)| Some(t.count(t.id(value)?)))
+            .unwrap_or(0);
+        if self.changes.is_empty() {
+            counted
+        } else {
+            counted + self.changes.get(key, value)
+        }
+    }
+
+    /// Whether one of the node's pairs has a positive count.
+    pub(super) fn any_positive_on(&self, node_labels: &BTreeMap<String, String>) -> bool {
+        self.columns
+            .iter()
+            .map(|(k, _)| k)
+            .chain(self.changes.0.iter().map(|(k, _)| k))
+            .any(|key| {
+                node_labels
+                    .get(key)
+                    .is_some_and(|value| self.get(key, value) > 0)
+            })
+    }
+
+    /// Whether no pair has a non-zero count.
+    pub(super) fn is_empty(&self) -> bool {
+        self.nonzero == 0
+    }
+
+    pub(super) fn add(&mut self, key: &str, value: &str, delta: i64) {
+        let before = self.get(key, value) != 0;
+        self.changes.add(key, value, delta);
+        let after = self.get(key, value) != 0;
+        match (before, after) {
+            (false, true) => self.nonzero += 1,
+            (true, false) => self.nonzero = self.nonzero.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    /// The non-zero pairs, sorted: what counting afresh would give.
+    #[cfg(test)]
+    pub(super) fn sorted(&self) -> Vec<(String, String, i64)> {
+        let mut pairs: Vec<(String, String, i64)> = Vec::new();
+        for (key, table) in &self.columns {
+            for (id, _) in table.domains() {
+                let value = table.value(id);
+                pairs.push((key.clone(), value.to_string(), self.get(key, value)));
+            }
+        }
+        for (key, values) in &self.changes.0 {
+            for value in values.keys() {
+                if !pairs.iter().any(|(k, v, _)| k == key && v == value) {
+                    pairs.push((key.clone(), value.clone(), self.get(key, value)));
+                }
+            }
+        }
+        pairs.retain(|p| p.2 != 0);
+        pairs.sort();
+        pairs
     }
 }
 
 /// What PreFilter computes once per pod for Filter.
 #[derive(Debug, Clone)]
-struct PreFilterState {
+pub(super) struct PreFilterState {
     /// Existing pods whose required anti-affinity matches the incoming pod, per pair.
-    existing_anti_affinity_counts: TopologyCounts,
+    pub(super) existing_anti_affinity_counts: PairCounts,
     /// Existing pods matching all the incoming pod's required affinity terms, per pair.
-    affinity_counts: TopologyCounts,
+    pub(super) affinity_counts: PairCounts,
     /// Existing pods matching one of the incoming pod's required anti-affinity terms.
-    anti_affinity_counts: TopologyCounts,
+    pub(super) anti_affinity_counts: PairCounts,
     /// The namespaceSelectors of the incoming pod's required terms, resolved.
     affinity_namespaces: Vec<SelectedNamespaces>,
     anti_affinity_namespaces: Vec<SelectedNamespaces>,

@@ -9,6 +9,12 @@
 //! Filter then only looks the node's label values up in those counts. PreScore sums the
 //! weights per topology pair the same way and Score reads the node's pairs back.
 //!
+//! PreFilter's counts are kept across cycles (two caches of [`CAPACITY`] keys each, see
+//! [`helper::node_cache`](crate::helper::node_cache) for what they hold, plus the keys of
+//! existing pods' anti-affinity terms with one `Arc` per node), so that a stream
+//! of pods of one workload recounts only the nodes changed since the last cycle; the
+//! result is exactly what counting afresh gives.
+//!
 //! Terminating pods (with a deletionTimestamp) count like any other pod, as upstream.
 //!
 //! A term's namespaceSelector is matched against namespace labels: for the incoming pod's
@@ -35,6 +41,9 @@ use framework::{
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::helper::events::{node_change, same_uid};
+use crate::helper::node_cache::FxBuildHasher;
+#[cfg(doc)]
+use crate::helper::node_cache::CAPACITY;
 use crate::names;
 
 pub use args::{
@@ -68,6 +77,13 @@ const PARALLEL_SCAN_MIN_NODES: usize = 512;
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
     parallelizer: Parallelizer,
+    /// PreFilter's counts of the last few workloads' required terms, kept across cycles.
+    cache: filtering::CountCache,
+    /// PreFilter's counts of existing pods' required anti-affinity against the last few
+    /// incoming pods' labels, kept across cycles.
+    existing_cache: filtering::ExistingCountCache,
+    /// The keys existing pods' required anti-affinity terms use, kept across cycles.
+    term_keys: filtering::TermKeys,
 }
 
 /// Builds the plugin from `InterPodAffinityArgs` (absent: upstream's defaults).
@@ -83,6 +99,9 @@ pub fn new(
     Ok(Arc::new(InterPodAffinity {
         args,
         parallelizer: handle.parallelizer.clone(),
+        cache: filtering::CountCache::default(),
+        existing_cache: filtering::ExistingCountCache::default(),
+        term_keys: filtering::TermKeys::default(),
     }))
 }
 
@@ -230,11 +249,12 @@ fn is_schedulable_after_node_change(
 /// Counts (or summed weights) per topology pair, grouped by topology key and then keyed by
 /// value, so that Filter and Score look a node's pairs up by `&str` without building a key.
 /// A pod has a handful of topology keys at most: they are compared in a list, not hashed.
+/// Values are hashed with FxHash: Filter looks one up per node and key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct TopologyCounts(Vec<(String, HashMap<String, i64>)>);
+struct TopologyCounts(Vec<(String, HashMap<String, i64, FxBuildHasher>)>);
 
 impl TopologyCounts {
-    fn values(&self, key: &str) -> Option<&HashMap<String, i64>> {
+    fn values(&self, key: &str) -> Option<&HashMap<String, i64, FxBuildHasher>> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
@@ -250,11 +270,11 @@ impl TopologyCounts {
     }
 
     /// The values of `key`, created when absent.
-    fn values_mut(&mut self, key: &str) -> &mut HashMap<String, i64> {
+    fn values_mut(&mut self, key: &str) -> &mut HashMap<String, i64, FxBuildHasher> {
         let i = match self.0.iter().position(|(k, _)| k == key) {
             Some(i) => i,
             None => {
-                self.0.push((key.to_string(), HashMap::new()));
+                self.0.push((key.to_string(), HashMap::default()));
                 self.0.len() - 1
             }
         };
@@ -301,16 +321,6 @@ impl TopologyCounts {
             .filter_map(|(key, values)| values.get(node_labels.get(key)?))
             .sum()
     }
-
-    /// Whether one of the node's pairs has a positive count.
-    fn any_positive_on(&self, node_labels: &BTreeMap<String, String>) -> bool {
-        self.0.iter().any(|(key, values)| {
-            node_labels
-                .get(key)
-                .and_then(|v| values.get(v))
-                .is_some_and(|&c| c > 0)
-        })
-    }
 }
 
 /// A topology pair and a count, borrowed from the snapshot while a scan runs; merged into
@@ -330,7 +340,7 @@ fn push_pair<'a>(out: &mut Vec<PairCount<'a>>, key: &'a str, value: &'a str, del
 }
 
 /// The namespaces an incoming pod's term selects through its namespaceSelector.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum SelectedNamespaces {
     /// The term has no namespaceSelector: its `namespaces` only.
     None,

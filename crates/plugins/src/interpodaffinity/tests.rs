@@ -167,7 +167,13 @@ fn zoned(name: &str, zone: &str) -> NodeBuilder {
 }
 
 fn plugin_with(args: InterPodAffinityArgs, parallelizer: Parallelizer) -> InterPodAffinity {
-    InterPodAffinity { args, parallelizer }
+    InterPodAffinity {
+        args,
+        parallelizer,
+        cache: filtering::CountCache::default(),
+        existing_cache: filtering::ExistingCountCache::default(),
+        term_keys: filtering::TermKeys::default(),
+    }
 }
 
 fn plugin() -> InterPodAffinity {
@@ -349,6 +355,16 @@ fn two_zones() -> Vec<NodeBuilder> {
     vec![zoned("n1", "a"), zoned("n2", "a"), zoned("n3", "b"), make_node("bare")],
     ok(),
     vec![existing_no(), existing_no(), ok(), ok()]
+)]
+#[case::existing_pods_anti_affinity_on_a_label_the_others_lack(
+    web().label("pod-name", "a"),
+    vec![
+        running("db", "db", "n1").anti_affinity(vec![term(&[("app", "web")], HOST)]),
+        running("api", "api", "n3").anti_affinity(vec![term(&[("pod-name", "a")], ZONE)]),
+    ],
+    vec![zoned("n1", "a").label(HOST, "n1"), zoned("n2", "a"), zoned("n3", "b"), make_node("bare")],
+    ok(),
+    vec![existing_no(), ok(), existing_no(), ok()]
 )]
 #[case::existing_anti_affinity_not_matching_the_pod_skips(
     web(),
@@ -1111,13 +1127,220 @@ fn nodes_are_looked_up_by_their_own_pairs() {
     let n1: Node = zoned("n1", "a").obj();
     let n2: Node = zoned("n2", "b").obj();
     let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(
-        (
-            c.sum_on(&labels(&n1)),
-            c.sum_on(&labels(&n2)),
-            c.any_positive_on(&labels(&n1)),
-            c.any_positive_on(&labels(&n2))
-        ),
-        (2, 0, true, false)
+    assert_eq!((c.sum_on(&labels(&n1)), c.sum_on(&labels(&n2))), (2, 0));
+}
+
+#[test]
+fn cycle_changes_are_looked_up_by_the_node_pairs() {
+    let mut c = filtering::PairCounts::default();
+    c.add(ZONE, "a", 1);
+    c.add(HOST, "n2", 1);
+    c.add(HOST, "n2", -1);
+    let n1: Node = zoned("n1", "a").obj();
+    let n2: Node = zoned("n2", "b").label(HOST, "n2").obj();
+    let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
+    let positive = (
+        c.any_positive_on(&labels(&n1)),
+        c.any_positive_on(&labels(&n2)),
     );
+    c.add(ZONE, "a", -1);
+    assert_eq!((positive, c.is_empty()), ((true, false), true));
+}
+
+// ---- counts kept across cycles ----
+
+/// What one cycle observes for `pod`: PreFilter's status, its counts (affinity,
+/// anti-affinity, existing pods' anti-affinity) and Filter on every node; then the same
+/// after AddPod of `extra` on the first node and RemovePod of the first pod of the last
+/// node (changes to the cycle, not to the cache).
+type Pairs = Vec<(String, String, i64)>;
+type CycleView = (Status, Vec<[Pairs; 3]>, Vec<Vec<Status>>);
+
+fn cycle_view(
+    pl: &InterPodAffinity,
+    pod: &PodInfo,
+    extra: &Arc<PodInfo>,
+    snap: &Snapshot,
+) -> CycleView {
+    let mut state = CycleState::new();
+    let (_, status) = pl.pre_filter(&mut state, pod, snap);
+    let filter_all = |state: &CycleState| -> Vec<Status> {
+        snap.node_infos()
+            .iter()
+            .map(|n| pl.filter(state, pod, n))
+            .collect()
+    };
+    let counts = |state: &CycleState| -> [Pairs; 3] {
+        match state.read::<filtering::PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => [
+                s.affinity_counts.sorted(),
+                s.anti_affinity_counts.sorted(),
+                s.existing_anti_affinity_counts.sorted(),
+            ],
+            None => Default::default(),
+        }
+    };
+    if !status.is_success() {
+        return (status, Vec::new(), Vec::new());
+    }
+    let mut seen = vec![counts(&state)];
+    let mut filtered = vec![filter_all(&state)];
+    let nodes = snap.node_infos();
+    if let (Some(first), Some(last)) = (nodes.first(), nodes.last()) {
+        let _ = pl.add_pod(&mut state, pod, extra, first);
+        if let Some(gone) = last.pods.first() {
+            let _ = pl.remove_pod(&mut state, pod, gone, last);
+        }
+    }
+    seen.push(counts(&state));
+    filtered.push(filter_all(&state));
+    (status, seen, filtered)
+}
+
+/// One plugin kept across cycles against a fresh plugin each cycle, for eight incoming pods
+/// (more than the cache keeps), while pods are assumed and removed, older snapshots sharing
+/// nodes are scheduled against again, a node is relabelled and namespace labels change.
+#[test]
+fn cached_counts_equal_fresh_counts_across_cycles() {
+    let nodes: Vec<NodeBuilder> = (0..9)
+        .map(|i| zoned(&format!("n{i}"), &format!("z{}", i % 3)).label(HOST, &format!("n{i}")))
+        .chain([make_node("bare")])
+        .collect();
+    let mut snap = snapshot(
+        &nodes,
+        vec![
+            running("d0", "db", "n0"),
+            running("w0", "web", "n1").label("tier", "x"),
+            running("c0", "cache", "bare"),
+            running("o0", "db", "n4").namespace("other"),
+            running("a0", "api", "n2").anti_affinity(vec![term(&[("app", "web")], ZONE)]),
+            running("a2", "api", "n7").anti_affinity(vec![term(&[("pod-name", "a")], ZONE)]),
+            running("a1", "api", "n5")
+                .namespace("other")
+                .anti_affinity(vec![with_namespace_selector(
+                    term(&[("app", "web")], HOST),
+                    &[("team", "a")],
+                )]),
+        ],
+    );
+    snap.set_namespace_labels(ns_labels(&[("other", &[("team", "a")])]));
+    let incoming = [
+        web()
+            .affinity(vec![term(&[("app", "db")], ZONE)])
+            .anti_affinity(vec![term(&[("app", "web")], HOST)]),
+        web().anti_affinity(vec![
+            term(&[("app", "db")], ZONE),
+            term(&[("app", "cache")], ZONE),
+            term(&[("app", "web")], HOST),
+        ]),
+        web().affinity(vec![
+            term(&[("app", "web")], ZONE),
+            term(&[("tier", "x")], ZONE),
+        ]),
+        web().anti_affinity(vec![with_namespace_selector(
+            term(&[("app", "db")], ZONE),
+            &[("team", "a")],
+        )]),
+        web().affinity(vec![in_namespaces(
+            term(&[("app", "db")], HOST),
+            &["other"],
+        )]),
+        web().affinity(vec![term(&[("app", "web")], HOST)]),
+        make_pod("other").label("app", "db"),
+        web().label("pod-name", "a"),
+        web().label("pod-name", "b").label("tier", "x"),
+    ]
+    .map(PodBuilder::info);
+    let extra = running("extra", "web", "n0").label("tier", "x").info();
+    let cached = plugin();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    let mut older: Vec<Snapshot> = Vec::new();
+    for step in 0..30_usize {
+        let pod = &incoming[step % incoming.len()];
+        let at = |s: &Snapshot| {
+            (
+                cycle_view(&cached, pod, &extra, s),
+                cycle_view(&plugin(), pod, &extra, s),
+            )
+        };
+        let (g, w) = at(&snap);
+        got.push(g);
+        want.push(w);
+        if let Some(old) = older.get(step % 3) {
+            let (g, w) = at(old);
+            got.push(g);
+            want.push(w);
+        }
+        if step % 4 == 0 {
+            older.push(snap.clone());
+        }
+        let node = format!("n{}", (step * 5) % 9);
+        let name = format!("q{step}");
+        let app = ["db", "web", "cache"][step % 3];
+        match step % 5 {
+            0 | 1 => {
+                snap.assume_pod(running(&name, app, &node).info(), &node);
+            }
+            2 => {
+                // From step 7 on, a label key no earlier term selects on.
+                let first = if step >= 7 {
+                    ("tier", "x")
+                } else {
+                    ("app", "web")
+                };
+                let repelling = running(&name, "api", &node)
+                    .anti_affinity(vec![term(&[first], HOST), term(&[("app", app)], ZONE)]);
+                snap.assume_pod(repelling.info(), &node);
+            }
+            3 => {
+                snap.remove_pod(
+                    &format!("default/q{}", step - 3),
+                    &format!("n{}", ((step - 3) * 5) % 9),
+                );
+            }
+            _ => {
+                snap.assume_pod(
+                    running(&name, app, "bare").namespace("other").info(),
+                    "bare",
+                );
+            }
+        }
+        if step == 12 {
+            snap.set_namespace_labels(ns_labels(&[("default", &[("team", "a")])]));
+        }
+        if step == 20 {
+            // A relabelled node: every node is new to the cache.
+            let relabelled: Vec<NodeBuilder> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    if i == 2 {
+                        n.clone().label(ZONE, "z0")
+                    } else {
+                        n.clone()
+                    }
+                })
+                .collect();
+            let pods: Vec<Arc<PodInfo>> = snap
+                .node_infos()
+                .iter()
+                .flat_map(|n| n.pods.iter().cloned())
+                .collect();
+            let labels = ns_labels(&[("default", &[("team", "a")])]);
+            snap = Snapshot::new(
+                relabelled
+                    .iter()
+                    .map(|n| Arc::new(n.clone().obj()))
+                    .collect(),
+                pods,
+            );
+            snap.set_namespace_labels(labels);
+        }
+    }
+    assert_eq!(got, want);
+    // Every kind of count was seen, and AddPod/RemovePod changed some Filter outcomes.
+    for kind in 0..3 {
+        assert!(got.iter().flat_map(|v| &v.1).any(|c| !c[kind].is_empty()));
+    }
+    assert!(got.iter().any(|v| v.2.first() != v.2.last()));
 }

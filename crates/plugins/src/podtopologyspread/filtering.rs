@@ -18,7 +18,10 @@ use super::cache::{CountKey, DomainTable};
 use super::common::{
     constraints_of, has_all_keys, Constraint, Inclusion, RequiredNodeAffinity, DO_NOT_SCHEDULE,
 };
-use super::{PodTopologySpread, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH};
+use super::{
+    PodTopologySpread, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
+    MIN_PARALLEL_NODES,
+};
 use crate::helper::taints::pod_tolerations;
 
 /// CycleState key of [`PreFilterState`].
@@ -142,9 +145,12 @@ impl PodTopologySpread {
             true,
             false,
         );
-        let tables = self
-            .cache
-            .tables(key, snapshot.node_infos(), &self.handle.parallelizer);
+        let tables = self.cache.tables(
+            key,
+            snapshot.node_infos(),
+            &self.handle.parallelizer,
+            MIN_PARALLEL_NODES,
+        );
         let domains = tables.into_iter().map(Domains::new).collect();
         let labels = pod.labels();
         let self_match = constraints

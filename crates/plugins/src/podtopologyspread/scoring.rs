@@ -21,7 +21,7 @@ use super::common::{
     constraints_of, count_matching, has_all_keys, has_own_constraints, Constraint,
     RequiredNodeAffinity, SCHEDULE_ANYWAY,
 };
-use super::PodTopologySpread;
+use super::{PodTopologySpread, MIN_PARALLEL_NODES};
 use crate::helper::taints::pod_tolerations;
 
 /// CycleState key of [`PreScoreState`].
@@ -155,7 +155,9 @@ impl PodTopologySpread {
             require_all_keys,
             true,
         );
-        let tables = self.cache.tables(key, all, &self.handle.parallelizer);
+        let tables = self
+            .cache
+            .tables(key, all, &self.handle.parallelizer, MIN_PARALLEL_NODES);
 
         // The domains of the feasible nodes give each topology its weight: ids the counts
         // know, plus values no counted node has (their count is 0).

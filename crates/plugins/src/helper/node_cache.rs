@@ -1,0 +1,436 @@
+//! Per-node incremental counts, kept across scheduling cycles.
+//!
+//! Plugins that count matching pods per topology domain over the whole cluster
+//! (PodTopologySpread, InterPodAffinity) would walk every node and its pods on every
+//! cycle. At 5,000 nodes that costs most of a millisecond, nearly all of it waiting on
+//! memory (label maps and pods are scattered on the heap). Yet consecutive pods usually
+//! belong to one workload and count the same way, and between two cycles only a few nodes
+//! change (the one the last pod landed on). So the counts are kept per [`CountKey`]
+//! (everything a node's contribution depends on besides the node), with each node's
+//! contribution, and refreshed only for the nodes whose `Arc<NodeInfo>` is not the one
+//! counted.
+//!
+//! Why comparing pointers is enough: a snapshot never changes a `NodeInfo` it shares with
+//! someone else; it copies it (`Arc::make_mut`). The cache holds a reference to every node
+//! it counted, so a changed node always gets a new allocation, and the counted one cannot
+//! be freed and its address reused while the cache holds it. The price: a snapshot that
+//! would have updated a node in place copies it instead, as it does anyway when the
+//! scheduler cache shares its nodes.
+//!
+//! Memory: a [`CountCache`] keeps at most [`CAPACITY`] keys (least recently used dropped
+//! first). Per key: one `Arc` per node (8 bytes), 16 bytes per node and column for its
+//! contribution, and per column its domain values (one `String` per distinct value, twice)
+//! with two numbers each: at 5,000 nodes and one hostname column, about 0.5 MB per key.
+//! Besides, a key keeps alive the versions of the nodes changed since it was last used
+//! (the snapshot has replaced them) until its next use or eviction: at most one stale
+//! `NodeInfo` per node and key.
+//!
+//! The result is exactly what counting afresh gives; the plugins' tests compare the two.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex};
+
+use framework::{NodeInfo, Parallelizer};
+
+/// How many counting keys are kept: a few workloads scheduled interleaved all hit.
+pub const CAPACITY: usize = 4;
+
+/// A slot of a node that is no domain's member for that column.
+const NO_DOMAIN: u32 = u32::MAX;
+
+/// One node's contribution to one column: its domain id (or [`NO_DOMAIN`]) and its
+/// matching pods.
+type Slot = (u32, i64);
+
+/// rustc's FxHash: topology values are short strings from node labels, which cluster
+/// administrators control, so a fast hash beats SipHash's flooding resistance here.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0_u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0_u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FxBuildHasher = BuildHasherDefault<FxHasher>;
+
+/// Everything a node's contribution to the counts depends on, besides the node: two keys
+/// that compare equal must count every node the same way.
+pub trait CountKey: Clone + PartialEq + Send + Sync {
+    /// How many columns (count tables) a node contributes to.
+    fn columns(&self) -> usize;
+
+    /// Calls `f` exactly [`columns`](Self::columns) times, in column order, with the node's
+    /// domain and its count, or `None` when the node counts for no domain of that column.
+    fn contribute<'n>(&self, node: &'n NodeInfo, f: impl FnMut(Option<(&'n str, i64)>));
+}
+
+/// The domains of one column: topology value ↔ id, and per id the nodes counting for
+/// it and their matching pods. A domain exists while some node counts for it. Cloning is
+/// cheap: the value tables are shared, the per-id numbers are flat vectors.
+#[derive(Debug, Clone, Default)]
+pub struct DomainTable {
+    index: Arc<HashMap<String, u32, FxBuildHasher>>,
+    values: Arc<Vec<String>>,
+    nodes: Vec<u32>,
+    counts: Vec<i64>,
+    /// Ids with at least one node.
+    present: usize,
+}
+
+impl DomainTable {
+    /// The id of `value`, if it was ever a domain.
+    pub fn id(&self, value: &str) -> Option<u32> {
+        self.index.get(value).copied()
+    }
+
+    /// The matching pods of domain `id` (0 for an unknown id).
+    pub fn count(&self, id: u32) -> i64 {
+        self.counts.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// How many domains exist.
+    pub fn present(&self) -> usize {
+        self.present
+    }
+
+    /// How many ids there are (present or not).
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether there are no ids at all.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The topology value of `id`.
+    pub fn value(&self, id: u32) -> &str {
+        self.values.get(id as usize).map_or("", String::as_str)
+    }
+
+    /// The present domains with their counts, by id.
+    pub fn domains(&self) -> impl Iterator<Item = (u32, i64)> + '_ {
+        self.nodes
+            .iter()
+            .zip(&self.counts)
+            .enumerate()
+            .filter(|(_, (&n, _))| n > 0)
+            .map(|(id, (_, &c))| (id as u32, c))
+    }
+
+    /// Adds `delta` matching pods to domain `id`, without changing its nodes.
+    pub fn add_count(&mut self, id: u32, delta: i64) {
+        if let Some(c) = self.counts.get_mut(id as usize) {
+            *c += delta;
+        }
+    }
+
+    /// The domains with their counts, sorted by value.
+    #[cfg(test)]
+    pub fn sorted(&self) -> Vec<(String, i64)> {
+        let mut all: Vec<(String, i64)> = self
+            .domains()
+            .map(|(id, n)| (self.value(id).to_string(), n))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// Makes domain `id` exist even without nodes (what upstream's map does for a value it
+    /// is given a count for).
+    pub fn make_present(&mut self, id: u32) {
+        if let Some(n) = self.nodes.get_mut(id as usize) {
+            if *n == 0 {
+                *n = 1;
+                self.present += 1;
+            }
+        }
+    }
+
+    fn intern(&mut self, value: &str) -> u32 {
+        if let Some(id) = self.id(value) {
+            return id;
+        }
+        let id = u32::try_from(self.values.len()).unwrap_or(NO_DOMAIN - 1);
+        Arc::make_mut(&mut self.index).insert(value.to_string(), id);
+        Arc::make_mut(&mut self.values).push(value.to_string());
+        self.nodes.push(0);
+        self.counts.push(0);
+        id
+    }
+
+    /// Adds (`sign` 1) or removes (−1) one node's contribution to domain `id`.
+    fn apply(&mut self, id: u32, count: i64, sign: i64) {
+        let i = id as usize;
+        let (Some(nodes), Some(counts)) = (self.nodes.get_mut(i), self.counts.get_mut(i)) else {
+            return;
+        };
+        let before = *nodes;
+        *nodes = if sign > 0 {
+            before + 1
+        } else {
+            before.saturating_sub(1)
+        };
+        *counts += sign * count;
+        match (before, *nodes) {
+            (0, n) if n > 0 => self.present += 1,
+            (b, 0) if b > 0 => self.present -= 1,
+            _ => {}
+        }
+    }
+
+    /// Whether so many ids lost all their nodes (renamed or removed nodes) that recounting
+    /// from scratch is due.
+    fn is_stale(&self) -> bool {
+        self.values.len() > 2 * self.present + 64
+    }
+}
+
+/// The counts for one key, with each node's contribution.
+#[derive(Debug)]
+struct Entry<K> {
+    key: K,
+    /// The nodes counted, in snapshot order; held so that their addresses stay theirs.
+    nodes: Vec<Arc<NodeInfo>>,
+    /// Per node, per column.
+    slots: Vec<Slot>,
+    tables: Vec<DomainTable>,
+}
+
+/// The values of one chunk of nodes, numbered locally so that counting allocates and
+/// hashes nothing per node: a short list while the values are few (zones), a map beyond.
+#[derive(Debug, Default)]
+struct LocalIds<'a> {
+    values: Vec<&'a str>,
+    index: Option<HashMap<&'a str, u32, FxBuildHasher>>,
+}
+
+/// Values kept in a list before switching to a map.
+const FEW_VALUES: usize = 16;
+
+impl<'a> LocalIds<'a> {
+    fn id(&mut self, value: &'a str) -> u32 {
+        if let Some(index) = &mut self.index {
+            let next = self.values.len() as u32;
+            let id = *index.entry(value).or_insert(next);
+            if id == next {
+                self.values.push(value);
+            }
+            return id;
+        }
+        if let Some(i) = self.values.iter().position(|v| *v == value) {
+            return i as u32;
+        }
+        self.values.push(value);
+        if self.values.len() > FEW_VALUES {
+            self.index = Some(
+                self.values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (*v, i as u32))
+                    .collect(),
+            );
+        }
+        (self.values.len() - 1) as u32
+    }
+}
+
+impl<K: CountKey> Entry<K> {
+    /// Counts every node, in parallel chunks when there are many.
+    fn count(
+        key: K,
+        nodes: &[Arc<NodeInfo>],
+        parallelizer: &Parallelizer,
+        min_parallel: usize,
+    ) -> Self {
+        let k = key.columns();
+        let per_chunk: Vec<(Vec<LocalIds<'_>>, Vec<Slot>)> =
+            parallelizer.map_chunks_from(nodes.len(), min_parallel, |range| {
+                let mut locals: Vec<LocalIds<'_>> = (0..k).map(|_| LocalIds::default()).collect();
+                let mut slots = Vec::with_capacity(range.len() * k);
+                for node in &nodes[range] {
+                    let mut i = 0;
+                    key.contribute(node, |c| {
+                        slots.push(match (c, locals.get_mut(i)) {
+                            (Some((value, count)), Some(local)) => (local.id(value), count),
+                            _ => (NO_DOMAIN, 0),
+                        });
+                        i += 1;
+                    });
+                }
+                (locals, slots)
+            });
+        let mut tables: Vec<DomainTable> = (0..k).map(|_| DomainTable::default()).collect();
+        let mut slots = Vec::with_capacity(nodes.len() * k);
+        for (locals, chunk_slots) in per_chunk {
+            let global: Vec<Vec<u32>> = locals
+                .iter()
+                .zip(tables.iter_mut())
+                .map(|(local, table)| local.values.iter().map(|v| table.intern(v)).collect())
+                .collect();
+            for node_slots in chunk_slots.chunks(k.max(1)) {
+                for ((&(local, count), table), ids) in
+                    node_slots.iter().zip(tables.iter_mut()).zip(&global)
+                {
+                    match ids.get(local as usize) {
+                        Some(&id) => {
+                            table.apply(id, count, 1);
+                            slots.push((id, count));
+                        }
+                        None => slots.push((NO_DOMAIN, 0)),
+                    }
+                }
+            }
+        }
+        Entry {
+            key,
+            nodes: nodes.to_vec(),
+            slots,
+            tables,
+        }
+    }
+
+    /// Brings the counts up to date with `nodes`: recounts the nodes that are not the ones
+    /// counted, or everything when the node list changed length or most of it changed.
+    fn refresh(
+        &mut self,
+        nodes: &[Arc<NodeInfo>],
+        parallelizer: &Parallelizer,
+        min_parallel: usize,
+    ) {
+        let changed: Vec<usize> = if self.nodes.len() == nodes.len() {
+            self.nodes
+                .iter()
+                .zip(nodes)
+                .enumerate()
+                .filter(|(_, (a, b))| !Arc::ptr_eq(a, b))
+                .map(|(i, _)| i)
+                .collect()
+        } else {
+            (0..nodes.len()).collect()
+        };
+        if changed.is_empty() {
+            return;
+        }
+        if self.nodes.len() != nodes.len()
+            || changed.len() * 4 > nodes.len()
+            || self.tables.iter().any(DomainTable::is_stale)
+        {
+            *self = Entry::count(self.key.clone(), nodes, parallelizer, min_parallel);
+            return;
+        }
+        let k = self.key.columns();
+        for i in changed {
+            let (Some(node), Some(old)) = (nodes.get(i), self.slots.get_mut(i * k..(i + 1) * k))
+            else {
+                continue;
+            };
+            for (&(id, count), table) in old.iter().zip(self.tables.iter_mut()) {
+                if id != NO_DOMAIN {
+                    table.apply(id, count, -1);
+                }
+            }
+            let mut j = 0;
+            let tables = &mut self.tables;
+            self.key.contribute(node, |c| {
+                let new = match (c, tables.get_mut(j)) {
+                    (Some((value, count)), Some(table)) => {
+                        let id = table.intern(value);
+                        table.apply(id, count, 1);
+                        (id, count)
+                    }
+                    _ => (NO_DOMAIN, 0),
+                };
+                if let Some(slot) = old.get_mut(j) {
+                    *slot = new;
+                }
+                j += 1;
+            });
+            if let Some(held) = self.nodes.get_mut(i) {
+                *held = node.clone();
+            }
+        }
+    }
+}
+
+/// The counting keys of the last few workloads, most recently used last.
+pub struct CountCache<K> {
+    entries: Mutex<Vec<Entry<K>>>,
+}
+
+impl<K> Default for CountCache<K> {
+    fn default() -> Self {
+        CountCache {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for CountCache<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let entries = self.entries.lock().map_or(0, |e| e.len());
+        f.debug_struct("CountCache")
+            .field("entries", &entries)
+            .finish()
+    }
+}
+
+impl<K: CountKey> CountCache<K> {
+    /// Per column of `key`, its domains and counts over `nodes`; counted in parallel chunks
+    /// from `min_parallel` nodes on.
+    pub fn tables(
+        &self,
+        key: K,
+        nodes: &[Arc<NodeInfo>],
+        parallelizer: &Parallelizer,
+        min_parallel: usize,
+    ) -> Vec<DomainTable> {
+        // A panic while holding the lock leaves entries that are merely stale: refresh
+        // checks every node anyway.
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = match entries.iter().position(|e| e.key == key) {
+            Some(i) => {
+                let mut entry = entries.remove(i);
+                entry.refresh(nodes, parallelizer, min_parallel);
+                entry
+            }
+            None => {
+                if entries.len() >= CAPACITY {
+                    entries.remove(0);
+                }
+                Entry::count(key, nodes, parallelizer, min_parallel)
+            }
+        };
+        let tables = entry.tables.clone();
+        entries.push(entry);
+        tables
+    }
+}

@@ -69,8 +69,9 @@ pub const ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH: &str =
     "node(s) didn't match pod anti-affinity rules";
 
 /// Below this many nodes, PreFilter and PreScore scan on the calling thread: the per-node
-/// work is a few label comparisons, less than waking the pool costs.
-const PARALLEL_SCAN_MIN_NODES: usize = 512;
+/// work is a few label comparisons, less than waking the pool costs (measured on 2 cores:
+/// at 512 the 1,000-node PreScore scan made the cycle 50 µs slower in parallel).
+const PARALLEL_SCAN_MIN_NODES: usize = 2048;
 
 /// Upstream: interpodaffinity.InterPodAffinity.
 #[derive(Debug)]

@@ -55,7 +55,7 @@ pub const ERR_REASON_NODE_LABEL_NOT_MATCH: &str =
 
 /// Below this many nodes, counting runs on the calling thread: per node it is a few label
 /// lookups, cheaper than waking the pool.
-const MIN_PARALLEL_NODES: usize = 512;
+const MIN_PARALLEL_NODES: usize = 2048;
 
 /// Upstream: podtopologyspread.PodTopologySpread.
 #[derive(Debug)]

@@ -5,6 +5,7 @@
 pub mod events;
 pub mod node_cache;
 pub mod taints;
+pub mod validation;
 
 use framework::{NodeScore, Status, MAX_NODE_SCORE};
 

@@ -30,6 +30,7 @@ use serde::Deserialize;
 
 use crate::helper;
 use crate::helper::events::node_change;
+use crate::helper::validation::is_qualified_name_part;
 use crate::names;
 
 pub const NAME: &str = names::NODE_AFFINITY;
@@ -796,15 +797,6 @@ fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
         ));
     }
     errs
-}
-
-/// Matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
-fn is_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// Upstream validation.RegexError.

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as V1LabelSele
 use serde::Deserialize;
 
 use super::common::{Defaults, DO_NOT_SCHEDULE, SCHEDULE_ANYWAY};
+use crate::helper::validation::qualified_name_problems;
 
 /// `defaultingType` that uses upstream's built-in default constraints.
 pub const SYSTEM_DEFAULTING: &str = "System";
@@ -177,78 +178,4 @@ impl DefaultConstraint {
             match_label_keys: self.match_label_keys.clone(),
         }
     }
-}
-
-const QUALIFIED_NAME_RULE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const DNS_SUBDOMAIN_RULE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
-/// Upstream validation.IsQualifiedName (what metav1validation.ValidateLabelName reports, one
-/// error per problem): an optional DNS-subdomain prefix and `/`, then a name of at most 63
-/// characters.
-fn qualified_name_problems(value: &str) -> Vec<String> {
-    let parts: Vec<&str> = value.split('/').collect();
-    let mut problems = Vec::new();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                problems.push("prefix part must be non-empty".to_string());
-            } else {
-                problems.extend(
-                    dns_subdomain_problems(prefix)
-                        .into_iter()
-                        .map(|p| format!("prefix part {p}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            return vec![format!(
-                "a qualified name {QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            )];
-        }
-    };
-    if name.is_empty() {
-        problems.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        problems.push("name part must be no more than 63 characters".to_string());
-    }
-    if !is_qualified_name_part(name) {
-        problems.push(format!("name part {QUALIFIED_NAME_RULE}"));
-    }
-    problems
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, anchored.
-fn is_qualified_name_part(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => {
-            first.is_ascii_alphanumeric()
-                && last.is_ascii_alphanumeric()
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        }
-        _ => false,
-    }
-}
-
-/// Upstream validation.IsDNS1123Subdomain.
-fn dns_subdomain_problems(value: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    if value.len() > 253 {
-        problems.push("must be no more than 253 characters".to_string());
-    }
-    let label_ok = |label: &str| {
-        let bytes = label.as_bytes();
-        let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-        bytes.first().is_some_and(edge)
-            && bytes.last().is_some_and(edge)
-            && bytes.iter().all(|b| edge(b) || *b == b'-')
-    };
-    if !value.split('.').all(label_ok) {
-        problems.push(DNS_SUBDOMAIN_RULE.to_string());
-    }
-    problems
 }

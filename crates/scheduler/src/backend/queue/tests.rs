@@ -807,3 +807,30 @@ fn pod_handed_back_without_being_popped_is_retried_after_backoff() {
         .expect("p");
     assert_eq!(where_is(&q, "p"), Some(QueueName::Backoff));
 }
+
+#[test]
+fn each_pod_is_asked_about_through_its_own_profile() {
+    let clock = FakeClock::new();
+    let default = framework(DEFAULT_SCHEDULER_NAME, probes());
+    let other = framework(
+        "other",
+        vec![probe(
+            "OtherNodeAdd",
+            vec![ClusterEventWithHint::new(
+                EventResource::Node,
+                ActionType::ADD,
+            )],
+        )],
+    );
+    let mut q = PriorityQueue::new(vec![default, other], Arc::new(clock.clone()), config());
+    q.add(make_pod("mine").info());
+    clock.advance(Duration::from_millis(1));
+    q.add(make_pod("theirs").scheduler_name("other").info());
+    // Both rejected by a plugin only the "other" profile runs.
+    reject(&mut q, "mine", &["OtherNodeAdd"]);
+    reject(&mut q, "theirs", &["OtherNodeAdd"]);
+    clock.advance(Duration::from_secs(2));
+    node_add(&mut q, make_node("n").obj());
+    assert_eq!(where_is(&q, "mine"), Some(QueueName::Unschedulable));
+    assert_eq!(where_is(&q, "theirs"), Some(QueueName::Active));
+}

@@ -22,6 +22,20 @@
 //! The queue is a plain value: the scheduler wraps it in a lock and wakes its loop itself.
 //! Nothing here blocks, sleeps or reads the wall clock; time comes from the injected
 //! [`Clock`].
+//!
+//! Where this differs from upstream, on purpose:
+//! - pods are keyed by UID (namespace/name without one), upstream's heaps by namespace/name;
+//! - an update of a waiting pod that [`is_pod_updated`] finds irrelevant (status,
+//!   resourceVersion, …) is not offered to hints at all (upstream, with hints on, offers it
+//!   as UpdatePodOther);
+//! - a pod deleted while in flight is not brought back by its failed attempt (upstream
+//!   relies on the caller checking the informer);
+//! - one backoffQ heap holds both rejected and errored pods (upstream keeps two heaps with
+//!   the same order); no 1-second backoff windows, and `pop` never takes from backoffQ
+//!   when activeQ is empty (upstream's SchedulerPopFromBackoffQ);
+//! - AssignedPod events are offered to every waiting pod (upstream first narrows them to
+//!   pods with a matching affinity term or a PodTopologySpread rejection; the hints give
+//!   the same answer, only slower).
 
 mod heap;
 mod nominator;

@@ -959,7 +959,11 @@ fn scaled_down(old: &framework::Resource, new: &framework::Resource) -> bool {
 /// capped at the maximum, `n` being the consecutive errors if the last attempts errored,
 /// else the rejections. Upstream: backoffQueue.calculateBackoffDuration.
 fn backoff_expiry(config: QueueConfig, entry: &Entry) -> Instant {
-    entry.qpi.timestamp + backoff_duration(config, entry.counts)
+    let t = entry.qpi.timestamp;
+    // A configured maximum too large for an Instant means "practically never".
+    t.checked_add(backoff_duration(config, entry.counts))
+        .or_else(|| t.checked_add(Duration::from_secs(u64::from(u32::MAX))))
+        .unwrap_or(t)
 }
 
 fn backoff_duration(config: QueueConfig, counts: Counts) -> Duration {

@@ -836,3 +836,23 @@ fn each_pod_is_asked_about_through_its_own_profile() {
     assert_eq!(where_is(&q, "mine"), Some(QueueName::Unschedulable));
     assert_eq!(where_is(&q, "theirs"), Some(QueueName::Active));
 }
+
+#[test]
+fn absurd_max_backoff_does_not_overflow() {
+    let clock = FakeClock::new();
+    let huge = QueueConfig {
+        pod_initial_backoff: Duration::MAX,
+        pod_max_backoff: Duration::MAX,
+        ..config()
+    };
+    let mut q = PriorityQueue::new(
+        vec![framework(DEFAULT_SCHEDULER_NAME, probes())],
+        Arc::new(clock.clone()),
+        huge,
+    );
+    q.add(make_pod("p").info());
+    reject(&mut q, "p", &["NodeAdd"]);
+    node_add(&mut q, make_node("n").obj());
+    q.flush_backoff_completed();
+    assert_eq!(where_is(&q, "p"), Some(QueueName::Backoff));
+}

@@ -61,6 +61,9 @@ pub struct Snapshot {
     /// Services and controllers, for default topology spreading. Shared: they change
     /// rarely and every snapshot of a cycle reads the same ones.
     workloads: Arc<Workloads>,
+    /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
+    /// the scheduler cache copies in only NodeInfos changed since.
+    generation: u64,
 }
 
 /// The zone key of a node: region and zone labels, or "" when it has neither.
@@ -244,6 +247,50 @@ impl Snapshot {
         self.have_pods_with_required_anti_affinity
             .iter()
             .map(|&i| &self.node_info_list[i])
+    }
+
+    /// The newest cache generation this snapshot reflects; see
+    /// [`set_generation`](Self::set_generation).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Records that this snapshot now reflects every cache change up to generation `g`.
+    /// Only the scheduler cache's incremental update sets it.
+    pub fn set_generation(&mut self, g: u64) {
+        self.generation = g;
+    }
+
+    /// Replaces the NodeInfo of the node with `info`'s name, keeping its position (an
+    /// incremental update: the node list order is unchanged). The affinity lists follow
+    /// when the node starts or stops having pods with (anti-)affinity. Returns false, and
+    /// changes nothing, when the snapshot has no such node.
+    pub fn replace_node_info(&mut self, info: Arc<NodeInfo>) -> bool {
+        let Some(&i) = self.index.get(info.name()) else {
+            return false;
+        };
+        let old = &self.node_info_list[i];
+        let flips = old.pods_with_affinity.is_empty() != info.pods_with_affinity.is_empty()
+            || old.pods_with_required_anti_affinity.is_empty()
+                != info.pods_with_required_anti_affinity.is_empty();
+        self.node_info_list[i] = info;
+        if flips {
+            self.rebuild_affinity_lists();
+        }
+        true
+    }
+
+    /// Replaces the whole node list with `list`, taken as given (node-tree order, image
+    /// states already set), and rebuilds the name index and the affinity lists. Used by the
+    /// scheduler cache when nodes were added or removed or changed zone.
+    pub fn set_node_infos(&mut self, list: Vec<Arc<NodeInfo>>) {
+        self.index = list
+            .iter()
+            .enumerate()
+            .map(|(i, ni)| (ni.name().to_string(), i))
+            .collect();
+        self.node_info_list = list;
+        self.rebuild_affinity_lists();
     }
 
     /// Places `pod` on node `node` (as the cache does when a pod is assumed): only that

@@ -7,6 +7,7 @@
 //! **Invariant:** the scheduling core never talks HTTP; it reads a [`framework::Snapshot`]
 //! and reports decisions as values.
 
+pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod profile;

@@ -197,42 +197,57 @@ impl Cache {
 
     fn set_node(&mut self, node: Arc<Node>) {
         let name = node_name(&node).to_string();
-        if let Some(e) = self.nodes.get(&name).filter(|e| e.has_node) {
-            let old = e.info.node_arc().clone();
-            self.drop_images(&name, &old);
-        }
+        let old_images: HashSet<String> = self
+            .nodes
+            .get(&name)
+            .filter(|e| e.has_node)
+            .map(|e| node_images(e.info.node()).into_keys().collect())
+            .unwrap_or_default();
         if self.tree.add_node(&node) {
             self.tree_generation = next_generation();
         }
+        // Only images this node gained or lost change counts on other nodes; a status
+        // update with the same images (the usual heartbeat) touches no other node.
         let images = node_images(&node);
-        for img in images.keys() {
+        for img in old_images.iter().filter(|i| !images.contains_key(*i)) {
+            self.forget_image(&name, img);
+        }
+        for img in images.keys().filter(|i| !old_images.contains(*i)) {
             self.images
                 .entry(img.clone())
                 .or_default()
                 .insert(name.clone());
             self.dirty_images.insert(img.clone());
         }
+        let states: HashMap<String, ImageStateSummary> = images
+            .into_iter()
+            .map(|(img, size)| {
+                let num_nodes = self.images.get(&img).map_or(1, HashSet::len);
+                (img, ImageStateSummary { size, num_nodes })
+            })
+            .collect();
         self.modify_node(&name, |e| {
             e.has_node = true;
             let ni = Arc::make_mut(&mut e.info);
             ni.set_node(node);
-            // Counts are filled in by `refresh_images` before the next snapshot.
-            ni.image_states = images
-                .into_iter()
-                .map(|(n, size)| (n, ImageStateSummary { size, num_nodes: 0 }))
-                .collect();
+            ni.image_states = states;
         });
+    }
+
+    /// Node `name` no longer has image `img`.
+    fn forget_image(&mut self, name: &str, img: &str) {
+        if let Some(set) = self.images.get_mut(img) {
+            set.remove(name);
+            if set.is_empty() {
+                self.images.remove(img);
+            }
+        }
+        self.dirty_images.insert(img.to_string());
     }
 
     fn drop_images(&mut self, name: &str, node: &Node) {
         for img in node_images(node).into_keys() {
-            if let Some(set) = self.images.get_mut(&img) {
-                set.remove(name);
-                if set.is_empty() {
-                    self.images.remove(&img);
-                }
-            }
-            self.dirty_images.insert(img);
+            self.forget_image(name, &img);
         }
     }
 
@@ -483,7 +498,7 @@ impl Cache {
             .pods
             .iter()
             .filter(|(_, st)| {
-                st.assumed && st.binding_finished && st.deadline.is_some_and(|d| now >= d)
+                st.assumed && st.binding_finished && st.deadline.is_some_and(|d| now > d)
             })
             .map(|(uid, _)| uid.clone())
             .collect();

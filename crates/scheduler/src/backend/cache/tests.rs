@@ -735,3 +735,29 @@ fn check(c: &Cache, m: &Model, s: &Snapshot, step: usize) {
     assert_eq!(c.pod_count(), m.pods.len(), "step {step}");
     assert_eq!(c.assumed_pod_count(), m.assumed.len(), "step {step}");
 }
+
+#[test]
+fn node_update_with_the_same_images_touches_no_other_node() {
+    let (mut c, _) = cache(0);
+    let n1 = Arc::new(make_node("n1").image(&["nginx"], 10).obj());
+    c.add_node(n1.clone());
+    c.add_node(Arc::new(make_node("n2").image(&["nginx"], 10).obj()));
+    let mut s = Snapshot::default();
+    c.update_snapshot(&mut s);
+    let before = s.clone();
+    c.update_node(
+        &n1,
+        Arc::new(make_node("n1").image(&["nginx"], 10).label("x", "y").obj()),
+    );
+    c.update_snapshot(&mut s);
+    let same: Vec<bool> = before
+        .node_infos()
+        .iter()
+        .zip(s.node_infos())
+        .map(|(a, b)| Arc::ptr_eq(a, b))
+        .collect();
+    assert_eq!(
+        (same, s.get("n1").map(|n| n.labels().get("x").cloned())),
+        (vec![false, true], Some(Some("y".to_string())))
+    );
+}

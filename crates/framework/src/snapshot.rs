@@ -441,4 +441,75 @@ mod tests {
             .collect();
         assert_eq!(shared, vec![true, false]);
     }
+
+    #[test]
+    fn replace_node_info_keeps_order_and_follows_affinity() {
+        use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity};
+        let mut snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("n1").obj()),
+                Arc::new(make_node("n2").obj()),
+            ],
+            [],
+        );
+        let anti = make_pod("p")
+            .with(|p| {
+                if let Some(spec) = p.spec.as_mut() {
+                    spec.affinity = Some(Affinity {
+                        pod_anti_affinity: Some(PodAntiAffinity {
+                            required_during_scheduling_ignored_during_execution: Some(vec![
+                                PodAffinityTerm {
+                                    topology_key: "kubernetes.io/hostname".into(),
+                                    ..Default::default()
+                                },
+                            ]),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    });
+                }
+            })
+            .info();
+        let mut n2 = (**snap.get("n2").unwrap()).clone();
+        n2.add_pod(anti);
+        let n2 = Arc::new(n2);
+        let unknown = Arc::new(NodeInfo::new(Arc::new(make_node("n9").obj())));
+        let replaced = (
+            snap.replace_node_info(n2.clone()),
+            snap.replace_node_info(unknown),
+        );
+        let names: Vec<&str> = snap.node_infos().iter().map(|n| n.name()).collect();
+        let anti_nodes: Vec<&str> = snap
+            .have_pods_with_required_anti_affinity()
+            .map(|n| n.name())
+            .collect();
+        assert_eq!(
+            (
+                replaced,
+                names,
+                anti_nodes,
+                Arc::ptr_eq(snap.get("n2").unwrap(), &n2)
+            ),
+            ((true, false), vec!["n1", "n2"], vec!["n2"], true)
+        );
+    }
+
+    #[test]
+    fn set_node_infos_reindexes() {
+        let mut snap = Snapshot::new(vec![Arc::new(make_node("n1").obj())], []);
+        snap.set_generation(7);
+        snap.set_node_infos(vec![
+            Arc::new(NodeInfo::new(Arc::new(make_node("b").obj()))),
+            Arc::new(NodeInfo::new(Arc::new(make_node("a").obj()))),
+        ]);
+        assert_eq!(
+            (
+                snap.position("a"),
+                snap.position("b"),
+                snap.get("n1").is_some(),
+                snap.generation()
+            ),
+            (Some(1), Some(0), false, 7)
+        );
+    }
 }

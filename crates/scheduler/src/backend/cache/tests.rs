@@ -597,7 +597,13 @@ struct Model {
     /// Pods counted (added or assumed), by name.
     pods: BTreeMap<String, Arc<Pod>>,
     assumed: BTreeMap<String, Arc<Pod>>,
+    /// Assumed pods whose binding finished, with their deadline in seconds of fake time.
+    deadlines: BTreeMap<String, u64>,
+    now: u64,
 }
+
+/// The TTL of the property test's cache, in seconds.
+const TTL: u64 = 10;
 
 #[rstest]
 #[case(1)]
@@ -607,12 +613,12 @@ struct Model {
 fn incremental_snapshot_equals_full_rebuild(#[case] seed: u64) {
     const NODES: usize = 8;
     let mut rng = SmallRng::seed_from_u64(seed);
-    let (mut c, _) = cache(0);
+    let (mut c, clock) = cache(TTL);
     let mut m = Model::default();
     let mut s = Snapshot::default();
     let mut next_pod = 0;
     for step in 0..400 {
-        match rng.random_range(0..10) {
+        match rng.random_range(0..12) {
             0 | 1 => {
                 let i = rng.random_range(0..NODES);
                 let n = random_node(&mut rng, i);
@@ -650,6 +656,7 @@ fn incremental_snapshot_equals_full_rebuild(#[case] seed: u64) {
                 let idx: usize = name[1..].parse().unwrap();
                 let mut new = random_pod(&mut rng, idx, NODES);
                 if m.assumed.remove(&key).is_some() {
+                    m.deadlines.remove(&key);
                     c.add_pod(new.clone()).unwrap();
                 } else {
                     let mut obj = (*new).clone();
@@ -667,6 +674,7 @@ fn incremental_snapshot_equals_full_rebuild(#[case] seed: u64) {
                 };
                 let p = m.pods.remove(&key).unwrap();
                 m.assumed.remove(&key);
+                m.deadlines.remove(&key);
                 c.remove_pod(&p).unwrap();
             }
             7 => {
@@ -675,7 +683,38 @@ fn incremental_snapshot_equals_full_rebuild(#[case] seed: u64) {
                 };
                 let p = m.assumed.remove(&key).unwrap();
                 m.pods.remove(&key);
+                m.deadlines.remove(&key);
                 c.forget_pod(&pod_uid(&p)).unwrap();
+            }
+            8 => {
+                let Some(key) = pick(&mut rng, &m.assumed) else {
+                    continue;
+                };
+                c.finish_binding(&pod_uid(&m.assumed[&key])).unwrap();
+                m.deadlines.insert(key, m.now + TTL);
+            }
+            9 => {
+                let secs = rng.random_range(1..6);
+                clock.advance(Duration::from_secs(secs));
+                m.now += secs;
+                let mut expired: Vec<String> = c
+                    .cleanup_assumed_pods()
+                    .iter()
+                    .map(|p| p.key.clone())
+                    .collect();
+                expired.sort();
+                let want: Vec<String> = m
+                    .deadlines
+                    .iter()
+                    .filter(|(_, d)| m.now > **d)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in &want {
+                    m.deadlines.remove(k);
+                    m.assumed.remove(k);
+                    m.pods.remove(k);
+                }
+                assert_eq!(expired, want, "step {step}");
             }
             _ => {
                 c.update_snapshot(&mut s);

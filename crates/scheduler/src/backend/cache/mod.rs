@@ -471,7 +471,18 @@ impl Cache {
             Some(st) if st.assumed => Err(CacheError::UpdateOfAssumed {
                 pod: st.pod.key.clone(),
             }),
-            Some(_) => {
+            Some(st) => {
+                let assigned = new
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty());
+                if !assigned && !is_terminal(&new) {
+                    // spec.nodeName cannot be cleared; refuse rather than lose the pod.
+                    return Err(CacheError::NotAssigned {
+                        pod: st.pod.key.clone(),
+                    });
+                }
                 self.drop_pod(&uid);
                 if is_terminal(&new) {
                     return Ok(());

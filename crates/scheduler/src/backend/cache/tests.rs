@@ -800,3 +800,21 @@ fn node_update_with_the_same_images_touches_no_other_node() {
         (vec![false, true], Some(Some("y".to_string())))
     );
 }
+
+#[test]
+fn update_clearing_the_node_name_is_refused_and_changes_nothing() {
+    let (mut c, _) = cache(0);
+    c.add_node(node("n1"));
+    c.add_pod(pod("web-1", "n1")).unwrap();
+    let before = c.dump();
+    let res = c.update_pod(&pod("web-1", "n1"), Arc::new(make_pod("web-1").obj()));
+    assert_eq!(
+        (res, c.dump()),
+        (
+            Err(CacheError::NotAssigned {
+                pod: "default/web-1".into()
+            }),
+            before
+        )
+    );
+}

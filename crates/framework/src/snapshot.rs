@@ -294,11 +294,14 @@ impl Snapshot {
     }
 
     /// Places `pod` on node `node` (as the cache does when a pod is assumed): only that
-    /// NodeInfo is copied. Returns false when there is no such node.
+    /// NodeInfo is copied. Returns false when there is no such node. The snapshot then
+    /// differs from the cache it came from, so its generation is reset: the cache's next
+    /// update refreshes it whole.
     pub fn assume_pod(&mut self, pod: Arc<PodInfo>, node: &str) -> bool {
         let Some(&i) = self.index.get(node) else {
             return false;
         };
+        self.generation = 0;
         let had_affinity = !self.node_info_list[i].pods_with_affinity.is_empty();
         let had_anti = !self.node_info_list[i]
             .pods_with_required_anti_affinity
@@ -313,7 +316,8 @@ impl Snapshot {
         true
     }
 
-    /// Removes the pod with `key` from node `node`; returns whether it was there.
+    /// Removes the pod with `key` from node `node`; returns whether it was there. Like
+    /// [`assume_pod`](Self::assume_pod), resets the generation.
     pub fn remove_pod(&mut self, key: &str, node: &str) -> bool {
         let Some(&i) = self.index.get(node) else {
             return false;
@@ -321,6 +325,7 @@ impl Snapshot {
         if !self.node_info_list[i].pods.iter().any(|p| p.key == key) {
             return false;
         }
+        self.generation = 0;
         Arc::make_mut(&mut self.node_info_list[i]).remove_pod(key);
         self.rebuild_affinity_lists();
         true

@@ -818,3 +818,16 @@ fn update_clearing_the_node_name_is_refused_and_changes_nothing() {
         )
     );
 }
+
+#[test]
+fn a_snapshot_edited_outside_the_cache_is_refreshed_whole() {
+    let (mut c, _) = cache(0);
+    c.add_node(node("n1"));
+    c.add_node(node("n2"));
+    let mut s = Snapshot::default();
+    c.update_snapshot(&mut s);
+    // A cycle placed a pod in its snapshot but the cache never heard of it.
+    s.assume_pod(info("web-1", "n1"), "n1");
+    c.update_snapshot(&mut s);
+    assert_eq!(s.get("n1").map(|n| n.pods.len()), Some(0));
+}

@@ -61,6 +61,9 @@ pub struct Snapshot {
     /// Services and controllers, for default topology spreading. Shared: they change
     /// rarely and every snapshot of a cycle reads the same ones.
     workloads: Arc<Workloads>,
+    /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
+    /// the scheduler cache copies in only NodeInfos changed since.
+    generation: u64,
 }
 
 /// The zone key of a node: region and zone labels, or "" when it has neither.
@@ -246,12 +249,59 @@ impl Snapshot {
             .map(|&i| &self.node_info_list[i])
     }
 
+    /// The newest cache generation this snapshot reflects; see
+    /// [`set_generation`](Self::set_generation).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Records that this snapshot now reflects every cache change up to generation `g`.
+    /// Only the scheduler cache's incremental update sets it.
+    pub fn set_generation(&mut self, g: u64) {
+        self.generation = g;
+    }
+
+    /// Replaces the NodeInfo of the node with `info`'s name, keeping its position (an
+    /// incremental update: the node list order is unchanged). The affinity lists follow
+    /// when the node starts or stops having pods with (anti-)affinity. Returns false, and
+    /// changes nothing, when the snapshot has no such node.
+    pub fn replace_node_info(&mut self, info: Arc<NodeInfo>) -> bool {
+        let Some(&i) = self.index.get(info.name()) else {
+            return false;
+        };
+        let old = &self.node_info_list[i];
+        let flips = old.pods_with_affinity.is_empty() != info.pods_with_affinity.is_empty()
+            || old.pods_with_required_anti_affinity.is_empty()
+                != info.pods_with_required_anti_affinity.is_empty();
+        self.node_info_list[i] = info;
+        if flips {
+            self.rebuild_affinity_lists();
+        }
+        true
+    }
+
+    /// Replaces the whole node list with `list`, taken as given (node-tree order, image
+    /// states already set), and rebuilds the name index and the affinity lists. Used by the
+    /// scheduler cache when nodes were added or removed or changed zone.
+    pub fn set_node_infos(&mut self, list: Vec<Arc<NodeInfo>>) {
+        self.index = list
+            .iter()
+            .enumerate()
+            .map(|(i, ni)| (ni.name().to_string(), i))
+            .collect();
+        self.node_info_list = list;
+        self.rebuild_affinity_lists();
+    }
+
     /// Places `pod` on node `node` (as the cache does when a pod is assumed): only that
-    /// NodeInfo is copied. Returns false when there is no such node.
+    /// NodeInfo is copied. Returns false when there is no such node. The snapshot then
+    /// differs from the cache it came from, so its generation is reset: the cache's next
+    /// update refreshes it whole.
     pub fn assume_pod(&mut self, pod: Arc<PodInfo>, node: &str) -> bool {
         let Some(&i) = self.index.get(node) else {
             return false;
         };
+        self.generation = 0;
         let had_affinity = !self.node_info_list[i].pods_with_affinity.is_empty();
         let had_anti = !self.node_info_list[i]
             .pods_with_required_anti_affinity
@@ -266,7 +316,8 @@ impl Snapshot {
         true
     }
 
-    /// Removes the pod with `key` from node `node`; returns whether it was there.
+    /// Removes the pod with `key` from node `node`; returns whether it was there. Like
+    /// [`assume_pod`](Self::assume_pod), resets the generation.
     pub fn remove_pod(&mut self, key: &str, node: &str) -> bool {
         let Some(&i) = self.index.get(node) else {
             return false;
@@ -274,6 +325,7 @@ impl Snapshot {
         if !self.node_info_list[i].pods.iter().any(|p| p.key == key) {
             return false;
         }
+        self.generation = 0;
         Arc::make_mut(&mut self.node_info_list[i]).remove_pod(key);
         self.rebuild_affinity_lists();
         true
@@ -393,5 +445,76 @@ mod tests {
             .map(|(a, b)| Arc::ptr_eq(a, b))
             .collect();
         assert_eq!(shared, vec![true, false]);
+    }
+
+    #[test]
+    fn replace_node_info_keeps_order_and_follows_affinity() {
+        use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity};
+        let mut snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("n1").obj()),
+                Arc::new(make_node("n2").obj()),
+            ],
+            [],
+        );
+        let anti = make_pod("p")
+            .with(|p| {
+                if let Some(spec) = p.spec.as_mut() {
+                    spec.affinity = Some(Affinity {
+                        pod_anti_affinity: Some(PodAntiAffinity {
+                            required_during_scheduling_ignored_during_execution: Some(vec![
+                                PodAffinityTerm {
+                                    topology_key: "kubernetes.io/hostname".into(),
+                                    ..Default::default()
+                                },
+                            ]),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    });
+                }
+            })
+            .info();
+        let mut n2 = (**snap.get("n2").unwrap()).clone();
+        n2.add_pod(anti);
+        let n2 = Arc::new(n2);
+        let unknown = Arc::new(NodeInfo::new(Arc::new(make_node("n9").obj())));
+        let replaced = (
+            snap.replace_node_info(n2.clone()),
+            snap.replace_node_info(unknown),
+        );
+        let names: Vec<&str> = snap.node_infos().iter().map(|n| n.name()).collect();
+        let anti_nodes: Vec<&str> = snap
+            .have_pods_with_required_anti_affinity()
+            .map(|n| n.name())
+            .collect();
+        assert_eq!(
+            (
+                replaced,
+                names,
+                anti_nodes,
+                Arc::ptr_eq(snap.get("n2").unwrap(), &n2)
+            ),
+            ((true, false), vec!["n1", "n2"], vec!["n2"], true)
+        );
+    }
+
+    #[test]
+    fn set_node_infos_reindexes() {
+        let mut snap = Snapshot::new(vec![Arc::new(make_node("n1").obj())], []);
+        snap.set_generation(7);
+        snap.set_node_infos(vec![
+            Arc::new(NodeInfo::new(Arc::new(make_node("b").obj()))),
+            Arc::new(NodeInfo::new(Arc::new(make_node("a").obj()))),
+        ]);
+        assert_eq!(
+            (
+                snap.position("a"),
+                snap.position("b"),
+                snap.get("n1").is_some(),
+                snap.generation()
+            ),
+            (Some(1), Some(0), false, 7)
+        );
     }
 }

@@ -1,0 +1,3 @@
+//! Tests of the `kubesched` binary itself, one test binary for every command.
+
+mod simulate;

@@ -1,3 +1,4 @@
 //! Tests of the `kubesched` binary itself, one test binary for every command.
 
+mod apiserver;
 mod simulate;

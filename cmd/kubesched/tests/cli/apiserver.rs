@@ -1,6 +1,9 @@
 //! `kubesched apiserver` as a user starts it: port 0, a kubeconfig written, health and
 //! version answered over loopback HTTP.
 
+// The helpers below run only inside this test: failing loudly is what they are for.
+#![allow(clippy::panic)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};

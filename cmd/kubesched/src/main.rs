@@ -72,6 +72,11 @@ struct ApiserverArgs {
     /// Write a kubeconfig pointing at the server to this path.
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
+    /// Keep the state in this directory: every write is logged there and fsynced before it
+    /// is acknowledged, and the state is recovered from it on start. Without it, the state
+    /// is in memory only.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -146,6 +151,7 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let config = apiserver::Config {
             listen: args.listen,
+            data_dir: args.data_dir.clone(),
             ..apiserver::Config::default()
         };
         let server = apiserver::Server::start(config).await?;

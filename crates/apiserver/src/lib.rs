@@ -34,6 +34,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod wal;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,6 +61,9 @@ pub enum Error {
     /// The server stopped with an I/O error.
     #[error("serving the API failed: {0}")]
     Serve(#[from] std::io::Error),
+    /// The data directory could not be opened or recovered.
+    #[error("data directory: {0}")]
+    Storage(#[from] wal::WalError),
     /// Creating the bootstrap objects failed (a bug).
     #[error("bootstrapping {what}: {source}")]
     Bootstrap {
@@ -84,6 +88,11 @@ pub struct Config {
     pub watch_buffer: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// With a directory, every write is logged there and fsynced before it is acknowledged,
+    /// and the state is recovered from it on start (see [`wal`]).
+    pub data_dir: Option<std::path::PathBuf>,
+    /// The write-ahead log is compacted (snapshot + new log) when it grows past this.
+    pub compact_bytes: u64,
 }
 
 impl Default for Config {
@@ -94,6 +103,8 @@ impl Default for Config {
             event_log_capacity: 100_000,
             watch_buffer: 100_000,
             bookmark_interval: Duration::from_secs(30),
+            data_dir: None,
+            compact_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -111,6 +122,8 @@ pub struct Server {
 pub const BOOTSTRAP_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// Creates the bootstrap namespaces and priority classes that do not exist (a recovered store
+/// keeps its own).
 fn bootstrap(store: &Store) -> Result<(), Error> {
     let err = |what: &str| {
         let what = what.to_string();
@@ -124,12 +137,21 @@ fn bootstrap(store: &Store) -> Result<(), Error> {
     for ns in BOOTSTRAP_NAMESPACES {
         let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         admission::default_namespace(&mut obj);
-        store.create(namespaces, "", obj, false).map_err(err(ns))?;
+        if store.get(namespaces, "", ns).is_none() {
+            store.create(namespaces, "", obj, false).map_err(err(ns))?;
+        }
     }
     for pc in admission::system_priority_classes() {
-        store
-            .create(pcs, "", pc, false)
-            .map_err(err("system priority classes"))?;
+        let name = pc
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if store.get(pcs, "", &name).is_none() {
+            store
+                .create(pcs, "", pc, false)
+                .map_err(err("system priority classes"))?;
+        }
     }
     Ok(())
 }
@@ -145,7 +167,15 @@ impl Server {
                 source,
             })?;
         let addr = listener.local_addr()?;
-        let store = Arc::new(Store::new(config.event_log_capacity, config.watch_buffer));
+        let store = Arc::new(match &config.data_dir {
+            None => Store::new(config.event_log_capacity, config.watch_buffer),
+            Some(dir) => Store::open(
+                config.event_log_capacity,
+                config.watch_buffer,
+                dir,
+                config.compact_bytes,
+            )?,
+        });
         bootstrap(&store)?;
         let state = Arc::new(http::AppState {
             store: store.clone(),

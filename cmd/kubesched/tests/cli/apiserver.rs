@@ -1,13 +1,17 @@
 //! `kubesched apiserver` as a user starts it: port 0, a kubeconfig written, health and
-//! version answered over loopback HTTP.
+//! version answered over loopback HTTP; and with `--data-dir`, killed with SIGKILL in the
+//! middle of writes and restarted with every acknowledged write still there.
 
 // The helpers below run only inside this test: failing loudly is what they are for.
 #![allow(clippy::panic)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Kills the server when the test ends, passed or not.
 struct Server(Child);
@@ -86,4 +90,165 @@ fn starts_on_a_free_port_and_writes_a_kubeconfig() {
         (true, true, "ok", true, true),
         "address {addr}, kubeconfig:\n{written}"
     );
+}
+
+/// Starts `kubesched apiserver --listen 127.0.0.1:0` with `extra` flags; returns it and its
+/// address once it listens.
+fn start(extra: &[&str], data_dir: &Path) -> (Server, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting kubesched apiserver: {e}"));
+    let mut server = Server(child);
+    let stdout = server
+        .0
+        .stdout
+        .take()
+        .unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = line
+        .trim()
+        .strip_prefix("kubesched apiserver listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string();
+    (server, addr)
+}
+
+/// One HTTP/1.1 request with a JSON body; None when the connection fails (server killed).
+fn send(addr: &str, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut conn = TcpStream::connect(addr).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).ok()?;
+    let code = raw.split(' ').nth(1)?.parse().ok()?;
+    let body = raw.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+    Some((code, body))
+}
+
+/// The first `"resourceVersion":"N"` in a JSON body.
+fn resource_version(body: &str) -> u64 {
+    body.split("\"resourceVersion\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion in {body}"))
+}
+
+#[test]
+fn data_dir_keeps_every_acknowledged_write_across_sigkill() {
+    let dir = std::env::temp_dir().join(format!("kubesched-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // name -> resourceVersion of every acknowledged create.
+    let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
+    let mut highest = 0u64;
+    for round in 0..3 {
+        let (mut server, addr) = start(&[], &dir);
+        // Everything acknowledged before is there, as acknowledged.
+        let before = acked.lock().unwrap_or_else(|e| panic!("{e}")).clone();
+        for (name, rv) in &before {
+            let (code, body) = send(
+                &addr,
+                "GET",
+                &format!("/api/v1/namespaces/default/configmaps/{name}"),
+                "",
+            )
+            .unwrap_or_else(|| panic!("GET {name} after restart"));
+            assert_eq!(
+                (code, resource_version(&body)),
+                (200, *rv),
+                "{name} after round {round}: {body}"
+            );
+        }
+        // Writers create configmaps until the server is killed under them.
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (addr, acked, stop) = (addr.clone(), acked.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    for i in 0.. {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let name = format!("r{round}-w{w}-{i}");
+                        let body = format!(
+                            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"i":"{i}"}}}}"#
+                        );
+                        match send(&addr, "POST", "/api/v1/namespaces/default/configmaps", &body) {
+                            Some((201, body)) => acked
+                                .lock()
+                                .unwrap_or_else(|e| panic!("{e}"))
+                                .push((name, resource_version(&body))),
+                            Some((code, body)) => panic!("create {name}: {code} {body}"),
+                            None => break,
+                        }
+                    }
+                })
+            })
+            .collect();
+        let target = before.len() + 150 + 50 * round;
+        while acked.lock().unwrap_or_else(|e| panic!("{e}")).len() < target
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        server.0.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
+        let _ = server.0.wait();
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            w.join().unwrap_or_else(|_| panic!("a writer panicked"));
+        }
+        let now = acked.lock().unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            now.len() >= target,
+            "only {} writes acknowledged in time",
+            now.len()
+        );
+        let max = now.iter().map(|(_, rv)| *rv).max().unwrap_or(0);
+        assert!(
+            max > highest,
+            "resourceVersion went from {highest} to {max}"
+        );
+        highest = max;
+    }
+    // A last restart: all there, and new writes get a higher resourceVersion.
+    let (_server, addr) = start(&[], &dir);
+    let all = acked.lock().unwrap_or_else(|e| panic!("{e}")).clone();
+    for (name, rv) in &all {
+        let (code, body) = send(
+            &addr,
+            "GET",
+            &format!("/api/v1/namespaces/default/configmaps/{name}"),
+            "",
+        )
+        .unwrap_or_else(|| panic!("GET {name}"));
+        assert_eq!(
+            (code, resource_version(&body)),
+            (200, *rv),
+            "{name}: {body}"
+        );
+    }
+    let (code, body) = send(
+        &addr,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"after"}}"#,
+    )
+    .unwrap_or_else(|| panic!("create after restart"));
+    assert_eq!(code, 201, "{body}");
+    assert!(resource_version(&body) > highest, "{body}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -238,7 +238,27 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
         return ApiError::no_route().into_response();
     };
     let accept = header_str(&headers, header::ACCEPT);
-    match (r, &method) {
+    let writes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let response = respond(&st, r, &method, &query, &headers, &body, accept);
+    // A write is acknowledged only once it is durable (group commit under --data-dir).
+    if writes && !query.dry_run() {
+        if let Err(e) = st.store.sync().await {
+            return e.into_response();
+        }
+    }
+    response
+}
+
+fn respond(
+    st: &Arc<AppState>,
+    r: Route,
+    method: &Method,
+    query: &Query,
+    headers: &HeaderMap,
+    body: &Bytes,
+    accept: &str,
+) -> Response {
+    match (r, method) {
         (Route::Version, &Method::GET) => json_response(200, &discovery::version()),
         (Route::Health, &Method::GET) => (StatusCode::OK, "ok").into_response(),
         (Route::CoreVersions, &Method::GET) => {
@@ -274,11 +294,11 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
         },
         (Route::LegacyBinding(ns), &Method::POST) => {
             let req = Req {
-                st: &st,
-                method: &method,
-                query: &query,
-                headers: &headers,
-                body: &body,
+                st,
+                method,
+                query,
+                headers,
+                body,
                 warnings: RefCell::default(),
             };
             match legacy_binding(&req, ns) {
@@ -288,11 +308,11 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
         }
         (Route::Object(p), _) => {
             let req = Req {
-                st: &st,
-                method: &method,
-                query: &query,
-                headers: &headers,
-                body: &body,
+                st,
+                method,
+                query,
+                headers,
+                body,
                 warnings: RefCell::default(),
             };
             match object(&req, p) {

@@ -77,6 +77,11 @@ struct ApiserverArgs {
     /// is in memory only.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Require `Authorization: Bearer <token>` on every request but /healthz, /livez,
+    /// /readyz and /version, with the tokens in this file (upstream's --token-auth-file CSV,
+    /// `token,user,uid,"groups"`, or one token per line). --kubeconfig then holds the first.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -152,6 +157,11 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
         let config = apiserver::Config {
             listen: args.listen,
             data_dir: args.data_dir.clone(),
+            tokens: match &args.token_file {
+                Some(f) => apiserver::read_token_file(f)
+                    .with_context(|| format!("reading token file {}", f.display()))?,
+                None => Vec::new(),
+            },
             ..apiserver::Config::default()
         };
         let server = apiserver::Server::start(config).await?;

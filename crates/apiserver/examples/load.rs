@@ -4,8 +4,10 @@
 //! Server and clients share this process and the machine's cores. Bounded in count and time:
 //!
 //! ```sh
-//! cargo run --release -p kubesched-apiserver --example load -- [PODS] [CONCURRENCY] [WATCHERS]
+//! cargo run --release -p kubesched-apiserver --example load -- [PODS] [CONCURRENCY] [WATCHERS] [DATA_DIR]
 //! ```
+//!
+//! With DATA_DIR the server logs every write there and fsyncs before acknowledging it.
 
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -66,6 +68,7 @@ fn main() -> Result<()> {
 async fn run(pods: usize, concurrency: usize, watchers: usize) -> Result<()> {
     let config = apiserver::Config {
         listen: ([127, 0, 0, 1], 0).into(),
+        data_dir: std::env::args().nth(4).map(std::path::PathBuf::from),
         ..apiserver::Config::default()
     };
     let server = apiserver::Server::start(config).await?;

@@ -93,6 +93,31 @@ pub struct Config {
     pub data_dir: Option<std::path::PathBuf>,
     /// The write-ahead log is compacted (snapshot + new log) when it grows past this.
     pub compact_bytes: u64,
+    /// Bearer tokens: when not empty, every request but `/healthz`, `/livez`, `/readyz` and
+    /// `/version` needs `Authorization: Bearer <one of them>` (401 otherwise). The first is
+    /// written into [`Server::kubeconfig`].
+    pub tokens: Vec<String>,
+}
+
+/// Reads a token file: upstream's `--token-auth-file` CSV (`token,user,uid,"groups"`; only
+/// the token is used) or one token per line; blank lines and `#` comments are skipped.
+pub fn read_token_file(path: &std::path::Path) -> std::io::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)?;
+    let tokens: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split(',').next())
+        .map(|t| t.trim().trim_matches('"').to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if tokens.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: no token in the file", path.display()),
+        ));
+    }
+    Ok(tokens)
 }
 
 impl Default for Config {
@@ -105,6 +130,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(30),
             data_dir: None,
             compact_bytes: 64 * 1024 * 1024,
+            tokens: Vec::new(),
         }
     }
 }
@@ -116,6 +142,7 @@ pub struct Server {
     store: Arc<Store>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
+    token: Option<String>,
 }
 
 /// Namespaces every cluster starts with.
@@ -182,6 +209,7 @@ impl Server {
             max_body_bytes: config.max_body_bytes,
             addr,
             bookmark_interval: config.bookmark_interval,
+            tokens: config.tokens.clone(),
         });
         let app = axum::Router::new().fallback(http::handle).with_state(state);
         let (stop, stopped) = oneshot::channel::<()>();
@@ -198,6 +226,7 @@ impl Server {
             store,
             stop: Some(stop),
             task,
+            token: config.tokens.first().cloned(),
         })
     }
 
@@ -216,9 +245,9 @@ impl Server {
         &self.store
     }
 
-    /// A kubeconfig pointing at this server.
+    /// A kubeconfig pointing at this server, with the first token when tokens are required.
     pub fn kubeconfig(&self) -> String {
-        kubeconfig(&self.url())
+        kubeconfig_with_token(&self.url(), self.token.as_deref())
     }
 
     /// Runs until the server stops (it stops only on an error, or after [`Server::shutdown`]
@@ -248,7 +277,17 @@ impl Server {
 
 /// A kubeconfig (context `kubesched`) for a server at `server_url`, no credentials.
 pub fn kubeconfig(server_url: &str) -> String {
+    kubeconfig_with_token(server_url, None)
+}
+
+/// A kubeconfig (context `kubesched`) for a server at `server_url`, with a bearer token.
+pub fn kubeconfig_with_token(server_url: &str, token: Option<&str>) -> String {
+    let user = match token {
+        // JSON strings are YAML: the token is quoted whatever it contains.
+        Some(t) => format!("\n    token: {}", serde_json::Value::from(t)),
+        None => " {}".to_string(),
+    };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesched\n  cluster:\n    server: {server_url}\ncontexts:\n- name: kubesched\n  context:\n    cluster: kubesched\n    user: kubesched\n    namespace: default\ncurrent-context: kubesched\nusers:\n- name: kubesched\n  user: {{}}\npreferences: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesched\n  cluster:\n    server: {server_url}\ncontexts:\n- name: kubesched\n  context:\n    cluster: kubesched\n    user: kubesched\n    namespace: default\ncurrent-context: kubesched\nusers:\n- name: kubesched\n  user:{user}\npreferences: {{}}\n"
     )
 }

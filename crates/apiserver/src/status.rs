@@ -150,6 +150,11 @@ impl ApiError {
         .with_details(d)
     }
 
+    /// 401, a request without a valid bearer token (upstream's body exactly).
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 403, e.g. a pod naming a PriorityClass that does not exist.
     pub fn forbidden(info: &ResourceInfo, name: &str, why: &str) -> Self {
         Self::new(

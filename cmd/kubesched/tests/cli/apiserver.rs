@@ -252,3 +252,48 @@ fn data_dir_keeps_every_acknowledged_write_across_sigkill() {
     assert!(resource_version(&body) > highest, "{body}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn token_file_requires_the_token_and_the_kubeconfig_holds_it() {
+    let dir = std::env::temp_dir().join(format!("kubesched-token-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "# token,user,uid,groups\ntok-1,admin,1,\"system:masters\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.join("kubeconfig");
+    let (kubeconfig_arg, tokens_arg) = (
+        kubeconfig.display().to_string(),
+        tokens.display().to_string(),
+    );
+    let (_server, addr) = start(
+        &["--token-file", &tokens_arg, "--kubeconfig", &kubeconfig_arg],
+        &dir.join("data"),
+    );
+    let without = send(&addr, "GET", "/api/v1/namespaces", "").map(|(c, _)| c);
+    let mut conn = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("{e}"));
+    write!(
+        conn,
+        "GET /api/v1/namespaces HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer tok-1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (healthz, _) = get(&addr, "/healthz");
+    let written = std::fs::read_to_string(&kubeconfig).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (
+            without,
+            raw.starts_with("HTTP/1.1 200"),
+            healthz.starts_with("HTTP/1.1 200"),
+            written.contains("token: \"tok-1\""),
+        ),
+        (Some(401), true, true, true),
+        "{raw}\n{written}"
+    );
+}

@@ -34,6 +34,35 @@ pub(crate) struct AppState {
     pub addr: SocketAddr,
     /// How often a watch that allows bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// Bearer tokens accepted; empty = no authentication.
+    pub tokens: Vec<String>,
+}
+
+/// Paths upstream's default RBAC (`system:public-info-viewer`) lets anyone read.
+fn public_path(path: &str) -> bool {
+    path == "/version"
+        || ["/healthz", "/livez", "/readyz"]
+            .iter()
+            .any(|p| path == *p || path.starts_with(&format!("{p}/")))
+}
+
+/// Whether the request carries one of `tokens` as `Authorization: Bearer …` (compared in
+/// constant time).
+fn authenticated(tokens: &[String], headers: &HeaderMap) -> bool {
+    let Some(given) = header_str(headers, header::AUTHORIZATION)
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+    else {
+        return false;
+    };
+    tokens.iter().fold(false, |ok, t| {
+        let same = t.len() == given.len()
+            && t.bytes()
+                .zip(given.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        ok | same
+    })
 }
 
 /// Parsed query parameters (tolerates `?&a=b`, unknown keys, repeated keys: last wins).
@@ -230,6 +259,9 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
     let query = Query::parse(req.uri().query());
     let headers = req.headers().clone();
     tracing::debug!(%method, %path, "request");
+    if !st.tokens.is_empty() && !public_path(&path) && !authenticated(&st.tokens, &headers) {
+        return ApiError::unauthorized().into_response();
+    }
     let body = match read_body(req, st.max_body_bytes).await {
         Ok(b) => b,
         Err(e) => return e.into_response(),

@@ -65,6 +65,12 @@ impl Cluster {
         (code, serde_json::from_slice(&raw).unwrap_or(Value::Null))
     }
 
+    /// A body-less request with extra header lines (each ending in CRLF).
+    pub fn request_with_headers(&self, method: &str, path: &str, headers: &str) -> (u16, Value) {
+        let (code, raw) = self.send(method, path, headers, "");
+        (code, serde_json::from_slice(&raw).unwrap_or(Value::Null))
+    }
+
     pub fn request_raw(
         &self,
         method: &str,
@@ -72,12 +78,16 @@ impl Cluster {
         content_type: Option<&str>,
         body: &str,
     ) -> (u16, Vec<u8>) {
-        let mut s = TcpStream::connect(self.addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
         let ct = content_type
             .map(|c| format!("Content-Type: {c}\r\n"))
             .unwrap_or_default();
+        self.send(method, path, &ct, body)
+    }
+
+    fn send(&self, method: &str, path: &str, ct: &str, body: &str) -> (u16, Vec<u8>) {
+        let mut s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
         write!(
             s,
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{ct}Content-Length: {}\r\n\r\n{body}",

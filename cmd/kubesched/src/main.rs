@@ -82,6 +82,10 @@ struct ApiserverArgs {
     /// `token,user,uid,"groups"`, or one token per line). --kubeconfig then holds the first.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Act as the nodes' kubelets: nodes become Ready, and pods bound to a node become
+    /// Running with Ready conditions (the status transitions KWOK performs).
+    #[arg(long)]
+    simulate_kubelets: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -157,6 +161,7 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
         let config = apiserver::Config {
             listen: args.listen,
             data_dir: args.data_dir.clone(),
+            simulate_kubelets: args.simulate_kubelets,
             tokens: match &args.token_file {
                 Some(f) => apiserver::read_token_file(f)
                     .with_context(|| format!("reading token file {}", f.display()))?,

@@ -26,6 +26,7 @@
 pub mod admission;
 pub mod discovery;
 mod http;
+pub mod kubelet;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
@@ -97,6 +98,9 @@ pub struct Config {
     /// `/version` needs `Authorization: Bearer <one of them>` (401 otherwise). The first is
     /// written into [`Server::kubeconfig`].
     pub tokens: Vec<String>,
+    /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready, nodes
+    /// Ready.
+    pub simulate_kubelets: bool,
 }
 
 /// Reads a token file: upstream's `--token-auth-file` CSV (`token,user,uid,"groups"`; only
@@ -131,6 +135,7 @@ impl Default for Config {
             data_dir: None,
             compact_bytes: 64 * 1024 * 1024,
             tokens: Vec::new(),
+            simulate_kubelets: false,
         }
     }
 }
@@ -143,6 +148,7 @@ pub struct Server {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
     token: Option<String>,
+    kubelets: Option<JoinHandle<()>>,
 }
 
 /// Namespaces every cluster starts with.
@@ -204,6 +210,9 @@ impl Server {
             )?,
         });
         bootstrap(&store)?;
+        let kubelets = config
+            .simulate_kubelets
+            .then(|| tokio::spawn(kubelet::run(store.clone())));
         let state = Arc::new(http::AppState {
             store: store.clone(),
             max_body_bytes: config.max_body_bytes,
@@ -227,6 +236,7 @@ impl Server {
             stop: Some(stop),
             task,
             token: config.tokens.first().cloned(),
+            kubelets,
         })
     }
 
@@ -262,6 +272,9 @@ impl Server {
 
     /// Stops accepting connections, ends open watches and waits for the server task.
     pub async fn shutdown(mut self) {
+        if let Some(k) = self.kubelets.take() {
+            k.abort();
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

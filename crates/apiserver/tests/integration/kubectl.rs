@@ -389,3 +389,50 @@ fn a_token_is_required_and_clients_with_it_get_through() {
     assert_eq!(c.get("/livez").0, 200);
     assert_eq!(c.get("/version").0, 200);
 }
+
+#[test]
+fn simulated_kubelets_make_nodes_ready_and_bound_pods_running() {
+    let c = Cluster::with_config(apiserver::Config {
+        simulate_kubelets: true,
+        ..apiserver::Config::default()
+    });
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\nstatus:\n  addresses: [{type: InternalIP, address: 10.0.0.1}]\n";
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  nodeName: node-1\n  containers: [{name: c, image: nginx:1}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: unbound}\nspec:\n  containers: [{name: c, image: nginx:1}]\n";
+    c.kubectl_ok(&[
+        "create",
+        "-f",
+        &c.file("objs.yaml", &format!("{node}---\n{pod}")),
+    ]);
+    let out = c.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/p1",
+        "node/node-1",
+        "--timeout=20s",
+    ]);
+    assert!(out.contains("pod/p1 condition met"), "{out}");
+    let out = c.kubectl_ok(&["get", "pods", "-o", "wide"]);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    // NAME READY STATUS RESTARTS AGE IP NODE …
+    let p1 = line("p1");
+    assert_eq!(
+        (p1.get(1), p1.get(2), p1.get(6)),
+        (Some(&"1/1"), Some(&"Running"), Some(&"node-1")),
+        "{out}"
+    );
+    assert!(
+        p1.get(5).is_some_and(|ip| ip.starts_with("10.244.")),
+        "{out}"
+    );
+    assert_eq!(line("unbound").get(2), Some(&"Pending"), "{out}");
+    let nodes = c.kubectl_ok(&["get", "nodes"]);
+    assert!(nodes.contains(" Ready "), "{nodes}");
+    // Deleting a running pod returns and the pod is gone.
+    c.kubectl_ok(&["delete", "pod", "p1", "--timeout=20s"]);
+    assert!(!c.kubectl_ok(&["get", "pods"]).contains("p1"));
+}

@@ -1,0 +1,281 @@
+//! The kubelet stand-in (`--simulate-kubelets`): the status transitions KWOK's stages perform,
+//! so pods scheduled onto fake nodes look like they run.
+//!
+//! - A node without a `Ready=True` condition gets Ready (and the pressure conditions False).
+//! - A bound pod that is Pending and not being deleted becomes Running: `PodScheduled`,
+//!   `Initialized`, `ContainersReady` and `Ready` True, a pod IP, the node's InternalIP as
+//!   host IP, and one running, ready container status per container.
+//! - Deleted pods need nothing: deletion is immediate here (no graceful termination).
+//!
+//! It reads the store's event stream in-process (relisting when it falls behind) and writes
+//! through [`Store::update`], so its writes are logged and watched like any other.
+//! **Invariant:** each transition is idempotent (it re-checks the object under the store lock),
+//! so seeing an event twice, or its own writes, never writes again.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::meta;
+use crate::resources::{self, ResourceInfo};
+use crate::store::{EventType, Store};
+
+fn condition_true(obj: &Value, kind: &str) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(kind)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+fn str_at<'a>(obj: &'a Value, p: &str) -> &'a str {
+    obj.pointer(p).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A node that is not Ready yet, made Ready; None when it already is.
+pub fn ready_node(node: &Value) -> Option<Value> {
+    if condition_true(node, "Ready") {
+        return None;
+    }
+    let now = meta::now_rfc3339();
+    let cond = |kind: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": kind, "status": status, "reason": reason, "message": message,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    let mut new = node.clone();
+    let mut conditions: Vec<Value> = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let kinds = [
+        (
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
+        (
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+        ),
+        (
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        ),
+        (
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+        ),
+    ];
+    for (kind, status, reason, message) in kinds {
+        conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(kind));
+        conditions.push(cond(kind, status, reason, message));
+    }
+    if !new.get("status").is_some_and(Value::is_object) {
+        new["status"] = json!({});
+    }
+    new["status"]["conditions"] = Value::Array(conditions);
+    Some(new)
+}
+
+/// A bound, Pending pod that is not being deleted, made Running; None otherwise.
+pub fn running_pod(pod: &Value, host_ip: &str, pod_ip: &str) -> Option<Value> {
+    let pending = matches!(str_at(pod, "/status/phase"), "" | "Pending");
+    if str_at(pod, "/spec/nodeName").is_empty()
+        || !pending
+        || pod.pointer("/metadata/deletionTimestamp").is_some()
+    {
+        return None;
+    }
+    let now = meta::now_rfc3339();
+    let containers: Vec<Value> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    json!({
+                        "name": c.get("name").cloned().unwrap_or(Value::Null),
+                        "image": c.get("image").cloned().unwrap_or(Value::Null),
+                        "imageID": "",
+                        "containerID": format!("kubesched://{}", meta::new_uid()),
+                        "ready": true,
+                        "started": true,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": now}},
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut new = pod.clone();
+    if !new.get("status").is_some_and(Value::is_object) {
+        new["status"] = json!({});
+    }
+    let status = &mut new["status"];
+    status["phase"] = json!("Running");
+    status["conditions"] = json!([
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled"
+    ]
+    .iter()
+    .map(|t| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": now}))
+    .collect::<Vec<_>>());
+    status["containerStatuses"] = Value::Array(containers);
+    status["startTime"] = json!(now);
+    if !host_ip.is_empty() {
+        status["hostIP"] = json!(host_ip);
+        status["hostIPs"] = json!([{"ip": host_ip}]);
+    }
+    status["podIP"] = json!(pod_ip);
+    status["podIPs"] = json!([{"ip": pod_ip}]);
+    Some(new)
+}
+
+struct Kubelets {
+    store: Arc<Store>,
+    pods: &'static ResourceInfo,
+    nodes: &'static ResourceInfo,
+    next_ip: AtomicU32,
+}
+
+impl Kubelets {
+    fn node(&self, node: &Value) {
+        let name = str_at(node, "/metadata/name").to_string();
+        if ready_node(node).is_none() {
+            return;
+        }
+        let r = self.store.update(self.nodes, "", &name, false, |cur| {
+            Ok(ready_node(cur).unwrap_or_else(|| cur.clone()))
+        });
+        if let Err(e) = r {
+            tracing::debug!(node = %name, error = %e.message, "kubelet stand-in: node not updated");
+        }
+    }
+
+    fn pod(&self, pod: &Value) {
+        let node = str_at(pod, "/spec/nodeName");
+        if running_pod(pod, "", "").is_none() {
+            return;
+        }
+        let host_ip = self
+            .store
+            .get(self.nodes, "", node)
+            .and_then(|n| {
+                n.pointer("/status/addresses")
+                    .and_then(Value::as_array)
+                    .and_then(|a| {
+                        a.iter()
+                            .find(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
+                            .and_then(|a| a.get("address").and_then(Value::as_str))
+                            .map(str::to_string)
+                    })
+            })
+            .unwrap_or_default();
+        let n = self.next_ip.fetch_add(1, Ordering::Relaxed);
+        let pod_ip = format!("10.244.{}.{}", (n / 250) % 256, n % 250 + 2);
+        let (ns, name) = (
+            str_at(pod, "/metadata/namespace"),
+            str_at(pod, "/metadata/name"),
+        );
+        let r = self.store.update(self.pods, ns, name, false, |cur| {
+            Ok(running_pod(cur, &host_ip, &pod_ip).unwrap_or_else(|| cur.clone()))
+        });
+        if let Err(e) = r {
+            tracing::debug!(pod = %name, error = %e.message, "kubelet stand-in: pod not updated");
+        }
+    }
+}
+
+/// Runs the kubelet stand-in until the store's event stream closes.
+pub async fn run(store: Arc<Store>) {
+    let (Some(pods), Some(nodes)) = (
+        resources::lookup("", "v1", "pods"),
+        resources::lookup("", "v1", "nodes"),
+    ) else {
+        return;
+    };
+    let k = Kubelets {
+        store,
+        pods,
+        nodes,
+        next_ip: AtomicU32::new(0),
+    };
+    loop {
+        // Subscribe first, then list: nothing written in between is missed.
+        let Ok(start) = k.store.watch(pods.storage, None) else {
+            return;
+        };
+        let mut live = start.live;
+        for n in k.store.list(nodes, None).0 {
+            k.node(&n);
+        }
+        for p in start.initial {
+            k.pod(&p);
+        }
+        loop {
+            match live.recv().await {
+                Ok(ev) if ev.kind == EventType::Deleted => {}
+                Ok(ev) if ev.storage == pods.storage => k.pod(&ev.object),
+                Ok(ev) if ev.storage == nodes.storage => k.node(&ev.object),
+                Ok(_) => {}
+                // Fell behind: relist.
+                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Closed) => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bound_pending_pod_becomes_running_and_ready_once() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n",
+            "containers": [{"name": "c", "image": "nginx"}]}, "status": {"phase": "Pending"}});
+        let running = running_pod(&pod, "10.0.0.1", "10.244.0.2").expect("transition");
+        assert_eq!(running.pointer("/status/phase"), Some(&json!("Running")));
+        assert!(condition_true(&running, "Ready"));
+        assert_eq!(
+            running.pointer("/status/containerStatuses/0/ready"),
+            Some(&json!(true))
+        );
+        assert_eq!(running.pointer("/status/hostIP"), Some(&json!("10.0.0.1")));
+        assert!(running_pod(&running, "", "").is_none());
+        let unbound = json!({"spec": {"containers": []}, "status": {"phase": "Pending"}});
+        assert!(running_pod(&unbound, "", "").is_none());
+    }
+
+    #[test]
+    fn a_node_becomes_ready_once() {
+        let node = json!({"metadata": {"name": "n"},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+        let ready = ready_node(&node).expect("transition");
+        assert!(condition_true(&ready, "Ready"));
+        assert_eq!(
+            ready
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .map(Vec::len),
+            Some(4)
+        );
+        assert!(ready_node(&ready).is_none());
+    }
+}

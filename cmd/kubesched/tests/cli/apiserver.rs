@@ -270,7 +270,13 @@ fn token_file_requires_the_token_and_the_kubeconfig_holds_it() {
         tokens.display().to_string(),
     );
     let (_server, addr) = start(
-        &["--token-file", &tokens_arg, "--kubeconfig", &kubeconfig_arg],
+        &[
+            "--token-file",
+            &tokens_arg,
+            "--kubeconfig",
+            &kubeconfig_arg,
+            "--simulate-kubelets",
+        ],
         &dir.join("data"),
     );
     let without = send(&addr, "GET", "/api/v1/namespaces", "").map(|(c, _)| c);

@@ -147,31 +147,49 @@ fn resource_version(body: &str) -> u64 {
         .unwrap_or_else(|| panic!("no resourceVersion in {body}"))
 }
 
+/// What the server acknowledged of one configmap.
+#[derive(Clone, Copy, Debug)]
+enum Acked {
+    /// Created at this resourceVersion.
+    Created(u64),
+    /// A delete was sent and not answered: it may or may not have happened.
+    DeleteSent,
+    /// Deleted.
+    Deleted,
+}
+
+/// The configmap is as acknowledged.
+fn check(addr: &str, name: &str, state: Acked) {
+    let (code, body) = send(
+        addr,
+        "GET",
+        &format!("/api/v1/namespaces/default/configmaps/{name}"),
+        "",
+    )
+    .unwrap_or_else(|| panic!("GET {name} after restart"));
+    match state {
+        Acked::Created(rv) => {
+            assert_eq!((code, resource_version(&body)), (200, rv), "{name}: {body}")
+        }
+        Acked::Deleted => assert_eq!(code, 404, "{name} was deleted: {body}"),
+        Acked::DeleteSent => assert!(code == 200 || code == 404, "{name}: {code} {body}"),
+    }
+}
+
 #[test]
 fn data_dir_keeps_every_acknowledged_write_across_sigkill() {
     let dir = std::env::temp_dir().join(format!("kubesched-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let deadline = Instant::now() + Duration::from_secs(60);
-    // name -> resourceVersion of every acknowledged create.
-    let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
+    // Every configmap written: its name and what the server acknowledged.
+    let acked: Arc<Mutex<Vec<(String, Acked)>>> = Arc::default();
     let mut highest = 0u64;
     for round in 0..3 {
         let (mut server, addr) = start(&[], &dir);
         // Everything acknowledged before is there, as acknowledged.
         let before = acked.lock().unwrap_or_else(|e| panic!("{e}")).clone();
-        for (name, rv) in &before {
-            let (code, body) = send(
-                &addr,
-                "GET",
-                &format!("/api/v1/namespaces/default/configmaps/{name}"),
-                "",
-            )
-            .unwrap_or_else(|| panic!("GET {name} after restart"));
-            assert_eq!(
-                (code, resource_version(&body)),
-                (200, *rv),
-                "{name} after round {round}: {body}"
-            );
+        for (name, state) in &before {
+            check(&addr, name, *state);
         }
         // Writers create configmaps until the server is killed under them.
         let stop = Arc::new(AtomicBool::new(false));
@@ -191,8 +209,25 @@ fn data_dir_keeps_every_acknowledged_write_across_sigkill() {
                             Some((201, body)) => acked
                                 .lock()
                                 .unwrap_or_else(|e| panic!("{e}"))
-                                .push((name, resource_version(&body))),
+                                .push((name.clone(), Acked::Created(resource_version(&body)))),
                             Some((code, body)) => panic!("create {name}: {code} {body}"),
+                            None => break,
+                        }
+                        // Every third one is deleted again: acknowledged deletes stay deleted.
+                        if i % 3 != 0 {
+                            continue;
+                        }
+                        let set = |state| {
+                            let mut all = acked.lock().unwrap_or_else(|e| panic!("{e}"));
+                            if let Some(entry) = all.iter_mut().rev().find(|(n, _)| *n == name) {
+                                entry.1 = state;
+                            }
+                        };
+                        set(Acked::DeleteSent);
+                        let path = format!("/api/v1/namespaces/default/configmaps/{name}");
+                        match send(&addr, "DELETE", &path, "") {
+                            Some((200, _)) => set(Acked::Deleted),
+                            Some((code, body)) => panic!("delete {name}: {code} {body}"),
                             None => break,
                         }
                     }
@@ -217,7 +252,14 @@ fn data_dir_keeps_every_acknowledged_write_across_sigkill() {
             "only {} writes acknowledged in time",
             now.len()
         );
-        let max = now.iter().map(|(_, rv)| *rv).max().unwrap_or(0);
+        let max = now
+            .iter()
+            .filter_map(|(_, s)| match s {
+                Acked::Created(rv) => Some(*rv),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         assert!(
             max > highest,
             "resourceVersion went from {highest} to {max}"
@@ -227,19 +269,8 @@ fn data_dir_keeps_every_acknowledged_write_across_sigkill() {
     // A last restart: all there, and new writes get a higher resourceVersion.
     let (_server, addr) = start(&[], &dir);
     let all = acked.lock().unwrap_or_else(|e| panic!("{e}")).clone();
-    for (name, rv) in &all {
-        let (code, body) = send(
-            &addr,
-            "GET",
-            &format!("/api/v1/namespaces/default/configmaps/{name}"),
-            "",
-        )
-        .unwrap_or_else(|| panic!("GET {name}"));
-        assert_eq!(
-            (code, resource_version(&body)),
-            (200, *rv),
-            "{name}: {body}"
-        );
+    for (name, state) in &all {
+        check(&addr, name, *state);
     }
     let (code, body) = send(
         &addr,

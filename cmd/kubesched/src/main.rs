@@ -51,8 +51,8 @@ enum Command {
     /// file or the configuration is invalid.
     #[command(verbatim_doc_comment)]
     Simulate(SimulateArgs),
-    /// Run a local Kubernetes-compatible API server (in memory) that kubectl and other
-    /// clients use unmodified.
+    /// Run a local Kubernetes-compatible API server (in memory, or kept in --data-dir) that
+    /// kubectl and other clients use unmodified.
     ///
     /// Prints the address it listens on. With --kubeconfig, writes a kubeconfig pointing at
     /// it, for `kubectl --kubeconfig PATH` or KUBECONFIG=PATH.
@@ -60,6 +60,7 @@ enum Command {
     /// Examples:
     ///   kubesched apiserver --listen 127.0.0.1:0 --kubeconfig /tmp/kubesched.kubeconfig
     ///   KUBECONFIG=/tmp/kubesched.kubeconfig kubectl get nodes,pods -o wide
+    ///   kubesched apiserver --data-dir ./state --simulate-kubelets
     #[command(verbatim_doc_comment)]
     Apiserver(ApiserverArgs),
 }

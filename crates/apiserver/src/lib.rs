@@ -63,7 +63,7 @@ pub enum Error {
     #[error("serving the API failed: {0}")]
     Serve(#[from] std::io::Error),
     /// The data directory could not be opened or recovered.
-    #[error("data directory: {0}")]
+    #[error("opening the data directory")]
     Storage(#[from] wal::WalError),
     /// Creating the bootstrap objects failed (a bug).
     #[error("bootstrapping {what}: {source}")]

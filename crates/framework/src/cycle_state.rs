@@ -42,6 +42,8 @@ pub struct CycleState {
     skip_filter_plugins: Vec<&'static str>,
     /// Plugins whose PreScore returned Skip: their Score is not run this cycle.
     skip_score_plugins: Vec<&'static str>,
+    /// Nodes in the cycle's snapshot, set by the runtime when the cycle starts.
+    num_all_nodes: usize,
 }
 
 impl std::fmt::Debug for CycleState {
@@ -53,6 +55,7 @@ impl std::fmt::Debug for CycleState {
             )
             .field("skip_filter_plugins", &self.skip_filter_plugins)
             .field("skip_score_plugins", &self.skip_score_plugins)
+            .field("num_all_nodes", &self.num_all_nodes)
             .finish()
     }
 }
@@ -67,6 +70,7 @@ impl Clone for CycleState {
                 .collect(),
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
+            num_all_nodes: self.num_all_nodes,
         }
     }
 }
@@ -108,6 +112,18 @@ impl CycleState {
         if let Some(i) = self.position(key) {
             self.data.swap_remove(i);
         }
+    }
+
+    /// The number of nodes in the cycle's snapshot (0 before the runtime sets it): what a
+    /// Score plugin needs of the whole cluster when its PreScore did not run (upstream
+    /// plugins read it from the snapshot lister).
+    pub fn num_all_nodes(&self) -> usize {
+        self.num_all_nodes
+    }
+
+    /// Set by the runtime when a cycle starts.
+    pub fn set_num_all_nodes(&mut self, n: usize) {
+        self.num_all_nodes = n;
     }
 
     pub fn skip_filter_plugins(&self) -> &[&'static str] {

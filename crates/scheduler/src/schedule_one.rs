@@ -210,6 +210,7 @@ impl ScheduleAlgorithm {
         if snapshot.num_nodes() == 0 {
             return Err(ScheduleError::Internal(Status::error(NO_NODES_AVAILABLE)));
         }
+        state.set_num_all_nodes(snapshot.num_nodes());
         let (feasible, mut diagnosis) =
             self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
         if feasible.is_empty() {

@@ -83,13 +83,29 @@ impl PreScorePlugin for ImageLocality {
 }
 
 impl ScorePlugin for ImageLocality {
-    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
-            return Err(Status::error(ERR_NO_PRE_SCORE_STATE));
+            // A profile may enable ImageLocality at Score only (upstream has no PreScore):
+            // compute per node what PreScore would have, from the runtime's node count.
+            if state.num_all_nodes() == 0 {
+                return Err(Status::error(ERR_NO_PRE_SCORE_STATE));
+            }
+            let computed = PreScoreState {
+                images: pod_images(pod).map(normalized_image_name).collect(),
+                total_num_nodes: state.num_all_nodes(),
+            };
+            return Ok(score_with(&computed, node));
         };
+        Ok(score_with(s, node))
+    }
+}
+
+/// The node's score from the pod's normalized images and the cluster size.
+fn score_with(s: &PreScoreState, node: &NodeInfo) -> i64 {
+    {
         // Most nodes of a big cluster report no images: skip hashing the names then.
         if node.image_states.is_empty() {
-            return Ok(calculate_priority(0, s.images.len()));
+            return calculate_priority(0, s.images.len());
         }
         let sum = s
             .images
@@ -97,7 +113,7 @@ impl ScorePlugin for ImageLocality {
             .filter_map(|name| node.image_states.get(name))
             .map(|image| scaled_image_score(image.size, image.num_nodes, s.total_num_nodes))
             .fold(0_i64, i64::saturating_add);
-        Ok(calculate_priority(sum, s.images.len()))
+        calculate_priority(sum, s.images.len())
     }
 }
 

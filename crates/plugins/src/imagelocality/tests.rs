@@ -226,7 +226,7 @@ fn cluster_size_is_every_snapshot_node_not_only_feasible_ones() {
 }
 
 #[test]
-fn score_without_pre_score_is_an_error() {
+fn score_without_pre_score_and_without_node_count_is_an_error() {
     let p = plugin();
     let pod = images(&["app"]).info();
     let node = make_node("n1").info_with(&[]);
@@ -238,6 +238,30 @@ fn score_without_pre_score_is_an_error() {
             "reading \"PreScoreImageLocality\" from cycleState: not found"
         )))
     );
+}
+
+#[test]
+fn score_enabled_without_pre_score_gives_the_same_scores() {
+    // A profile may enable ImageLocality at Score only; the runtime's node count is enough.
+    let snap = snapshot(vec![node_40_300_2000(), make_node("n2")]);
+    let pod = images(&["gcr.io/40", "gcr.io/300"]);
+    let with_pre_score = scores(pod.clone(), &snap, None);
+    let p = plugin();
+    let info = pod.info();
+    let mut state = CycleState::new();
+    state.set_num_all_nodes(snap.num_nodes());
+    let without: Vec<(String, Result<i64, Status>)> = snap
+        .node_infos()
+        .iter()
+        .map(|n| {
+            let score = match p.as_score() {
+                Some(s) => s.score(&state, &info, n),
+                None => Err(Status::error("ImageLocality is a Score plugin")),
+            };
+            (n.name().to_string(), score)
+        })
+        .collect();
+    assert_eq!(without, with_pre_score);
 }
 
 #[rstest]

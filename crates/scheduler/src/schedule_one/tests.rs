@@ -289,3 +289,20 @@ fn parallel_and_sequential_filtering_agree(
         four_cycles(Parallelizer::sequential(), nodes, fits, pct)
     );
 }
+
+#[test]
+fn the_cycle_tells_plugins_how_many_nodes_there_are() {
+    let f = framework_with(
+        vec![Fake::named("S").scoring(&[])],
+        Parallelizer::sequential(),
+    );
+    let mut state = CycleState::new();
+    let _ = ScheduleAlgorithm::new(1, None).schedule_pod(
+        &f,
+        &mut state,
+        &make_pod("p").info(),
+        &snapshot(7),
+        None,
+    );
+    assert_eq!(state.num_all_nodes(), 7);
+}

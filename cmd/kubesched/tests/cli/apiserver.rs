@@ -46,29 +46,7 @@ fn starts_on_a_free_port_and_writes_a_kubeconfig() {
     let dir = std::env::temp_dir().join(format!("kubesched-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let kubeconfig = dir.join("kubeconfig");
-    let child = Command::new(env!("CARGO_BIN_EXE_kubesched"))
-        .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting kubesched apiserver: {e}"));
-    let mut server = Server(child);
-    let stdout = server
-        .0
-        .stdout
-        .take()
-        .unwrap_or_else(|| panic!("no stdout"));
-    // The first line names the address; reading it blocks until the server listens.
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let url = line
-        .trim()
-        .strip_prefix("kubesched apiserver listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_string();
+    let (_server, url) = spawn(&["--kubeconfig".as_ref(), kubeconfig.as_os_str()]);
     let addr = url.trim_start_matches("http://").to_string();
     let port: u16 = addr
         .rsplit(':')
@@ -92,13 +70,12 @@ fn starts_on_a_free_port_and_writes_a_kubeconfig() {
     );
 }
 
-/// Starts `kubesched apiserver --listen 127.0.0.1:0` with `extra` flags; returns it and its
-/// address once it listens.
-fn start(extra: &[&str], data_dir: &Path) -> (Server, String) {
+/// Starts `kubesched apiserver --listen 127.0.0.1:0` with `args`; returns it and its URL
+/// once it listens (the first line it prints names the address).
+fn spawn(args: &[&std::ffi::OsStr]) -> (Server, String) {
     let child = Command::new(env!("CARGO_BIN_EXE_kubesched"))
-        .args(["apiserver", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .args(extra)
+        .args(["apiserver", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -113,12 +90,20 @@ fn start(extra: &[&str], data_dir: &Path) -> (Server, String) {
     BufReader::new(stdout)
         .read_line(&mut line)
         .unwrap_or_else(|e| panic!("{e}"));
-    let addr = line
+    let url = line
         .trim()
-        .strip_prefix("kubesched apiserver listening on http://")
+        .strip_prefix("kubesched apiserver listening on ")
         .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
         .to_string();
-    (server, addr)
+    (server, url)
+}
+
+/// [`spawn`] with `--data-dir` and `extra` flags; returns the server and its address.
+fn start(extra: &[&str], data_dir: &Path) -> (Server, String) {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--data-dir".as_ref(), data_dir.as_os_str()];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    let (server, url) = spawn(&args);
+    (server, url.trim_start_matches("http://").to_string())
 }
 
 /// One HTTP/1.1 request with a JSON body; None when the connection fails (server killed).

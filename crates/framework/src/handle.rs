@@ -31,19 +31,137 @@ pub enum ClientError {
     Transport(String),
 }
 
-/// The narrow interface through which the scheduler writes decisions to the cluster.
-pub trait ClusterClient: Send + Sync {
-    /// Binds a pod to a node.
-    fn bind<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), ClientError>>;
+/// The object a write is about: a pod, by namespace, name and (when known) UID.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
 }
 
-/// A client that accepts every binding without doing anything: for `simulate`, where
+impl PodRef {
+    /// The reference of `pod` (namespace `default` when unset, as the API server defaults it).
+    pub fn of(pod: &k8s_openapi::api::core::v1::Pod) -> Self {
+        PodRef {
+            namespace: pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone(),
+        }
+    }
+}
+
+/// What to do with a pod's `status.nominatedNodeName`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Nomination {
+    /// Leave it as it is.
+    #[default]
+    Keep,
+    /// Set it to this node.
+    Set(String),
+    /// Clear it.
+    Clear,
+}
+
+/// A status write after a scheduling attempt (upstream: updatePod in schedule_one.go): the
+/// `PodScheduled` condition and the nomination. The implementation patches `pods/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodStatusUpdate {
+    pub pod: PodRef,
+    /// `PodScheduled=False` with this reason (`Unschedulable`, `SchedulerError`) and message.
+    pub condition: Option<PodScheduledCondition>,
+    pub nomination: Nomination,
+}
+
+/// The `PodScheduled` condition the scheduler writes on a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodScheduledCondition {
+    /// `"False"` (the scheduler never writes `"True"`: the binding does).
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// `Normal` or `Warning`, as core/v1 Event `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// An event about a pod (`Scheduled`, `FailedScheduling`, `Preempted`, ...), as the
+/// scheduler's event recorder emits it. The implementation writes a core/v1 Event whose
+/// `reportingComponent`/`source.component` is `reporting_controller` (the profile's
+/// scheduler name) and truncates the message at 1024 bytes as upstream does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEvent {
+    pub regarding: PodRef,
+    pub event_type: EventType,
+    /// `Scheduled`, `FailedScheduling`, `Preempted`, ...
+    pub reason: String,
+    /// `Binding`, `Scheduling`, `Preempting`, ...
+    pub action: String,
+    pub message: String,
+    pub reporting_controller: String,
+}
+
+/// The narrow interface through which the scheduler writes decisions to the cluster: the
+/// sink of the scheduling core. `run`/`up` implement it with kube-rs; `simulate` and `bench`
+/// in memory.
+///
+/// Only [`bind`](Self::bind) is on the critical path. Status and event writes must never
+/// delay binds: implementations queue them and return quickly.
+pub trait ClusterClient: Send + Sync {
+    /// Binds a pod to a node (`pods/binding`).
+    fn bind<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), ClientError>>;
+
+    /// Writes the `PodScheduled` condition and/or the nomination of a pod (`pods/status`).
+    fn update_pod_status<'a>(
+        &'a self,
+        update: &'a PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>>;
+
+    /// Records an event about a pod.
+    fn record_event<'a>(&'a self, event: &'a PodEvent) -> BoxFuture<'a, Result<(), ClientError>>;
+
+    /// Deletes a pod (preemption victims), with its UID as a precondition when given.
+    fn delete_pod<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<(), ClientError>>;
+}
+
+/// A client that accepts every write without doing anything: for `simulate`, where
 /// placements are applied to the in-memory snapshot instead.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoopClient;
 
 impl ClusterClient for NoopClient {
     fn bind<'a>(&'a self, _binding: &'a Binding) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn update_pod_status<'a>(
+        &'a self,
+        _update: &'a PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn record_event<'a>(&'a self, _event: &'a PodEvent) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn delete_pod<'a>(&'a self, _pod: &'a PodRef) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async { Ok(()) })
     }
 }

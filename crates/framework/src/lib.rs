@@ -25,7 +25,10 @@ pub use cycle_state::{CycleState, StateData};
 pub use events::{
     ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
-pub use handle::{Binding, ClientError, ClusterClient, Handle};
+pub use handle::{
+    Binding, ClientError, ClusterClient, EventType, Handle, Nomination, PodEvent, PodRef,
+    PodScheduledCondition, PodStatusUpdate,
+};
 pub use interface::*;
 pub use parallelize::Parallelizer;
 pub use snapshot::{Snapshot, Workloads};

@@ -10,10 +10,12 @@
 pub mod backend;
 pub mod clock;
 pub mod config;
+pub mod metrics;
 pub mod profile;
 pub mod runtime;
 pub mod schedule_one;
 pub mod simulate;
+pub mod source;
 
 #[cfg(test)]
 mod testing;

@@ -24,6 +24,27 @@ impl ClusterClient for RecordingClient {
             self.reply.clone()
         })
     }
+
+    fn update_pod_status<'a>(
+        &'a self,
+        update: &'a framework::PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        framework::handle::NoopClient.update_pod_status(update)
+    }
+
+    fn record_event<'a>(
+        &'a self,
+        event: &'a framework::PodEvent,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        framework::handle::NoopClient.record_event(event)
+    }
+
+    fn delete_pod<'a>(
+        &'a self,
+        pod: &'a framework::PodRef,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        framework::handle::NoopClient.delete_pod(pod)
+    }
 }
 
 /// Drives a future that never waits on I/O to completion. The fake client is ready at

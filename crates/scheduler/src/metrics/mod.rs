@@ -1,0 +1,115 @@
+//! What the scheduler measures, through a recorder trait so that the core does not depend
+//! on an exporter: `run` and `up` plug in the Prometheus recorder, tests a recording fake,
+//! `simulate` nothing.
+//!
+//! Upstream: pkg/scheduler/metrics. Series names and labels follow upstream exactly (they are
+//! what users' dashboards and alerts query); see each method.
+
+use std::time::Duration;
+
+/// The `result` label of attempt metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttemptResult {
+    Scheduled,
+    Unschedulable,
+    Error,
+}
+
+impl AttemptResult {
+    /// The label value: `scheduled`, `unschedulable`, `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptResult::Scheduled => "scheduled",
+            AttemptResult::Unschedulable => "unschedulable",
+            AttemptResult::Error => "error",
+        }
+    }
+}
+
+/// Sizes of the scheduling queue's sub-queues: the `queue` label of `scheduler_pending_pods`
+/// is `active`, `backoff`, `unschedulable`, `gated`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingPods {
+    pub active: usize,
+    pub backoff: usize,
+    pub unschedulable: usize,
+    pub gated: usize,
+}
+
+/// The scheduler's measurements. Every method must be cheap and must not block: they are
+/// called on the scheduling loop.
+pub trait MetricsRecorder: Send + Sync + std::fmt::Debug {
+    /// One scheduling attempt of a pod ended. Upstream series:
+    /// `scheduler_schedule_attempts_total{result,profile}` (counter) and
+    /// `scheduler_scheduling_attempt_duration_seconds{result,profile}` (histogram).
+    fn observe_attempt(&self, profile: &str, result: AttemptResult, duration: Duration);
+
+    /// A pod was bound after `attempts` attempts, `since_first_attempt` after its first
+    /// attempt began. Upstream series: `scheduler_pod_scheduling_sli_duration_seconds{attempts}`
+    /// (histogram) and `scheduler_pod_scheduling_attempts` (histogram of `attempts`).
+    fn observe_pod_scheduled(&self, attempts: u32, since_first_attempt: Duration);
+
+    /// An extension point ran for a pod. Upstream series:
+    /// `scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}`
+    /// (histogram); `extension_point` is `PreFilter`, `Filter`, ..., `status` a
+    /// [`framework::Code`] string.
+    fn observe_extension_point(
+        &self,
+        profile: &str,
+        extension_point: &'static str,
+        status: &'static str,
+        duration: Duration,
+    );
+
+    /// One plugin ran at one extension point. Upstream series:
+    /// `scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`
+    /// (histogram; upstream samples 10% of cycles, so do callers).
+    fn observe_plugin_execution(
+        &self,
+        plugin: &'static str,
+        extension_point: &'static str,
+        status: &'static str,
+        duration: Duration,
+    );
+
+    /// The queue's current sizes. Upstream series: `scheduler_pending_pods{queue}` (gauge).
+    fn set_pending_pods(&self, pending: PendingPods);
+
+    /// A pod entered a sub-queue because of `event`. Upstream series:
+    /// `scheduler_queue_incoming_pods_total{queue,event}` (counter); `queue` is `active`,
+    /// `backoff`, `unschedulable` or `gated`, `event` e.g. `PodAdd`, `NodeAdd`,
+    /// `ScheduleAttemptFailure`, `BackoffComplete`, `UnschedulableTimeout`.
+    fn inc_queue_incoming_pods(&self, queue: &'static str, event: &str);
+
+    /// A preemption attempt ran and chose `victims` victims (0 when it found none).
+    /// Upstream series: `scheduler_preemption_attempts_total` (counter) and
+    /// `scheduler_preemption_victims` (histogram).
+    fn observe_preemption(&self, victims: usize);
+
+    /// The cache holds `nodes` nodes, `pods` pods of which `assumed_pods` are assumed.
+    /// Upstream series: `scheduler_cache_size{type}` (gauge; `type` is `nodes`, `pods`,
+    /// `assumed_pods`).
+    fn set_cache_size(&self, nodes: usize, pods: usize, assumed_pods: usize);
+}
+
+/// A recorder that drops everything (`simulate`, and tests that do not look at metrics).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopRecorder;
+
+impl MetricsRecorder for NoopRecorder {
+    fn observe_attempt(&self, _: &str, _: AttemptResult, _: Duration) {}
+    fn observe_pod_scheduled(&self, _: u32, _: Duration) {}
+    fn observe_extension_point(&self, _: &str, _: &'static str, _: &'static str, _: Duration) {}
+    fn observe_plugin_execution(
+        &self,
+        _: &'static str,
+        _: &'static str,
+        _: &'static str,
+        _: Duration,
+    ) {
+    }
+    fn set_pending_pods(&self, _: PendingPods) {}
+    fn inc_queue_incoming_pods(&self, _: &'static str, _: &str) {}
+    fn observe_preemption(&self, _: usize) {}
+    fn set_cache_size(&self, _: usize, _: usize, _: usize) {}
+}

@@ -10,6 +10,7 @@ use thiserror::Error;
 
 use crate::interface::BoxFuture;
 use crate::parallelize::Parallelizer;
+use crate::waiting_pods::WaitingPods;
 
 /// A pod-to-node binding to write (`pods/binding`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +172,8 @@ impl ClusterClient for NoopClient {
 pub struct Handle {
     pub parallelizer: Parallelizer,
     pub client: Arc<dyn ClusterClient>,
+    /// Pods waiting at Permit, shared by every profile of a scheduler.
+    pub waiting_pods: WaitingPods,
 }
 
 impl std::fmt::Debug for Handle {
@@ -186,6 +189,7 @@ impl Handle {
         Handle {
             parallelizer,
             client,
+            waiting_pods: WaitingPods::default(),
         }
     }
 

@@ -19,6 +19,7 @@ pub mod snapshot;
 pub mod status;
 pub mod testing;
 pub mod types;
+pub mod waiting_pods;
 
 pub use args::{decode_args, ArgsError};
 pub use cycle_state::{CycleState, StateData};
@@ -34,3 +35,4 @@ pub use parallelize::Parallelizer;
 pub use snapshot::{Snapshot, Workloads};
 pub use status::{Code, Status};
 pub use types::{NodeInfo, NodeScore, PodInfo, QueuedPodInfo, Resource};
+pub use waiting_pods::{WaitingPod, WaitingPods};

@@ -302,6 +302,17 @@ impl PodInfo {
         self.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
     }
 
+    /// This pod as it is once bound to `node` (what the scheduler cache assumes): a copy of
+    /// the pod with `spec.nodeName` set; everything computed from the spec is kept.
+    pub fn with_node(&self, node: &str) -> PodInfo {
+        let mut pod = (*self.pod).clone();
+        pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        PodInfo {
+            pod: Arc::new(pod),
+            ..self.clone()
+        }
+    }
+
     /// `spec.nodeName`, if the pod is assigned.
     pub fn node_name(&self) -> Option<&str> {
         self.pod

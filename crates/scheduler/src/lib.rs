@@ -10,12 +10,16 @@
 pub mod backend;
 pub mod clock;
 pub mod config;
+pub mod memory;
 pub mod metrics;
 pub mod profile;
 pub mod runtime;
 pub mod schedule_one;
+pub mod scheduler;
 pub mod simulate;
 pub mod source;
+
+pub use crate::scheduler::{Scheduler, SchedulerOptions};
 
 #[cfg(test)]
 mod testing;

@@ -511,15 +511,15 @@ impl Framework {
         }
     }
 
-    /// Runs Permit plugins. Returns `Wait` with the shortest timeout when some plugin waits.
+    /// Runs Permit plugins. When some plugin waits (and none rejects), returns `Wait` and
+    /// the waiting plugins with their timeouts (capped at [`MAX_PERMIT_TIMEOUT`]).
     pub fn run_permit_plugins(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
         node: &str,
-    ) -> (Status, Option<(Vec<&'static str>, Duration)>) {
-        let mut waiting: Vec<&'static str> = Vec::new();
-        let mut timeout = MAX_PERMIT_TIMEOUT;
+    ) -> (Status, Vec<(&'static str, Duration)>) {
+        let mut waiting: Vec<(&'static str, Duration)> = Vec::new();
         for pl in &self.permit {
             let Some(p) = pl.as_permit() else { continue };
             let (s, t) = p.permit(state, pod, node);
@@ -527,12 +527,11 @@ impl Framework {
                 continue;
             }
             if s.is_wait() {
-                waiting.push(pl.name());
-                timeout = timeout.min(t.min(MAX_PERMIT_TIMEOUT));
+                waiting.push((pl.name(), t.min(MAX_PERMIT_TIMEOUT)));
                 continue;
             }
             if s.is_rejected() {
-                return (s.with_plugin(pl.name()), None);
+                return (s.with_plugin(pl.name()), Vec::new());
             }
             return (
                 Status::error(format!(
@@ -541,11 +540,11 @@ impl Framework {
                     s.message()
                 ))
                 .with_plugin(pl.name()),
-                None,
+                Vec::new(),
             );
         }
         if waiting.is_empty() {
-            (Status::success(), None)
+            (Status::success(), waiting)
         } else {
             (
                 Status::new(
@@ -555,7 +554,7 @@ impl Framework {
                         pod.name()
                     ),
                 ),
-                Some((waiting, timeout)),
+                waiting,
             )
         }
     }

@@ -229,7 +229,8 @@ fn reserve_and_permit(
         return s;
     }
     let (s, waiting) = fwk.run_permit_plugins(state, pod, node);
-    if let Some((plugins, _)) = waiting {
+    if !waiting.is_empty() {
+        let plugins: Vec<&str> = waiting.iter().map(|(p, _)| *p).collect();
         fwk.run_unreserve_plugins(state, pod, node);
         return Status::error(format!(
             "permit plugin(s) {} asked the pod to wait; simulate does not wait",

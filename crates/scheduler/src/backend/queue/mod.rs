@@ -586,6 +586,11 @@ impl PriorityQueue {
         Some(qpi)
     }
 
+    /// Whether the in-flight pod with `key` was deleted during its attempt.
+    pub fn is_deleted_in_flight(&self, key: &str) -> bool {
+        self.in_flight.get(key).is_some_and(|f| f.deleted)
+    }
+
     /// The pod's attempt is over (bound, or handed back): it stops being in flight and
     /// logged events it alone needed are dropped. Upstream: Done.
     pub fn done(&mut self, key: &str) {
@@ -690,6 +695,19 @@ impl PriorityQueue {
         old: Option<&EventObject>,
         new: Option<&EventObject>,
     ) {
+        self.move_all_to_active_or_backoff_except(event, old, new, None);
+    }
+
+    /// As [`move_all_to_active_or_backoff`](Self::move_all_to_active_or_backoff), leaving
+    /// the pod with key `except` where it is (the pod whose own failed binding caused the
+    /// event). Upstream: MoveAllToActiveOrBackoffQueue with a pre-check.
+    pub fn move_all_to_active_or_backoff_except(
+        &mut self,
+        event: ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+        except: Option<&str>,
+    ) {
         if !self.is_event_of_interest(&event) {
             return;
         }
@@ -697,6 +715,7 @@ impl PriorityQueue {
             .unschedulable
             .keys()
             .chain(self.gated.keys())
+            .filter(|k| except != Some(k.as_str()))
             .cloned()
             .collect();
         self.move_pods(keys, event, old, new);
@@ -858,6 +877,11 @@ impl PriorityQueue {
             .or_else(|| self.unschedulable.get(key))
             .or_else(|| self.gated.get(key))
             .map(|e| backoff_expiry(self.config, e))
+    }
+
+    /// When the first pod in backoffQ is due to move to activeQ.
+    pub fn next_backoff_expiry(&self) -> Option<Instant> {
+        self.backoff.peek().map(|e| backoff_expiry(self.config, e))
     }
 
     /// Logged events kept for in-flight pods (to check the log is trimmed).

@@ -1,0 +1,228 @@
+//! An in-memory cluster: both ends of the scheduling core for `simulate`, `bench
+//! --mode in-process` and tests. It keeps pods and nodes, delivers their changes to the
+//! scheduler's event handler as informers would, and applies the scheduler's writes: a bind
+//! sets `spec.nodeName` and delivers the update (which confirms the assumed pod), a delete
+//! removes the pod and delivers the delete.
+//!
+//! Every write is recorded, so tests can compare what the scheduler did as whole values.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use framework::interface::BoxFuture;
+use framework::{Binding, ClientError, ClusterClient, PodEvent, PodRef, PodStatusUpdate};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::source::{Change, EventHandler, ObjectEvent};
+
+/// What the scheduler wrote, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Writes {
+    pub bindings: Vec<Binding>,
+    pub status_updates: Vec<PodStatusUpdate>,
+    pub events: Vec<PodEvent>,
+    pub deletions: Vec<PodRef>,
+}
+
+#[derive(Debug, Default)]
+struct Objects {
+    pods: BTreeMap<(String, String), Arc<Pod>>,
+    nodes: BTreeMap<String, Arc<Node>>,
+    writes: Writes,
+    /// Errors the next binds answer with, first one first.
+    bind_errors: VecDeque<ClientError>,
+}
+
+/// Pods and nodes in memory, wired to one scheduler.
+#[derive(Default)]
+pub struct MemoryCluster {
+    objects: Mutex<Objects>,
+    handler: OnceLock<Weak<dyn EventHandler>>,
+}
+
+impl std::fmt::Debug for MemoryCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = self.lock();
+        f.debug_struct("MemoryCluster")
+            .field("pods", &o.pods.len())
+            .field("nodes", &o.nodes.len())
+            .finish()
+    }
+}
+
+fn pod_id(pod: &Pod) -> (String, String) {
+    (
+        pod.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+impl MemoryCluster {
+    pub fn new() -> Arc<MemoryCluster> {
+        Arc::new(MemoryCluster::default())
+    }
+
+    /// Delivers changes to `handler` from now on (once; later calls are ignored).
+    pub fn connect(&self, handler: Weak<dyn EventHandler>) {
+        let _ = self.handler.set(handler);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn deliver(&self, event: ObjectEvent) {
+        if let Some(h) = self.handler.get().and_then(Weak::upgrade) {
+            h.handle(event);
+        }
+    }
+
+    /// Creates or replaces a pod.
+    pub fn apply_pod(&self, pod: Pod) {
+        let pod = Arc::new(pod);
+        let old = self.lock().pods.insert(pod_id(&pod), pod.clone());
+        self.deliver(ObjectEvent::Pod(match old {
+            Some(old) => Change::Updated { old, new: pod },
+            None => Change::Added(pod),
+        }));
+    }
+
+    /// Deletes a pod; `false` when there is none.
+    pub fn remove_pod(&self, namespace: &str, name: &str) -> bool {
+        let old = self
+            .lock()
+            .pods
+            .remove(&(namespace.to_string(), name.to_string()));
+        match old {
+            Some(p) => {
+                self.deliver(ObjectEvent::Pod(Change::Deleted(p)));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Creates or replaces a node.
+    pub fn apply_node(&self, node: Node) {
+        let node = Arc::new(node);
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let old = self.lock().nodes.insert(name, node.clone());
+        self.deliver(ObjectEvent::Node(match old {
+            Some(old) => Change::Updated { old, new: node },
+            None => Change::Added(node),
+        }));
+    }
+
+    /// Deletes a node; `false` when there is none.
+    pub fn remove_node(&self, name: &str) -> bool {
+        let old = self.lock().nodes.remove(name);
+        match old {
+            Some(n) => {
+                self.deliver(ObjectEvent::Node(Change::Deleted(n)));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delivers an event of another kind (namespaces, services, ...) as is.
+    pub fn deliver_other(&self, event: ObjectEvent) {
+        self.deliver(event);
+    }
+
+    /// The pod `namespace/name` as stored now.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.lock()
+            .pods
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Every pod, by namespace and name.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        self.lock().pods.values().cloned().collect()
+    }
+
+    /// Makes the next binds fail with these errors, in order.
+    pub fn fail_next_binds(&self, errors: impl IntoIterator<Item = ClientError>) {
+        self.lock().bind_errors.extend(errors);
+    }
+
+    /// What the scheduler wrote so far.
+    pub fn writes(&self) -> Writes {
+        self.lock().writes.clone()
+    }
+
+    fn bind_now(&self, b: &Binding) -> Result<(), ClientError> {
+        let change = {
+            let mut o = self.lock();
+            o.writes.bindings.push(b.clone());
+            if let Some(e) = o.bind_errors.pop_front() {
+                return Err(e);
+            }
+            let id = (b.namespace.clone(), b.name.clone());
+            let Some(old) = o.pods.get(&id).cloned() else {
+                return Err(ClientError::Api {
+                    code: 404,
+                    message: format!("pods \"{}\" not found", b.name),
+                });
+            };
+            if let Some(node) = old.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                return Err(ClientError::Api {
+                    code: 409,
+                    message: format!(
+                        "Operation cannot be fulfilled on pods/binding \"{}\": pod {} is already assigned to node \"{}\"",
+                        b.name, b.name, node
+                    ),
+                });
+            }
+            let mut new = (*old).clone();
+            new.spec.get_or_insert_with(Default::default).node_name = Some(b.node.clone());
+            let new = Arc::new(new);
+            o.pods.insert(id, new.clone());
+            Change::Updated { old, new }
+        };
+        self.deliver(ObjectEvent::Pod(change));
+        Ok(())
+    }
+}
+
+impl ClusterClient for MemoryCluster {
+    fn bind<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move { self.bind_now(binding) })
+    }
+
+    fn update_pod_status<'a>(
+        &'a self,
+        update: &'a PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.lock().writes.status_updates.push(update.clone());
+            Ok(())
+        })
+    }
+
+    fn record_event<'a>(&'a self, event: &'a PodEvent) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.lock().writes.events.push(event.clone());
+            Ok(())
+        })
+    }
+
+    fn delete_pod<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.lock().writes.deletions.push(pod.clone());
+            if self.remove_pod(&pod.namespace, &pod.name) {
+                Ok(())
+            } else {
+                Err(ClientError::Api {
+                    code: 404,
+                    message: format!("pods \"{}\" not found", pod.name),
+                })
+            }
+        })
+    }
+}

@@ -1,0 +1,674 @@
+//! Loop-level tests: the real in-tree plugins plus a test plugin (`TestGate`) that logs its
+//! Reserve/Unreserve calls and answers Permit as its args say, an in-memory cluster as both
+//! event source and sink, a fake clock for the queue, and tokio's paused clock for Permit
+//! timeouts. No test sleeps.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use framework::testing::{make_node, make_pod};
+use framework::{
+    ArgsError, ClientError, Code, CycleState, EventType, FilterPlugin, Handle, NodeInfo,
+    Nomination, Parallelizer, PermitPlugin, Plugin, PodEvent, PodInfo, PodRef,
+    PodScheduledCondition, PodStatusUpdate, ReservePlugin, Status,
+};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use rstest::rstest;
+
+use super::*;
+use crate::backend::queue::QueueName;
+use crate::clock::FakeClock;
+use crate::memory::MemoryCluster;
+use crate::metrics::NoopRecorder;
+use crate::profile::Profiles;
+
+// ---- the test plugin --------------------------------------------------------------------
+
+const GATE: &str = "TestGate";
+
+type CallLog = Arc<Mutex<Vec<String>>>;
+
+/// Call logs of TestGate instances, by the `log` id in their args (tests run in parallel).
+fn logs() -> &'static Mutex<HashMap<String, CallLog>> {
+    static LOGS: OnceLock<Mutex<HashMap<String, CallLog>>> = OnceLock::new();
+    LOGS.get_or_init(Default::default)
+}
+
+fn log_for(id: &str) -> Arc<Mutex<Vec<String>>> {
+    logs()
+        .lock()
+        .unwrap()
+        .entry(id.to_string())
+        .or_default()
+        .clone()
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct GateArgs {
+    log: String,
+    /// `allow`, `wait` or `reject`.
+    permit: String,
+    #[serde(default)]
+    timeout_seconds: u64,
+    /// Filter returns Error for this pod name.
+    #[serde(default)]
+    error_pod: String,
+}
+
+struct TestGate {
+    args: GateArgs,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+fn new_gate(
+    args: Option<&serde_json::Value>,
+    _h: &Handle,
+) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
+    let args: GateArgs = args
+        .cloned()
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| vec![ArgsError::new("", e.to_string())])?
+        .unwrap_or_default();
+    let log = log_for(&args.log);
+    Ok(Arc::new(TestGate { args, log }))
+}
+
+impl Plugin for TestGate {
+    fn name(&self) -> &'static str {
+        GATE
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        Some(self)
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for TestGate {
+    fn filter(&self, _: &CycleState, pod: &PodInfo, _: &NodeInfo) -> Status {
+        if pod.name() == self.args.error_pod {
+            return Status::error("broken pod");
+        }
+        Status::success()
+    }
+}
+
+impl ReservePlugin for TestGate {
+    fn reserve(&self, _: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("reserve {} {node}", pod.name()));
+        Status::success()
+    }
+    fn unreserve(&self, _: &mut CycleState, pod: &PodInfo, node: &str) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("unreserve {} {node}", pod.name()));
+    }
+}
+
+impl PermitPlugin for TestGate {
+    fn permit(&self, _: &mut CycleState, _: &PodInfo, _: &str) -> (Status, Duration) {
+        let t = Duration::from_secs(self.args.timeout_seconds);
+        match self.args.permit.as_str() {
+            "wait" => (Status::new(Code::Wait, ""), t),
+            "reject" => (Status::unschedulable("not admitted by TestGate"), t),
+            _ => (Status::success(), t),
+        }
+    }
+}
+
+// ---- harness ----------------------------------------------------------------------------
+
+struct Harness {
+    sched: Scheduler,
+    lp: SchedulingLoop,
+    cluster: Arc<MemoryCluster>,
+    clock: FakeClock,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+/// A scheduler whose profiles are `profiles` (YAML list items), each with TestGate enabled
+/// at multiPoint with `gate` args. Must run inside a tokio runtime.
+fn harness(log_id: &str, gate: &str, profiles: &[&str]) -> Harness {
+    let mut yaml = String::from(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n",
+    );
+    for p in profiles {
+        yaml.push_str(&format!(
+            "- schedulerName: {p}\n  plugins:\n    multiPoint:\n      enabled: [{{name: {GATE}}}]\n  pluginConfig:\n  - name: {GATE}\n    args: {{log: {log_id}, {gate}}}\n"
+        ));
+    }
+    // Decoded and defaulted but not validated: validation knows only in-tree plugin names.
+    let mut cfg = crate::config::decode(&yaml).unwrap();
+    crate::config::set_defaults(&mut cfg);
+    let mut registry = plugins::in_tree_registry();
+    registry.insert(GATE, new_gate);
+    let cluster = MemoryCluster::new();
+    let handle = Handle::new(Parallelizer::sequential(), cluster.clone());
+    let profiles = Profiles::build(&cfg, &registry, &handle, "test").unwrap();
+    let clock = FakeClock::new();
+    let sched = Scheduler::new(
+        profiles.frameworks,
+        Arc::new(NoopRecorder),
+        Arc::new(clock.clone()),
+        tokio::runtime::Handle::current(),
+        SchedulerOptions::default(),
+    );
+    cluster.connect(sched.weak_event_handler());
+    let lp = sched.scheduling_loop();
+    Harness {
+        sched,
+        lp,
+        cluster,
+        clock,
+        log: log_for(log_id),
+    }
+}
+
+fn node(name: &str, cpu: &str) -> Node {
+    make_node(name)
+        .capacity(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])
+        .obj()
+}
+
+fn pod(name: &str, cpu: &str) -> Pod {
+    make_pod(name).req(&[("cpu", cpu)]).obj()
+}
+
+impl Harness {
+    /// Runs cycles until activeQ is empty, waiting for each binding task; returns the
+    /// outcomes as `(pod, outcome summary)`.
+    async fn drain(&mut self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        while let Some(a) = self.lp.schedule_one(None) {
+            self.sched.wait_for_bindings().await;
+            out.push((a.pod.name().to_string(), summary(&a.outcome)));
+        }
+        out
+    }
+
+    fn node_of(&self, pod: &str) -> Option<String> {
+        self.cluster
+            .pod("default", pod)
+            .and_then(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+    }
+
+    fn queue_of(&self, pod: &str) -> Option<QueueName> {
+        let uid = format!("uid-{pod}");
+        self.sched.with_state(|_, q| q.queue_of(&uid))
+    }
+
+    fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+}
+
+fn summary(o: &AttemptOutcome) -> String {
+    match o {
+        AttemptOutcome::Assumed { node } => format!("assumed {node}"),
+        AttemptOutcome::Unschedulable { message, .. } => format!("unschedulable: {message}"),
+        AttemptOutcome::Error { message } => format!("error: {message}"),
+        AttemptOutcome::Skipped { reason } => format!("skipped: {reason}"),
+    }
+}
+
+fn pod_ref(name: &str) -> PodRef {
+    PodRef {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: Some(format!("uid-{name}")),
+    }
+}
+
+fn failed(name: &str, reason: &str, message: &str) -> PodStatusUpdate {
+    PodStatusUpdate {
+        pod: pod_ref(name),
+        condition: Some(PodScheduledCondition {
+            status: "False".into(),
+            reason: reason.into(),
+            message: message.into(),
+        }),
+        nomination: Nomination::Keep,
+    }
+}
+
+fn event(name: &str, kind: EventType, reason: &str, message: &str, profile: &str) -> PodEvent {
+    PodEvent {
+        regarding: pod_ref(name),
+        event_type: kind,
+        reason: reason.into(),
+        action: if reason == "Scheduled" {
+            "Binding"
+        } else {
+            "Scheduling"
+        }
+        .into(),
+        message: message.into(),
+        reporting_controller: profile.into(),
+    }
+}
+
+/// Lets spawned write tasks (status, events) run.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+// ---- tests ------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn pods_are_bound_confirmed_and_reported() {
+    let mut h = harness("bound", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(pod("a", "1500m"));
+    h.cluster.apply_pod(pod("b", "1"));
+    let outcomes = h.drain().await;
+    settle().await;
+    assert_eq!(
+        outcomes,
+        vec![
+            ("a".to_string(), "assumed n1".to_string()),
+            (
+                "b".to_string(),
+                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.".to_string()
+            ),
+        ]
+    );
+    assert_eq!(h.node_of("a").as_deref(), Some("n1"));
+    assert_eq!(
+        h.sched.cache_counts(),
+        (1, 1, 0),
+        "a confirmed by its update, not assumed"
+    );
+    assert_eq!(h.take_log(), vec!["reserve a n1"]);
+    let w = h.cluster.writes();
+    assert_eq!(
+        w.status_updates,
+        vec![failed(
+            "b",
+            "Unschedulable",
+            "0/1 nodes are available: 1 Insufficient cpu."
+        )]
+    );
+    assert_eq!(
+        w.events,
+        vec![
+            event(
+                "a",
+                EventType::Normal,
+                "Scheduled",
+                "Successfully assigned default/a to n1",
+                "default-scheduler"
+            ),
+            event(
+                "b",
+                EventType::Warning,
+                "FailedScheduling",
+                "0/1 nodes are available: 1 Insufficient cpu.",
+                "default-scheduler"
+            ),
+        ]
+    );
+    assert_eq!(h.queue_of("b"), Some(QueueName::Unschedulable));
+}
+
+#[tokio::test]
+async fn node_add_retries_the_pod_it_can_help_and_not_the_others() {
+    let mut h = harness("nodeadd", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "1"));
+    h.cluster.apply_pod(pod("big", "2"));
+    h.cluster.apply_pod(
+        make_pod("picky")
+            .req(&[("cpu", "100m")])
+            .node_selector("disk", "ssd")
+            .obj(),
+    );
+    h.drain().await;
+    assert_eq!(h.queue_of("big"), Some(QueueName::Unschedulable));
+    assert_eq!(h.queue_of("picky"), Some(QueueName::Unschedulable));
+    // A node with room but without the label: only the pod short of CPU may fit there.
+    h.cluster.apply_node(node("n2", "4"));
+    assert_eq!(h.queue_of("big"), Some(QueueName::Backoff));
+    assert_eq!(h.queue_of("picky"), Some(QueueName::Unschedulable));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("big".to_string(), "assumed n2".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn backoff_then_five_minute_flush_retry_an_unschedulable_pod() {
+    let mut h = harness("flush", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "1"));
+    h.cluster.apply_pod(pod("big", "2"));
+    h.drain().await;
+    h.clock.advance(Duration::from_secs(299));
+    h.sched.flush();
+    assert_eq!(
+        h.queue_of("big"),
+        Some(QueueName::Unschedulable),
+        "not yet 5 min"
+    );
+    // The leftover check runs every 30 s, as upstream's ticker.
+    h.clock.advance(Duration::from_secs(2));
+    h.sched.flush();
+    assert_eq!(
+        h.queue_of("big"),
+        Some(QueueName::Unschedulable),
+        "next check not due"
+    );
+    h.clock.advance(Duration::from_secs(28));
+    h.sched.flush();
+    assert_eq!(h.queue_of("big"), Some(QueueName::Active));
+}
+
+#[tokio::test]
+async fn a_plugin_error_fails_only_that_pod() {
+    let mut h = harness(
+        "error",
+        "permit: allow, errorPod: bad",
+        &["default-scheduler"],
+    );
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(pod("bad", "1"));
+    h.cluster.apply_pod(pod("good", "1"));
+    let outcomes = h.drain().await;
+    settle().await;
+    assert_eq!(
+        outcomes,
+        vec![
+            (
+                "bad".to_string(),
+                "error: running \"TestGate\" filter plugin: broken pod".to_string()
+            ),
+            ("good".to_string(), "assumed n1".to_string()),
+        ]
+    );
+    assert_eq!(h.queue_of("bad"), Some(QueueName::Backoff));
+    assert_eq!(
+        h.cluster.writes().status_updates,
+        vec![failed(
+            "bad",
+            "SchedulerError",
+            "running \"TestGate\" filter plugin: broken pod"
+        )]
+    );
+}
+
+#[tokio::test]
+async fn bind_failure_unreserves_forgets_and_requeues() {
+    let mut h = harness("bindfail", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(pod("a", "1"));
+    h.cluster
+        .fail_next_binds([ClientError::Transport("connection reset".into())]);
+    assert_eq!(
+        h.drain().await,
+        vec![("a".to_string(), "assumed n1".to_string())]
+    );
+    settle().await;
+    assert_eq!(h.take_log(), vec!["reserve a n1", "unreserve a n1"]);
+    assert_eq!(h.sched.cache_counts(), (1, 0, 0), "assumed pod forgotten");
+    assert_eq!(h.queue_of("a"), Some(QueueName::Backoff));
+    assert_eq!(h.node_of("a"), None);
+    let message = "running Bind plugin \"DefaultBinder\": transport error: connection reset";
+    assert_eq!(
+        h.cluster.writes().status_updates,
+        vec![failed("a", "SchedulerError", message)]
+    );
+    // After its backoff the pod is retried and bound.
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("a".to_string(), "assumed n1".to_string())]
+    );
+    assert_eq!(h.node_of("a").as_deref(), Some("n1"));
+}
+
+#[tokio::test]
+async fn permit_reject_unreserves_and_reports_unschedulable() {
+    let mut h = harness("reject", "permit: reject", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(pod("a", "1"));
+    assert_eq!(
+        h.drain().await,
+        vec![(
+            "a".to_string(),
+            "unschedulable: not admitted by TestGate".to_string()
+        )]
+    );
+    settle().await;
+    assert_eq!(h.take_log(), vec!["reserve a n1", "unreserve a n1"]);
+    assert_eq!(h.sched.cache_counts(), (1, 0, 0));
+    assert_eq!(h.queue_of("a"), Some(QueueName::Unschedulable));
+    assert_eq!(h.cluster.writes().bindings, vec![]);
+}
+
+/// How a waiting pod's wait ends.
+#[derive(Debug, Clone, Copy)]
+enum WaitEnd {
+    Allow,
+    Reject,
+    Timeout,
+    PodDeleted,
+}
+
+#[rstest]
+#[case::allowed_pod_is_bound(WaitEnd::Allow, Some("n1"), None, vec!["reserve a n1"])]
+#[case::rejected_pod_is_requeued(
+    WaitEnd::Reject, None, Some("quota used up"), vec!["reserve a n1", "unreserve a n1"]
+)]
+#[case::timeout_rejects_in_the_plugins_name(
+    WaitEnd::Timeout,
+    None,
+    Some("rejected due to timeout after waiting 10s at plugin TestGate"),
+    vec!["reserve a n1", "unreserve a n1"]
+)]
+#[case::deleted_pod_is_unreserved_and_not_bound(
+    WaitEnd::PodDeleted, None, None, vec!["reserve a n1", "unreserve a n1"]
+)]
+#[tokio::test(start_paused = true)]
+async fn permit_wait(
+    #[case] end: WaitEnd,
+    #[case] want_node: Option<&str>,
+    #[case] want_failure: Option<&str>,
+    #[case] want_log: Vec<&str>,
+) {
+    let id = format!("wait-{end:?}");
+    let mut h = harness(
+        &id,
+        "permit: wait, timeoutSeconds: 10",
+        &["default-scheduler"],
+    );
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(pod("a", "1"));
+    let a = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    assert_eq!(a.as_deref(), Some("assumed n1"));
+    settle().await;
+    assert_eq!(h.sched.bindings_in_flight(), 1, "waiting at permit");
+    assert_eq!(h.sched.cache_counts(), (1, 1, 1), "assumed while waiting");
+    let wp = h.sched.waiting_pods().get("uid-a").expect("pod waits");
+    assert_eq!(wp.pending_plugins(), vec![GATE]);
+    match end {
+        WaitEnd::Allow => wp.allow(GATE),
+        WaitEnd::Reject => wp.reject(GATE, "quota used up"),
+        WaitEnd::Timeout => tokio::time::advance(Duration::from_secs(10)).await,
+        WaitEnd::PodDeleted => {
+            h.cluster.remove_pod("default", "a");
+        }
+    }
+    h.sched.wait_for_bindings().await;
+    settle().await;
+    assert!(h.sched.waiting_pods().is_empty());
+    assert_eq!(h.node_of("a").as_deref(), want_node);
+    assert_eq!(h.take_log(), want_log);
+    let w = h.cluster.writes();
+    // A deleted pod gets no status write: there is nothing left to write to.
+    let want_updates: Vec<PodStatusUpdate> = want_failure
+        .map(|m| failed("a", "Unschedulable", m))
+        .into_iter()
+        .collect();
+    assert_eq!(w.status_updates, want_updates);
+    if want_failure.is_some() {
+        assert_eq!(h.queue_of("a"), Some(QueueName::Unschedulable));
+        assert_eq!(h.sched.cache_counts(), (1, 0, 0));
+    }
+    if matches!(end, WaitEnd::PodDeleted) {
+        assert_eq!(h.queue_of("a"), None, "a deleted pod is not requeued");
+        assert_eq!(h.sched.cache_counts(), (1, 0, 0));
+    }
+}
+
+#[tokio::test]
+async fn each_profile_schedules_its_own_pods() {
+    let mut h = harness(
+        "profiles",
+        "permit: allow",
+        &["default-scheduler", "binpack"],
+    );
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(pod("a", "1"));
+    h.cluster.apply_pod(
+        make_pod("b")
+            .req(&[("cpu", "1")])
+            .scheduler_name("binpack")
+            .obj(),
+    );
+    h.cluster.apply_pod(
+        make_pod("c")
+            .req(&[("cpu", "1")])
+            .scheduler_name("other")
+            .obj(),
+    );
+    let outcomes = h.drain().await;
+    settle().await;
+    assert_eq!(
+        outcomes,
+        vec![
+            ("a".to_string(), "assumed n1".to_string()),
+            ("b".to_string(), "assumed n1".to_string()),
+        ]
+    );
+    let reporters: Vec<(String, String)> = h
+        .cluster
+        .writes()
+        .events
+        .into_iter()
+        .map(|e| (e.regarding.name, e.reporting_controller))
+        .collect();
+    assert_eq!(
+        reporters,
+        vec![
+            ("a".to_string(), "default-scheduler".to_string()),
+            ("b".to_string(), "binpack".to_string()),
+        ]
+    );
+    assert_eq!(h.queue_of("c"), None, "not ours: never queued");
+}
+
+#[tokio::test]
+async fn pod_deleted_before_its_turn_is_not_scheduled_and_unknown_deletes_are_ignored() {
+    let mut h = harness("deleted", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(pod("a", "1"));
+    h.cluster.remove_pod("default", "a");
+    h.sched
+        .event_handler()
+        .handle(crate::source::ObjectEvent::Pod(
+            crate::source::Change::Deleted(Arc::new(pod("ghost", "1"))),
+        ));
+    assert_eq!(h.drain().await, vec![]);
+    assert_eq!(h.sched.pending_pods(), PendingCounts::default());
+}
+
+#[tokio::test]
+async fn update_of_an_unknown_pod_is_an_add() {
+    let h = harness("update-add", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    let p = Arc::new(pod("a", "1"));
+    h.sched
+        .event_handler()
+        .handle(crate::source::ObjectEvent::Pod(
+            crate::source::Change::Updated {
+                old: p.clone(),
+                new: p,
+            },
+        ));
+    assert_eq!(h.queue_of("a"), Some(QueueName::Active));
+}
+
+#[tokio::test]
+async fn loop_thread_schedules_until_stopped() {
+    let h = harness("thread", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "8"));
+    let thread = h.sched.start().unwrap();
+    for i in 0..20 {
+        h.cluster.apply_pod(pod(&format!("p{i}"), "100m"));
+    }
+    // Bounded wait: the loop binds all 20 (each bind is in memory).
+    let mut bound = 0;
+    for _ in 0..2000 {
+        bound = h
+            .cluster
+            .pods()
+            .iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .count();
+        if bound == 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(bound, 20);
+    h.sched.stop();
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[rstest]
+#[case::short("0/3 nodes are available.", "0/3 nodes are available.")]
+#[case::exactly_the_limit(&"x".repeat(1024), &"x".repeat(1024))]
+#[case::cut_with_suffix(&"x".repeat(1100), &format!("{} ...", "x".repeat(1020)))]
+#[case::cut_on_a_char_boundary(
+    &format!("{}é", "x".repeat(1019)).repeat(2),
+    &format!("{} ...", "x".repeat(1019))
+)]
+fn event_messages_are_truncated_as_upstream(#[case] message: &str, #[case] want: &str) {
+    assert_eq!(truncate_message(message), want);
+}
+
+#[rstest]
+#[case::nothing(make_node("n").obj(), ActionType(0))]
+#[case::labels(make_node("n").label("a", "b").obj(), ActionType::UPDATE_NODE_LABEL)]
+#[case::taint(make_node("n").taint("k", "v", "NoSchedule").obj(), ActionType::UPDATE_NODE_TAINT)]
+#[case::cordon(make_node("n").unschedulable(true).obj(), ActionType::UPDATE_NODE_TAINT)]
+#[case::allocatable(
+    make_node("n").capacity(&[("cpu", "2")]).obj(),
+    ActionType::UPDATE_NODE_ALLOCATABLE
+)]
+#[case::labels_and_taint(
+    make_node("n").label("a", "b").taint("k", "v", "NoSchedule").obj(),
+    ActionType::UPDATE_NODE_LABEL | ActionType::UPDATE_NODE_TAINT
+)]
+fn node_changes_map_to_upstream_actions(#[case] new: Node, #[case] want: ActionType) {
+    let old = make_node("n").obj();
+    assert_eq!(node_scheduling_properties_change(&old, &new), want);
+}
+
+use framework::ActionType;

@@ -7,13 +7,13 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use framework::{Handle, Parallelizer};
 use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
+use scheduler::memory::MemoryCluster;
 use scheduler::profile::Profiles;
 use scheduler::simulate::{self, ClusterInput, InputError};
 
@@ -200,10 +200,8 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<(KubeSchedulerConfigura
 fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let (cfg, source) = load_config(args.config.as_ref())?;
     let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
-    let handle = Handle::new(
-        Parallelizer::new(parallelism),
-        Arc::new(framework::handle::NoopClient),
-    );
+    let cluster = MemoryCluster::new();
+    let handle = Handle::new(Parallelizer::new(parallelism), cluster.clone());
     let profiles = Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, &source)?;
     for w in &profiles.warnings {
         eprintln!("warning: {w}");
@@ -222,12 +220,14 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
     }
     let report = simulate::run(
         &input,
-        &profiles.frameworks,
+        profiles.frameworks,
+        cluster,
         &simulate::Options {
             seed: args.seed,
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
         },
-    );
+    )
+    .context("running the simulation")?;
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         OutputFormat::Table
     } else {

@@ -146,6 +146,17 @@ impl MemoryCluster {
         self.lock().pods.values().cloned().collect()
     }
 
+    /// The last status write to the pod `namespace/name`.
+    pub fn last_status_update(&self, namespace: &str, name: &str) -> Option<PodStatusUpdate> {
+        self.lock()
+            .writes
+            .status_updates
+            .iter()
+            .rev()
+            .find(|u| u.pod.namespace == namespace && u.pod.name == name)
+            .cloned()
+    }
+
     /// Makes the next binds fail with these errors, in order.
     pub fn fail_next_binds(&self, errors: impl IntoIterator<Item = ClientError>) {
         self.lock().bind_errors.extend(errors);

@@ -2,7 +2,6 @@
 //!
 //! Upstream: schedule_one.go (runBindingCycle / bindingCycle, handleBindingCycleError).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,10 +40,7 @@ impl BindingTask {
         } else {
             self.failed(status);
         }
-        let b = &shared.bindings;
-        if b.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            b.idle.notify_waiters();
-        }
+        shared.tasks.finished();
     }
 
     /// Permit wait, PreBind, Bind. Upstream: bindingCycle.

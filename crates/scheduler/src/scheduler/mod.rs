@@ -110,11 +110,24 @@ struct State {
     last_assumed_cleanup: Instant,
 }
 
-/// Bindings in flight, so that callers can wait until all are done.
+/// Tasks in flight (binding cycles and API writes), so that callers can wait until all are
+/// done.
 #[derive(Default)]
-struct BindingTracker {
+struct Tasks {
     in_flight: AtomicUsize,
     idle: tokio::sync::Notify,
+}
+
+impl Tasks {
+    fn started(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn finished(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
 }
 
 struct Shared {
@@ -130,7 +143,7 @@ struct Shared {
     options: SchedulerOptions,
     synced: AtomicBool,
     stopping: AtomicBool,
-    bindings: BindingTracker,
+    tasks: Tasks,
 }
 
 /// A scheduler. Cloning shares it.
@@ -224,7 +237,7 @@ impl Scheduler {
                 options,
                 synced: AtomicBool::new(false),
                 stopping: AtomicBool::new(false),
-                bindings: BindingTracker::default(),
+                tasks: Tasks::default(),
             }),
         }
     }
@@ -304,22 +317,22 @@ impl Scheduler {
         self.shared.wake.notify_all();
     }
 
-    /// Waits until no binding task is in flight.
+    /// Waits until no binding cycle and no API write is in flight.
     pub async fn wait_for_bindings(&self) {
         loop {
-            let notified = self.shared.bindings.idle.notified();
+            let notified = self.shared.tasks.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.shared.bindings.in_flight.load(Ordering::Acquire) == 0 {
+            if self.shared.tasks.in_flight.load(Ordering::Acquire) == 0 {
                 return;
             }
             notified.await;
         }
     }
 
-    /// Bindings in flight now.
-    pub fn bindings_in_flight(&self) -> usize {
-        self.shared.bindings.in_flight.load(Ordering::Acquire)
+    /// Binding cycles and API writes in flight now.
+    pub fn tasks_in_flight(&self) -> usize {
+        self.shared.tasks.in_flight.load(Ordering::Acquire)
     }
 
     /// Runs `f` on the cache and queue (tests and debugging).
@@ -376,7 +389,13 @@ impl Shared {
     }
 
     /// Writes the failure to the pod (condition, event) without waiting for the API.
-    fn report_failure(&self, fwk: &Framework, pod: &PodInfo, status: &Status, message: &str) {
+    fn report_failure(
+        self: &Arc<Self>,
+        fwk: &Framework,
+        pod: &PodInfo,
+        status: &Status,
+        message: &str,
+    ) {
         let reason = if status.is_rejected() {
             "Unschedulable"
         } else {
@@ -403,8 +422,10 @@ impl Shared {
         self.spawn_writes(Some(update), event);
     }
 
-    fn spawn_writes(&self, update: Option<PodStatusUpdate>, event: PodEvent) {
+    fn spawn_writes(self: &Arc<Self>, update: Option<PodStatusUpdate>, event: PodEvent) {
+        let shared = self.clone();
         let client = self.client.clone();
+        shared.tasks.started();
         self.runtime.spawn(async move {
             if let Some(u) = update {
                 if let Err(e) = client.update_pod_status(&u).await {
@@ -414,13 +435,14 @@ impl Shared {
             if let Err(e) = client.record_event(&event).await {
                 tracing::debug!(error = %e, reason = %event.reason, "cannot record event");
             }
+            shared.tasks.finished();
         });
     }
 
     /// Hands a pod whose attempt failed back to the queue, and reports the failure.
     /// Upstream: handleSchedulingFailure.
     fn handle_failure(
-        &self,
+        self: &Arc<Self>,
         fwk: &Framework,
         mut qpi: QueuedPodInfo,
         status: &Status,
@@ -645,7 +667,7 @@ impl SchedulingLoop {
             let mut st = shared.state();
             st.queue.delete_nominated_pod_if_exists(&pod.pod);
         }
-        shared.bindings.in_flight.fetch_add(1, Ordering::AcqRel);
+        shared.tasks.started();
         let task = binding::BindingTask {
             shared: shared.clone(),
             fwk,

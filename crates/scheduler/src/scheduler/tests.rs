@@ -499,7 +499,7 @@ async fn permit_wait(
     let a = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
     assert_eq!(a.as_deref(), Some("assumed n1"));
     settle().await;
-    assert_eq!(h.sched.bindings_in_flight(), 1, "waiting at permit");
+    assert_eq!(h.sched.tasks_in_flight(), 1, "waiting at permit");
     assert_eq!(h.sched.cache_counts(), (1, 1, 1), "assumed while waiting");
     let wp = h.sched.waiting_pods().get("uid-a").expect("pod waits");
     assert_eq!(wp.pending_plugins(), vec![GATE]);

@@ -9,14 +9,19 @@
 pub mod input;
 pub mod output;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use framework::{CycleState, PodInfo, QueuedPodInfo, Snapshot, Status};
+use framework::{PodInfo, Status};
 
+use crate::clock::FakeClock;
+use crate::memory::MemoryCluster;
+use crate::metrics::NoopRecorder;
 use crate::runtime::Framework;
-use crate::schedule_one::{Explanation, ScheduleAlgorithm, ScheduleError};
+use crate::schedule_one::Explanation;
+use crate::scheduler::{Attempt, AttemptOutcome, Scheduler, SchedulerOptions};
+use crate::source::{Change, ObjectEvent};
 
 pub use input::{ClusterInput, InputError};
 
@@ -78,202 +83,203 @@ pub struct Options {
     pub percentage_of_nodes_to_score: Option<i32>,
 }
 
-/// Schedules the pending pods of `input` with `profiles` (the first profile's QueueSort
-/// orders the queue, as upstream requires every profile to share it). The report lists
-/// pods in the order they were scheduled, then the gated and skipped ones in input order.
-pub fn run(input: &ClusterInput, profiles: &[Framework], options: &Options) -> Report {
-    let mut snapshot = build_snapshot(input);
-    let by_name: HashMap<&str, &Framework> =
-        profiles.iter().map(|f| (f.profile_name(), f)).collect();
+/// Schedules the pending pods of `input` with `profiles` (built with a [`framework::Handle`]
+/// whose client is `cluster`; the first profile's QueueSort orders the queue, as upstream
+/// requires every profile to share it). The report lists pods in the order they were
+/// scheduled, then the gated and skipped ones in input order.
+///
+/// The pods go through the scheduler itself ([`crate::scheduler`]): informer-like events
+/// from `cluster`, the queue, the cache, the scheduling cycle and the binding cycle; the
+/// clock stands still, so each pod gets one attempt (a pod that failed waits out a backoff
+/// that never ends). Permit plugins cannot make a pod wait here: a waiting pod is rejected.
+pub fn run(
+    input: &ClusterInput,
+    profiles: Vec<Framework>,
+    cluster: Arc<MemoryCluster>,
+    options: &Options,
+) -> std::io::Result<Report> {
+    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    let names: Vec<String> = profiles
+        .iter()
+        .map(|f| f.profile_name().to_string())
+        .collect();
+    let gates: HashMap<String, Status> = input
+        .pods
+        .iter()
+        .filter(|p| !is_terminal(p) && !has_node(p))
+        .filter_map(|p| {
+            let info = PodInfo::new(p.clone());
+            let fwk = profiles
+                .iter()
+                .find(|f| f.profile_name() == scheduler_name(p))?;
+            let s = fwk.run_pre_enqueue_plugins(&info);
+            (!s.is_success()).then(|| (info.key.clone(), s))
+        })
+        .collect();
+    let clock = FakeClock::new();
+    let sched = Scheduler::new(
+        profiles,
+        Arc::new(NoopRecorder),
+        Arc::new(clock.clone()),
+        rt.handle().clone(),
+        SchedulerOptions {
+            seed: options.seed,
+            percentage_of_nodes_to_score: options.percentage_of_nodes_to_score,
+            ..Default::default()
+        },
+    );
+    cluster.connect(sched.weak_event_handler());
+    load(&cluster, input, &clock);
+    sched.event_handler().synced();
+
     let mut report = Report::default();
-    // Pods that never enter the queue (gated, skipped) are listed after the scheduled ones.
     let mut held_back: Vec<PodReport> = Vec::new();
-    let base = Instant::now();
-    let mut queue: Vec<QueuedPodInfo> = Vec::new();
-    for (i, pod) in input.pods.iter().enumerate() {
+    for pod in &input.pods {
         if is_terminal(pod) || has_node(pod) {
             continue;
         }
-        let info = Arc::new(PodInfo::new(pod.clone()));
-        let scheduler_name = scheduler_name(pod);
-        let skipped = |message: String| PodReport {
-            namespace: info.namespace().to_string(),
-            name: info.name().to_string(),
-            scheduler_name: scheduler_name.clone(),
-            node: None,
-            result: PodResult::Skipped,
-            message: Some(message),
-            reason_counts: Vec::new(),
-            explanation: None,
-        };
-        let Some(fwk) = by_name.get(scheduler_name.as_str()) else {
-            held_back.push(skipped(format!(
-                "schedulerName {scheduler_name:?} is not a profile of this scheduler"
-            )));
-            continue;
-        };
-        if pod.metadata.deletion_timestamp.is_some() {
-            report
-                .pods
-                .push(skipped("pod is being deleted".to_string()));
-            continue;
+        let info = PodInfo::new(pod.clone());
+        let name = scheduler_name(pod);
+        if !names.iter().any(|n| *n == name) {
+            held_back.push(skipped(
+                &info,
+                &name,
+                PodResult::Skipped,
+                format!("schedulerName {name:?} is not a profile of this scheduler"),
+            ));
+        } else if let Some(s) = gates.get(&info.key) {
+            held_back.push(skipped(&info, &name, PodResult::Gated, s.message()));
         }
-        let gate = fwk.run_pre_enqueue_plugins(&info);
-        if !gate.is_success() {
-            let mut r = skipped(gate.message());
-            r.result = PodResult::Gated;
-            held_back.push(r);
-            continue;
-        }
-        let ts = base + Duration::from_nanos(i as u64);
-        queue.push(QueuedPodInfo::new(info, ts));
     }
-    if let Some(first) = profiles.first() {
-        queue.sort_by(|a, b| {
-            if first.queue_sort_less(a, b) {
-                std::cmp::Ordering::Less
-            } else if first.queue_sort_less(b, a) {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
+
+    let mut lp = sched.scheduling_loop();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    // Each pending pod is attempted once; the bound only guards against a requeue loop.
+    let limit = 2 * input.pods.len() + 1;
+    for _ in 0..limit {
+        let mut explanation = Explanation::default();
+        let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
+            break;
+        };
+        for wp in sched.waiting_pods().list() {
+            let plugins = wp.pending_plugins().join(", ");
+            for p in wp.pending_plugins() {
+                wp.reject(
+                    p,
+                    &format!(
+                        "permit plugin(s) {plugins} asked the pod to wait; simulate does not wait"
+                    ),
+                );
             }
-        });
-    }
-    let mut algorithms: HashMap<&str, ScheduleAlgorithm> = profiles
-        .iter()
-        .map(|f| {
-            (
-                f.profile_name(),
-                ScheduleAlgorithm::new(options.seed, options.percentage_of_nodes_to_score),
-            )
-        })
-        .collect();
-    for q in queue {
-        let pod = &q.pod_info;
-        let scheduler_name = scheduler_name(&pod.pod);
-        let (Some(fwk), Some(algo)) = (
-            by_name.get(scheduler_name.as_str()),
-            algorithms.get_mut(scheduler_name.as_str()),
-        ) else {
-            continue;
-        };
-        report
-            .pods
-            .push(schedule(fwk, algo, pod, &mut snapshot, scheduler_name));
+        }
+        rt.block_on(sched.wait_for_bindings());
+        let r = pod_report(&cluster, a, explanation);
+        let key = format!("{}/{}", r.namespace, r.name);
+        match seen.get(&key) {
+            Some(&i) => report.pods[i] = r,
+            None => {
+                seen.insert(key, report.pods.len());
+                report.pods.push(r);
+            }
+        }
     }
     report.pods.extend(held_back);
-    report
+    Ok(report)
 }
 
-fn schedule(
-    fwk: &Framework,
-    algo: &mut ScheduleAlgorithm,
-    pod: &Arc<PodInfo>,
-    snapshot: &mut Snapshot,
-    scheduler_name: String,
-) -> PodReport {
-    let mut explanation = Explanation::default();
-    let mut state = CycleState::new();
-    let mut report = PodReport {
-        namespace: pod.namespace().to_string(),
-        name: pod.name().to_string(),
-        scheduler_name,
+/// Feeds the input to the scheduler as informers would: namespaces and workloads first,
+/// then nodes, then pods in input order (the clock moves a nanosecond per pod, so that pods
+/// of equal priority keep their input order in the queue).
+fn load(cluster: &MemoryCluster, input: &ClusterInput, clock: &FakeClock) {
+    for ns in &input.namespaces {
+        cluster.deliver_other(ObjectEvent::Namespace(Change::Added(Arc::new(ns.clone()))));
+    }
+    let w = &input.workloads;
+    for o in w.services.values().flatten() {
+        cluster.deliver_other(ObjectEvent::Service(Change::Added(o.clone())));
+    }
+    for o in w.replication_controllers.values().flatten() {
+        cluster.deliver_other(ObjectEvent::ReplicationController(Change::Added(o.clone())));
+    }
+    for o in w.replica_sets.values().flatten() {
+        cluster.deliver_other(ObjectEvent::ReplicaSet(Change::Added(o.clone())));
+    }
+    for o in w.stateful_sets.values().flatten() {
+        cluster.deliver_other(ObjectEvent::StatefulSet(Change::Added(o.clone())));
+    }
+    for n in &input.nodes {
+        cluster.apply_node((**n).clone());
+    }
+    for p in &input.pods {
+        cluster.apply_pod((**p).clone());
+        clock.advance(Duration::from_nanos(1));
+    }
+}
+
+fn skipped(info: &PodInfo, scheduler_name: &str, result: PodResult, message: String) -> PodReport {
+    PodReport {
+        namespace: info.namespace().to_string(),
+        name: info.name().to_string(),
+        scheduler_name: scheduler_name.to_string(),
+        node: None,
+        result,
+        message: Some(message),
+        reason_counts: Vec::new(),
+        explanation: None,
+    }
+}
+
+/// The report of one attempt, once its binding cycle (if any) is over.
+fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> PodReport {
+    let mut r = PodReport {
+        namespace: a.pod.namespace().to_string(),
+        name: a.pod.name().to_string(),
+        scheduler_name: scheduler_name(&a.pod.pod),
         node: None,
         result: PodResult::Error,
         message: None,
         reason_counts: Vec::new(),
-        explanation: None,
+        explanation: Some(explanation),
     };
-    match algo.schedule_pod(fwk, &mut state, pod, snapshot, Some(&mut explanation)) {
-        Ok(result) => {
-            let node = result.suggested_host;
-            let assumed = assume(pod, &node);
-            let status = reserve_and_permit(fwk, &mut state, &assumed, &node);
-            if status.is_success() {
-                snapshot.assume_pod(assumed, &node);
-                report.result = PodResult::Scheduled;
-                report.node = Some(node);
+    match a.outcome {
+        AttemptOutcome::Assumed { node } => {
+            let bound = cluster
+                .pod(&r.namespace, &r.name)
+                .and_then(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()));
+            if bound.as_deref() == Some(node.as_str()) {
+                r.result = PodResult::Scheduled;
+                r.node = Some(node);
             } else {
-                report.result = if status.is_rejected() {
-                    PodResult::Unschedulable
-                } else {
-                    PodResult::Error
-                };
-                report.message = Some(status.message());
+                // The binding cycle failed: its PodScheduled condition says why.
+                let condition = cluster
+                    .last_status_update(&r.namespace, &r.name)
+                    .and_then(|u| u.condition);
+                if let Some(c) = condition {
+                    r.result = if c.reason == "Unschedulable" {
+                        PodResult::Unschedulable
+                    } else {
+                        PodResult::Error
+                    };
+                    r.message = Some(c.message);
+                }
             }
         }
-        Err(ScheduleError::Fit(fit)) => {
-            report.result = PodResult::Unschedulable;
-            report.reason_counts = fit.reason_counts();
-            report.message = Some(fit.to_string());
+        AttemptOutcome::Unschedulable { message, fit } => {
+            r.result = PodResult::Unschedulable;
+            r.reason_counts = fit.map(|f| f.reason_counts()).unwrap_or_default();
+            r.message = Some(message);
         }
-        Err(ScheduleError::Internal(status)) => {
-            report.result = PodResult::Error;
-            report.message = Some(status.message());
+        AttemptOutcome::Error { message } => {
+            r.result = PodResult::Error;
+            r.message = Some(message);
+        }
+        AttemptOutcome::Skipped { reason } => {
+            r.result = PodResult::Skipped;
+            r.message = Some(reason);
+            r.explanation = None;
         }
     }
-    report.explanation = Some(explanation);
-    report
-}
-
-/// Reserve, then Permit; a failure unreserves. Simulate cannot wait, so `Wait` is reported.
-fn reserve_and_permit(
-    fwk: &Framework,
-    state: &mut CycleState,
-    pod: &PodInfo,
-    node: &str,
-) -> Status {
-    let s = fwk.run_reserve_plugins(state, pod, node);
-    if !s.is_success() {
-        fwk.run_unreserve_plugins(state, pod, node);
-        return s;
-    }
-    let (s, waiting) = fwk.run_permit_plugins(state, pod, node);
-    if !waiting.is_empty() {
-        let plugins: Vec<&str> = waiting.iter().map(|(p, _)| *p).collect();
-        fwk.run_unreserve_plugins(state, pod, node);
-        return Status::error(format!(
-            "permit plugin(s) {} asked the pod to wait; simulate does not wait",
-            plugins.join(", ")
-        ));
-    }
-    if !s.is_success() {
-        fwk.run_unreserve_plugins(state, pod, node);
-    }
-    s
-}
-
-/// The pod as it will be once bound to `node` (what the cache assumes).
-fn assume(pod: &Arc<PodInfo>, node: &str) -> Arc<PodInfo> {
-    let mut p = (*pod.pod).clone();
-    if let Some(spec) = p.spec.as_mut() {
-        spec.node_name = Some(node.to_string());
-    }
-    let mut info = (**pod).clone();
-    info.pod = Arc::new(p);
-    Arc::new(info)
-}
-
-fn build_snapshot(input: &ClusterInput) -> Snapshot {
-    let running = input
-        .pods
-        .iter()
-        .filter(|p| has_node(p) && !is_terminal(p))
-        .map(|p| Arc::new(PodInfo::new(p.clone())));
-    let mut snapshot = Snapshot::new(input.nodes.clone(), running);
-    let labels: HashMap<String, BTreeMap<String, String>> = input
-        .namespaces
-        .iter()
-        .map(|ns| {
-            (
-                ns.metadata.name.clone().unwrap_or_default(),
-                ns.metadata.labels.clone().unwrap_or_default(),
-            )
-        })
-        .collect();
-    snapshot.set_namespace_labels(labels);
-    snapshot.set_workloads(Arc::new(input.workloads.clone()));
-    snapshot
+    r
 }
 
 fn scheduler_name(pod: &k8s_openapi::api::core::v1::Pod) -> String {

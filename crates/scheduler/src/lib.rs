@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod profile;
 pub mod runtime;
 pub mod schedule_one;
+pub mod serve;
 pub mod simulate;
 pub mod source;
 

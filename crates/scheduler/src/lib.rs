@@ -16,6 +16,7 @@ pub mod profile;
 pub mod runtime;
 pub mod schedule_one;
 pub mod scheduler;
+pub mod serve;
 pub mod simulate;
 pub mod source;
 

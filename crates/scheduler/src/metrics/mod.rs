@@ -7,6 +7,10 @@
 
 use std::time::Duration;
 
+mod prometheus;
+
+pub use prometheus::{PrometheusRecorder, CONTENT_TYPE};
+
 /// The `result` label of attempt metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttemptResult {

@@ -140,7 +140,7 @@ pub fn run(
         }
         let info = PodInfo::new(pod.clone());
         let name = scheduler_name(pod);
-        if !names.iter().any(|n| *n == name) {
+        if !names.contains(&name) {
             held_back.push(skipped(
                 &info,
                 &name,

@@ -108,6 +108,37 @@ impl ClusterEvent {
     }
 
     /// Whether an event `incoming` is covered by this registration.
+    /// A short name for logs and the `event` label of `scheduler_queue_incoming_pods_total`,
+    /// spelled as upstream's event labels: `NodeAdd`, `NodeTaintChange`, `AssignedPodDelete`,
+    /// ... (for an event carrying several node changes, the first one).
+    pub fn label(&self) -> String {
+        let a = self.action;
+        let verb = if a.intersects(ActionType::ADD) {
+            "Add"
+        } else if a.intersects(ActionType::DELETE) {
+            "Delete"
+        } else {
+            "Update"
+        };
+        match self.resource {
+            EventResource::Node if verb == "Update" => {
+                let change = [
+                    (ActionType::UPDATE_NODE_ALLOCATABLE, "NodeAllocatableChange"),
+                    (ActionType::UPDATE_NODE_LABEL, "NodeLabelChange"),
+                    (ActionType::UPDATE_NODE_TAINT, "NodeTaintChange"),
+                    (ActionType::UPDATE_NODE_CONDITION, "NodeConditionChange"),
+                    (ActionType::UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"),
+                ];
+                change
+                    .iter()
+                    .find(|(bit, _)| a.intersects(*bit))
+                    .map_or_else(|| "NodeUpdate".to_string(), |(_, l)| l.to_string())
+            }
+            EventResource::WildCard => "WildCard".to_string(),
+            r => format!("{r:?}{verb}"),
+        }
+    }
+
     pub fn matches(&self, incoming: &ClusterEvent) -> bool {
         let resource_ok = self.resource == EventResource::WildCard
             || self.resource == incoming.resource
@@ -220,6 +251,32 @@ mod tests {
         #[case] want: bool,
     ) {
         assert_eq!(reg.matches(&incoming), want);
+    }
+
+    #[rstest]
+    #[case::node_add(EventResource::Node, ActionType::ADD, "NodeAdd")]
+    #[case::node_taint(EventResource::Node, ActionType::UPDATE_NODE_TAINT, "NodeTaintChange")]
+    #[case::node_label_first(
+        EventResource::Node,
+        ActionType::UPDATE_NODE_TAINT | ActionType::UPDATE_NODE_LABEL,
+        "NodeLabelChange"
+    )]
+    #[case::assigned_pod_delete(
+        EventResource::AssignedPod,
+        ActionType::DELETE,
+        "AssignedPodDelete"
+    )]
+    #[case::unscheduled_pod_update(
+        EventResource::UnscheduledPod,
+        ActionType::UPDATE_POD_LABEL,
+        "UnscheduledPodUpdate"
+    )]
+    fn labels_follow_upstream(
+        #[case] resource: EventResource,
+        #[case] action: ActionType,
+        #[case] want: &str,
+    ) {
+        assert_eq!(ClusterEvent::new(resource, action).label(), want);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Status};
 use rand::rngs::SmallRng;
@@ -215,8 +216,10 @@ impl ScheduleAlgorithm {
             self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
         if feasible.is_empty() {
             if fwk.has_post_filter_plugins() {
+                let start = Instant::now();
                 let (_, s) =
                     fwk.run_post_filter_plugins(state, pod, snapshot, &diagnosis.node_to_status);
+                fwk.observe("PostFilter", &s, start);
                 diagnosis.post_filter_msg = s.message();
             }
             return Err(ScheduleError::Fit(Box::new(FitError {
@@ -250,12 +253,14 @@ impl ScheduleAlgorithm {
         mut explain: Option<&mut Explanation>,
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
         let mut diagnosis = Diagnosis::new();
+        let start = Instant::now();
         let (pre_res, s, with_nodes) = fwk.run_pre_filter_plugins(
             state,
             pod,
             snapshot,
             explain.as_deref_mut().map(|e| &mut e.pre_filter),
         );
+        fwk.observe("PreFilter", &s, start);
         if !s.is_success() {
             if !s.is_rejected() {
                 return Err(ScheduleError::Internal(s));
@@ -391,6 +396,7 @@ impl ScheduleAlgorithm {
         if !fwk.has_score_plugins() {
             return Ok(vec![1; nodes.len()]);
         }
+        let start = Instant::now();
         let s = fwk.run_pre_score_plugins(
             state,
             pod,
@@ -398,12 +404,18 @@ impl ScheduleAlgorithm {
             nodes,
             explain.as_deref_mut().map(|e| &mut e.pre_score),
         );
+        fwk.observe("PreScore", &s, start);
         if !s.is_success() {
             return Err(ScheduleError::Internal(s));
         }
-        let scores = fwk
-            .run_score_plugins(state, pod, nodes)
-            .map_err(ScheduleError::Internal)?;
+        let start = Instant::now();
+        let scores = fwk.run_score_plugins(state, pod, nodes);
+        let s = match &scores {
+            Ok(_) => Status::success(),
+            Err(s) => s.clone(),
+        };
+        fwk.observe("Score", &s, start);
+        let scores = scores.map_err(ScheduleError::Internal)?;
         let totals = scores.totals.clone();
         if let Some(e) = explain {
             e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();

@@ -381,6 +381,7 @@ impl Framework {
                 post_bind: take(ExtensionPoint::PostBind),
                 enqueue_extension_plugins,
                 handle,
+                metrics: Arc::new(crate::metrics::NoopRecorder),
             },
             warnings,
         ))

@@ -17,6 +17,8 @@ use framework::{
     MIN_NODE_SCORE,
 };
 
+use crate::metrics::MetricsRecorder;
+
 pub use build::{BuildError, ExtensionPoint, PluginSetSpec, ProfileSpec};
 
 /// The longest a Permit plugin may make a pod wait (upstream `maxTimeout`).
@@ -49,6 +51,7 @@ pub struct Framework {
     /// Plugins enabled at the points that can reject a pod, for requeueing (later issues).
     enqueue_extension_plugins: Vec<Arc<dyn Plugin>>,
     handle: Handle,
+    metrics: Arc<dyn MetricsRecorder>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -601,6 +604,22 @@ impl Framework {
                 p.post_bind(state, pod, node);
             }
         }
+    }
+
+    /// Records extension point durations (`scheduler_framework_extension_point_duration_seconds`)
+    /// through `metrics`.
+    pub fn set_metrics(&mut self, metrics: Arc<dyn MetricsRecorder>) {
+        self.metrics = metrics;
+    }
+
+    /// Records that `point` ran from `start` until now and ended with `status`.
+    pub fn observe(&self, point: &'static str, status: &Status, start: std::time::Instant) {
+        self.metrics.observe_extension_point(
+            &self.profile_name,
+            point,
+            status.code().as_str(),
+            start.elapsed(),
+        );
     }
 
     /// Every plugin name in the profile.

@@ -199,7 +199,13 @@ impl Scheduler {
         runtime: tokio::runtime::Handle,
         options: SchedulerOptions,
     ) -> Scheduler {
-        let frameworks: Vec<Arc<Framework>> = frameworks.into_iter().map(Arc::new).collect();
+        let frameworks: Vec<Arc<Framework>> = frameworks
+            .into_iter()
+            .map(|mut f| {
+                f.set_metrics(metrics.clone());
+                Arc::new(f)
+            })
+            .collect();
         let (client, waiting_pods) = match frameworks.first() {
             Some(f) => (f.handle().client.clone(), f.handle().waiting_pods.clone()),
             None => (
@@ -207,7 +213,8 @@ impl Scheduler {
                 WaitingPods::default(),
             ),
         };
-        let queue = PriorityQueue::new(frameworks.clone(), clock.clone(), options.queue);
+        let mut queue = PriorityQueue::new(frameworks.clone(), clock.clone(), options.queue);
+        queue.set_metrics(metrics.clone());
         let now = clock.now();
         let state = State {
             cache: Cache::new(options.assumed_pod_ttl, clock.clone()),
@@ -647,12 +654,16 @@ impl SchedulingLoop {
             );
             return attempt(pod, profile, AttemptOutcome::Error { message });
         }
+        let start = std::time::Instant::now();
         let s = fwk.run_reserve_plugins(&mut state, &assumed, &host);
+        fwk.observe("Reserve", &s, start);
         if !s.is_success() {
             fwk.run_unreserve_plugins(&mut state, &assumed, &host);
             return self.fail_after_assume(&fwk, qpi, &assumed, s, started);
         }
+        let start = std::time::Instant::now();
         let (s, waiting) = fwk.run_permit_plugins(&mut state, &assumed, &host);
+        fwk.observe("Permit", &s, start);
         let verdict = if s.is_wait() {
             let (wp, rx) = WaitingPod::new(assumed.clone(), host.clone(), waiting);
             shared.waiting_pods.add(pod_key(&assumed.pod), wp.clone());

@@ -20,7 +20,6 @@ use super::*;
 use crate::backend::queue::QueueName;
 use crate::clock::FakeClock;
 use crate::memory::MemoryCluster;
-use crate::metrics::NoopRecorder;
 use crate::profile::Profiles;
 
 // ---- the test plugin --------------------------------------------------------------------
@@ -127,6 +126,58 @@ impl PermitPlugin for TestGate {
     }
 }
 
+// ---- metrics ----------------------------------------------------------------------------
+
+/// Keeps the attempts and incoming-pods counts it is told about, as text lines.
+#[derive(Debug, Default)]
+struct RecordingMetrics {
+    attempts: Mutex<Vec<String>>,
+    incoming: Mutex<Vec<String>>,
+    scheduled: Mutex<Vec<u32>>,
+    points: Mutex<Vec<String>>,
+}
+
+impl crate::metrics::MetricsRecorder for RecordingMetrics {
+    fn observe_attempt(&self, profile: &str, result: crate::metrics::AttemptResult, _: Duration) {
+        self.attempts
+            .lock()
+            .unwrap()
+            .push(format!("{profile} {}", result.as_str()));
+    }
+    fn observe_pod_scheduled(&self, attempts: u32, _: Duration) {
+        self.scheduled.lock().unwrap().push(attempts);
+    }
+    fn observe_extension_point(
+        &self,
+        _: &str,
+        point: &'static str,
+        status: &'static str,
+        _: Duration,
+    ) {
+        self.points
+            .lock()
+            .unwrap()
+            .push(format!("{point} {status}"));
+    }
+    fn observe_plugin_execution(
+        &self,
+        _: &'static str,
+        _: &'static str,
+        _: &'static str,
+        _: Duration,
+    ) {
+    }
+    fn set_pending_pods(&self, _: crate::metrics::PendingPods) {}
+    fn inc_queue_incoming_pods(&self, queue: &'static str, event: &str) {
+        self.incoming
+            .lock()
+            .unwrap()
+            .push(format!("{queue} {event}"));
+    }
+    fn observe_preemption(&self, _: usize) {}
+    fn set_cache_size(&self, _: usize, _: usize, _: usize) {}
+}
+
 // ---- harness ----------------------------------------------------------------------------
 
 struct Harness {
@@ -135,6 +186,7 @@ struct Harness {
     cluster: Arc<MemoryCluster>,
     clock: FakeClock,
     log: Arc<Mutex<Vec<String>>>,
+    metrics: Arc<RecordingMetrics>,
 }
 
 /// A scheduler whose profiles are `profiles` (YAML list items), each with TestGate enabled
@@ -157,9 +209,10 @@ fn harness(log_id: &str, gate: &str, profiles: &[&str]) -> Harness {
     let handle = Handle::new(Parallelizer::sequential(), cluster.clone());
     let profiles = Profiles::build(&cfg, &registry, &handle, "test").unwrap();
     let clock = FakeClock::new();
+    let metrics = Arc::new(RecordingMetrics::default());
     let sched = Scheduler::new(
         profiles.frameworks,
-        Arc::new(NoopRecorder),
+        metrics.clone(),
         Arc::new(clock.clone()),
         tokio::runtime::Handle::current(),
         SchedulerOptions::default(),
@@ -172,6 +225,7 @@ fn harness(log_id: &str, gate: &str, profiles: &[&str]) -> Harness {
         cluster,
         clock,
         log: log_for(log_id),
+        metrics,
     }
 }
 
@@ -639,6 +693,52 @@ async fn loop_thread_schedules_until_stopped() {
         .await
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test]
+async fn attempts_and_queue_moves_are_measured() {
+    let mut h = harness("metrics", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "1"));
+    h.cluster.apply_pod(pod("big", "2"));
+    h.drain().await;
+    h.cluster.apply_node(node("n2", "4"));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    h.drain().await;
+    assert_eq!(
+        *h.metrics.attempts.lock().unwrap(),
+        vec![
+            "default-scheduler unschedulable",
+            "default-scheduler scheduled"
+        ]
+    );
+    assert_eq!(
+        *h.metrics.scheduled.lock().unwrap(),
+        vec![2],
+        "bound at the 2nd attempt"
+    );
+    assert_eq!(
+        *h.metrics.incoming.lock().unwrap(),
+        vec![
+            "active PodAdd",
+            "unschedulable ScheduleAttemptFailure",
+            "backoff NodeAdd",
+            "active BackoffComplete",
+        ]
+    );
+    assert_eq!(
+        *h.metrics.points.lock().unwrap(),
+        // One feasible node: no scoring, as upstream.
+        vec![
+            "PreFilter Success",
+            "PreFilter Success",
+            "Reserve Success",
+            "Permit Success",
+            "PreBind Success",
+            "Bind Success",
+            "PostBind Success",
+        ]
+    );
 }
 
 #[rstest]

@@ -53,6 +53,7 @@ use framework::{
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::clock::Clock;
+use crate::metrics::{MetricsRecorder, NoopRecorder};
 use crate::runtime::Framework;
 use heap::{Heap, Keyed};
 use nominator::Nominator;
@@ -227,6 +228,9 @@ pub struct PriorityQueue {
     events: VecDeque<LoggedEvent>,
     next_seq: u64,
     nominator: Nominator,
+    metrics: Arc<dyn MetricsRecorder>,
+    /// Why pods are moving right now: the `event` label of the incoming-pods metric.
+    moving_for: String,
 }
 
 impl std::fmt::Debug for PriorityQueue {
@@ -289,7 +293,30 @@ impl PriorityQueue {
             events: VecDeque::new(),
             next_seq: 0,
             nominator: Nominator::default(),
+            metrics: Arc::new(NoopRecorder),
+            moving_for: String::new(),
         }
+    }
+
+    /// Records `scheduler_queue_incoming_pods_total` through `metrics`.
+    pub fn set_metrics(&mut self, metrics: Arc<dyn MetricsRecorder>) {
+        self.metrics = metrics;
+    }
+
+    fn moving_for(&mut self, why: &str) {
+        self.moving_for.clear();
+        self.moving_for.push_str(why);
+    }
+
+    fn incoming(&self, queue: QueueName) {
+        let name = match queue {
+            QueueName::Active => "active",
+            QueueName::Backoff => "backoff",
+            QueueName::Unschedulable => "unschedulable",
+            QueueName::Gated => "gated",
+            QueueName::InFlight => return,
+        };
+        self.metrics.inc_queue_incoming_pods(name, &self.moving_for);
     }
 
     // ---- ordering -------------------------------------------------------------------
@@ -342,11 +369,13 @@ impl PriorityQueue {
                 entry.qpi.gating_plugin = Some(plugin);
                 entry.qpi.unschedulable_plugins.insert(plugin);
                 self.gated.insert(entry.key.clone(), entry);
+                self.incoming(QueueName::Gated);
                 false
             }
             _ => {
                 entry.qpi.gating_plugin = None;
                 self.push_active(entry);
+                self.incoming(QueueName::Active);
                 true
             }
         }
@@ -356,11 +385,19 @@ impl PriorityQueue {
     fn requeue(&mut self, entry: Entry, strategy: Strategy) -> QueueName {
         match strategy {
             Strategy::Skip => {
+                let gated = entry.qpi.gating_plugin.is_some();
                 self.park(entry);
+                let q = if gated {
+                    QueueName::Gated
+                } else {
+                    QueueName::Unschedulable
+                };
+                self.incoming(q);
                 QueueName::Unschedulable
             }
             Strategy::AfterBackoff if self.is_backing_off(&entry) => {
                 self.push_backoff(entry);
+                self.incoming(QueueName::Backoff);
                 QueueName::Backoff
             }
             _ => {
@@ -473,6 +510,7 @@ impl PriorityQueue {
     /// A new pending pod: to activeQ, or gated if a PreEnqueue plugin holds it back.
     /// An already queued pod is replaced (as an update). Upstream: Add.
     pub fn add(&mut self, pod: Arc<PodInfo>) {
+        self.moving_for("PodAdd");
         let key = pod_key(&pod.pod);
         self.nominator.add(pod.clone(), None);
         let previous = self.take(&key);
@@ -492,6 +530,7 @@ impl PriorityQueue {
     /// plugins' hints; an irrelevant one only refreshes the stored pod. In flight, the
     /// update is logged for replay. Unknown: added. Upstream: Update.
     pub fn update(&mut self, old: &PodInfo, new: Arc<PodInfo>) {
+        self.moving_for("PodUpdate");
         let key = pod_key(&new.pod);
         let events = pod_scheduling_properties_change(old, &new);
         if let Some(f) = self.in_flight.get_mut(&key) {
@@ -611,6 +650,7 @@ impl PriorityQueue {
         mut qpi: QueuedPodInfo,
         failure: AttemptFailure,
     ) -> Result<(), QueueError> {
+        self.moving_for("ScheduleAttemptFailure");
         let key = pod_key(&qpi.pod_info.pod);
         let flight = self.in_flight.remove(&key);
         let result = self.requeue_failed(&key, &mut qpi, failure, flight.as_ref());
@@ -711,6 +751,7 @@ impl PriorityQueue {
         if !self.is_event_of_interest(&event) {
             return;
         }
+        self.moving_for(&event.label());
         let keys: Vec<String> = self
             .unschedulable
             .keys()
@@ -754,6 +795,7 @@ impl PriorityQueue {
     /// Moves every pod whose backoff has ended from backoffQ to activeQ. Upstream:
     /// flushBackoffQCompleted.
     pub fn flush_backoff_completed(&mut self) {
+        self.moving_for("BackoffComplete");
         let less = Self::backoff_less(self.config);
         let now = self.clock.now();
         while self
@@ -780,6 +822,7 @@ impl PriorityQueue {
             .map(|(k, _)| k.clone())
             .collect();
         if !keys.is_empty() {
+            self.moving_for("UnschedulableTimeout");
             self.move_pods(keys, EVENT_UNSCHEDULABLE_TIMEOUT, None, None);
         }
     }

@@ -15,7 +15,7 @@ use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Sta
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::runtime::{ActiveFilters, Framework, NodeScores, PluginStatus};
+use crate::runtime::{ActiveFilters, Framework, NodeScores, NominatedPods, PluginStatus};
 
 /// Below this many nodes, every node is evaluated (upstream `minFeasibleNodesToFind`).
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -186,6 +186,8 @@ pub struct ScheduleAlgorithm {
     rng: SmallRng,
     /// `percentageOfNodesToScore` of the configuration (profiles may override).
     percentage_of_nodes_to_score: Option<i32>,
+    /// Pods nominated to nodes, as the queue's nominator had them when the cycle began.
+    nominated: NominatedPods,
 }
 
 impl ScheduleAlgorithm {
@@ -194,7 +196,13 @@ impl ScheduleAlgorithm {
             next_start_node_index: 0,
             rng: SmallRng::seed_from_u64(seed),
             percentage_of_nodes_to_score,
+            nominated: NominatedPods::new(),
         }
+    }
+
+    /// The pods nominated to nodes that the next cycles must account for.
+    pub fn set_nominated_pods(&mut self, nominated: NominatedPods) {
+        self.nominated = nominated;
     }
 
     /// Finds the best node for `pod`. With `explain`, records every plugin's verdict, and
@@ -330,7 +338,9 @@ impl ScheduleAlgorithm {
             return Ok(feasible);
         }
         let par = &fwk.handle().parallelizer;
-        let filters = fwk.active_filters(state);
+        let filters = fwk
+            .active_filters(state)
+            .with_nominated(&self.nominated, fwk);
         let mut pass = FilterPass {
             feasible: Vec::with_capacity(to_find.min(n)),
             to_find,

@@ -7,7 +7,7 @@
 
 mod build;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,19 +94,30 @@ impl NodeScores {
     }
 }
 
-/// The Filter plugins of one cycle, in order (see [`Framework::active_filters`]).
-pub struct ActiveFilters<'a>(Vec<(&'static str, &'a dyn FilterPlugin)>);
+/// Pods nominated to nodes (by preemption), by node name: the Filter pass counts those of
+/// equal or higher priority on their node.
+pub type NominatedPods = HashMap<String, Vec<Arc<PodInfo>>>;
 
-impl ActiveFilters<'_> {
+/// The Filter plugins of one cycle, in order (see [`Framework::active_filters`]), and the
+/// nominated pods they must account for.
+pub struct ActiveFilters<'a> {
+    filters: Vec<(&'static str, &'a dyn FilterPlugin)>,
+    nominated: Option<(&'a NominatedPods, &'a Framework)>,
+}
+
+impl<'a> ActiveFilters<'a> {
+    /// Also counts `nominated` pods of equal or higher priority on their nodes, as upstream's
+    /// RunFilterPluginsWithNominatedPods: a node must pass both with and without them.
+    pub fn with_nominated(mut self, nominated: &'a NominatedPods, fwk: &'a Framework) -> Self {
+        if !nominated.is_empty() {
+            self.nominated = Some((nominated, fwk));
+        }
+        self
+    }
+
     /// Runs the filters on one node, stopping at the first rejection.
     pub fn run(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        for (name, f) in &self.0 {
-            let s = f.filter(state, pod, node);
-            if !s.is_success() {
-                return normalize_filter_status(s, name);
-            }
-        }
-        Status::success()
+        self.run_with_nominated(state, pod, node, None)
     }
 
     /// Like [`run`](Self::run), recording each plugin's status in `out`.
@@ -117,14 +128,66 @@ impl ActiveFilters<'_> {
         node: &NodeInfo,
         out: &mut Vec<PluginStatus>,
     ) -> Status {
-        for (name, f) in &self.0 {
+        self.run_with_nominated(state, pod, node, Some(out))
+    }
+
+    fn run_with_nominated(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        mut out: Option<&mut Vec<PluginStatus>>,
+    ) -> Status {
+        if let Some((nominated, fwk)) = self.nominated {
+            let priority = pod.priority();
+            let pods: Vec<&Arc<PodInfo>> = nominated
+                .get(node.name())
+                .into_iter()
+                .flatten()
+                .filter(|p| p.priority() >= priority && p.key != pod.key)
+                .collect();
+            if !pods.is_empty() {
+                let mut with_state = state.clone();
+                let mut with_node = node.clone();
+                for p in pods {
+                    with_node.add_pod(p.clone());
+                    let s =
+                        fwk.run_pre_filter_extension_add_pod(&mut with_state, pod, p, &with_node);
+                    if !s.is_success() {
+                        return s;
+                    }
+                }
+                let s = self.run_plain(&with_state, pod, &with_node, out.as_deref_mut());
+                if !s.is_success() {
+                    return s;
+                }
+                if let Some(o) = out.as_deref_mut() {
+                    o.clear();
+                }
+            }
+        }
+        self.run_plain(state, pod, node, out)
+    }
+
+    fn run_plain(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        mut out: Option<&mut Vec<PluginStatus>>,
+    ) -> Status {
+        for (name, f) in &self.filters {
             let s = f.filter(state, pod, node);
             if !s.is_success() {
                 let s = normalize_filter_status(s, name);
-                out.push((name, s.clone()));
+                if let Some(o) = out.as_deref_mut() {
+                    o.push((name, s.clone()));
+                }
                 return s;
             }
-            out.push((name, s));
+            if let Some(o) = out.as_deref_mut() {
+                o.push((name, s));
+            }
         }
         Status::success()
     }
@@ -294,13 +357,44 @@ impl Framework {
     /// once so that the per-node loop does no name comparisons.
     pub fn active_filters(&self, state: &CycleState) -> ActiveFilters<'_> {
         let skip = state.skip_filter_plugins();
-        ActiveFilters(
-            self.filter
+        ActiveFilters {
+            filters: self
+                .filter
                 .iter()
                 .filter(|p| !skip.contains(&p.name()))
                 .filter_map(|p| p.as_filter().map(|f| (p.name(), f)))
                 .collect(),
-        )
+            nominated: None,
+        }
+    }
+
+    /// Tells every PreFilter plugin (with extensions, not skipped this cycle) that `to_add`
+    /// runs on `node`. Upstream: RunPreFilterExtensionAddPod.
+    pub fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        for pl in &self.pre_filter {
+            if state.skip_filter_plugins().contains(&pl.name()) {
+                continue;
+            }
+            let Some(ext) = pl.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
+                continue;
+            };
+            let s = ext.add_pod(state, pod, to_add, node);
+            if !s.is_success() {
+                return Status::error(format!(
+                    "running AddPod on PreFilter plugin {:?}: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name());
+            }
+        }
+        Status::success()
     }
 
     /// Runs Filter plugins on one node, stopping at the first rejection.

@@ -626,6 +626,7 @@ impl SchedulingLoop {
             self.namespaces_version = st.namespaces_version;
         }
         self.snapshot.set_workloads(st.workloads.clone());
+        self.algorithm.set_nominated_pods(st.queue.nominated_pods());
     }
 
     /// Assume, Reserve, Permit, then the binding task. Upstream: the tail of

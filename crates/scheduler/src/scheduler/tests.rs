@@ -695,6 +695,44 @@ async fn loop_thread_schedules_until_stopped() {
         .unwrap();
 }
 
+/// A pod nominated to n1 (held back by a scheduling gate, so it stays nominated) takes
+/// room there from pods of lower priority, not from pods of higher priority.
+#[rstest]
+#[case::lower_priority_sees_the_nomination(
+    0,
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+)]
+#[case::equal_priority_sees_the_nomination(
+    100,
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+)]
+#[case::higher_priority_ignores_it(200, "assumed n1")]
+#[tokio::test]
+async fn nominated_pods_hold_their_room(#[case] priority: i32, #[case] want: &str) {
+    let mut h = harness(
+        &format!("nominated-{priority}"),
+        "permit: allow",
+        &["default-scheduler"],
+    );
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(
+        make_pod("nominee")
+            .req(&[("cpu", "3")])
+            .priority(100)
+            .scheduling_gate("example.com/hold")
+            .with(|p| {
+                p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                    nominated_node_name: Some("n1".into()),
+                    ..Default::default()
+                })
+            })
+            .obj(),
+    );
+    h.cluster
+        .apply_pod(make_pod("p").req(&[("cpu", "2")]).priority(priority).obj());
+    assert_eq!(h.drain().await, vec![("p".to_string(), want.to_string())]);
+}
+
 #[tokio::test]
 async fn attempts_and_queue_moves_are_measured() {
     let mut h = harness("metrics", "permit: allow", &["default-scheduler"]);

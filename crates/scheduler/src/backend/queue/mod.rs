@@ -833,6 +833,11 @@ impl PriorityQueue {
         self.nominator.add(pod, node);
     }
 
+    /// Every nomination, by node (empty when no pod is nominated: the common case).
+    pub fn nominated_pods(&self) -> crate::runtime::NominatedPods {
+        self.nominator.all()
+    }
+
     /// Upstream: DeleteNominatedPodIfExists.
     pub fn delete_nominated_pod_if_exists(&mut self, pod: &Pod) {
         self.nominator.delete(&pod_key(pod));

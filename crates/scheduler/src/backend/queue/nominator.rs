@@ -79,6 +79,10 @@ impl Nominator {
         self.node_of.get(key).map(String::as_str)
     }
 
+    pub(crate) fn all(&self) -> HashMap<String, Vec<Arc<PodInfo>>> {
+        self.by_node.clone()
+    }
+
     pub(crate) fn pods_for_node(&self, node: &str) -> &[Arc<PodInfo>] {
         self.by_node.get(node).map(Vec::as_slice).unwrap_or(&[])
     }

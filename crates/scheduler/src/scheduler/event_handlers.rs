@@ -5,7 +5,6 @@
 //! Upstream: pkg/scheduler/eventhandlers.go (addPodToCache, updatePodInCache, …,
 //! addNodeToCache, updateNodeInCache, nodeSchedulingPropertiesChange).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use framework::{ActionType, ClusterEvent, EventObject, EventResource, PodInfo, Workloads};
@@ -78,7 +77,7 @@ impl EventHandler for Shared {
     }
 
     fn synced(&self) {
-        self.synced.store(true, Ordering::Release);
+        self.synced.send_replace(true);
         self.notify();
     }
 }

@@ -141,7 +141,7 @@ struct Shared {
     clock: Arc<dyn Clock>,
     runtime: tokio::runtime::Handle,
     options: SchedulerOptions,
-    synced: AtomicBool,
+    synced: tokio::sync::watch::Sender<bool>,
     stopping: AtomicBool,
     tasks: Tasks,
 }
@@ -242,7 +242,7 @@ impl Scheduler {
                 clock,
                 runtime,
                 options,
-                synced: AtomicBool::new(false),
+                synced: tokio::sync::watch::Sender::new(false),
                 stopping: AtomicBool::new(false),
                 tasks: Tasks::default(),
             }),
@@ -268,7 +268,14 @@ impl Scheduler {
 
     /// Whether the event source delivered its initial lists.
     pub fn is_synced(&self) -> bool {
-        self.shared.synced.load(Ordering::Acquire)
+        *self.shared.synced.borrow()
+    }
+
+    /// Resolves once the event source delivered its initial lists.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.shared.synced.subscribe();
+        // The sender lives in `shared`, which `self` keeps alive: the channel stays open.
+        let _ = rx.wait_for(|synced| *synced).await;
     }
 
     /// Sizes of the queue's sub-queues.

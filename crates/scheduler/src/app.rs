@@ -1,0 +1,229 @@
+//! `kubesched run`: the scheduler on the Kubernetes API, put together as kube-scheduler's
+//! `app` package does it: serving endpoints first, informers, wait for the initial lists,
+//! leader election (when on), then the scheduling loop until shutdown or lost leadership.
+//!
+//! Upstream: cmd/kube-scheduler/app/server.go (Run). `kubesched up` and `kubesched bench
+//! --mode http` run exactly this against the local API server.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use framework::{Handle, Parallelizer};
+use plugins::Registry;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::backend::queue::QueueConfig;
+use crate::client::leader::{LeaderElectionConfig, LeaderElector};
+use crate::client::{run_informers, InformerOptions, KubeClusterClient, WriterOptions};
+use crate::clock::RealClock;
+use crate::config::{ConfigError, KubeSchedulerConfiguration};
+use crate::metrics::PrometheusRecorder;
+use crate::profile::Profiles;
+use crate::scheduler::{Scheduler, SchedulerOptions};
+use crate::serve::{self, Health, ServeState};
+
+/// What `run` needs besides the API client.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The loaded (defaulted, validated) configuration and where it came from.
+    pub config: KubeSchedulerConfiguration,
+    pub config_source: String,
+    /// Where to serve `/healthz`, `/livez`, `/readyz`, `/metrics` (port 0: any free port).
+    pub bind_address: SocketAddr,
+    /// `Some` when leader election is on.
+    pub leader_election: Option<LeaderElectionConfig>,
+    /// Seed of the tie-breaking RNG.
+    pub seed: u64,
+}
+
+/// Why `run` stopped with an error.
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("serving on {addr}: {source}")]
+    Serve {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid leader election settings: {0}")]
+    LeaderElection(#[from] crate::client::leader::LeaderElectionError),
+    #[error("starting the scheduling loop: {0}")]
+    Loop(#[source] std::io::Error),
+    /// Another replica took the lease or renewing failed past the renew deadline: this
+    /// replica stopped scheduling at once (upstream exits the same way).
+    #[error("leader election lost")]
+    LeadershipLost,
+}
+
+/// A started scheduler: where it serves, and how to wait for it.
+#[derive(Debug)]
+pub struct Started {
+    /// The address `/healthz` and `/metrics` are served on.
+    pub serving: SocketAddr,
+    pub scheduler: Scheduler,
+}
+
+/// Starts serving and the informers, then runs until `shutdown` resolves (clean stop) or
+/// leadership is lost. `on_started` is called once the serving address is known (to print
+/// it); it runs before the informers sync.
+pub async fn run(
+    client: kube::Client,
+    options: RunOptions,
+    registry: &Registry,
+    on_started: impl FnOnce(&Started),
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunError> {
+    let cfg = &options.config;
+    let health = Arc::new(Health::new(options.leader_election.is_some()));
+    let metrics = Arc::new(PrometheusRecorder::new());
+
+    // The decision sink and the profiles.
+    let writer = KubeClusterClient::new(
+        client.clone(),
+        WriterOptions {
+            qps: cfg.client_connection.qps,
+            burst: u32::try_from(cfg.client_connection.burst).unwrap_or(0),
+            ..WriterOptions::default()
+        },
+    );
+    let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1).max(1);
+    let handle = Handle::new(Parallelizer::new(parallelism), Arc::new(writer));
+    let profiles = Profiles::build(cfg, registry, &handle, &options.config_source)?;
+    for w in &profiles.warnings {
+        tracing::warn!("{w}");
+    }
+    let sched = Scheduler::new(
+        profiles.frameworks,
+        metrics.clone(),
+        Arc::new(RealClock),
+        tokio::runtime::Handle::current(),
+        scheduler_options(cfg, options.seed),
+    );
+
+    // Serving.
+    let listener = TcpListener::bind(options.bind_address)
+        .await
+        .map_err(|source| RunError::Serve {
+            addr: options.bind_address,
+            source,
+        })?;
+    let serving = listener.local_addr().map_err(|source| RunError::Serve {
+        addr: options.bind_address,
+        source,
+    })?;
+    let (stop_serving, serving_stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve::serve(
+        listener,
+        ServeState {
+            health: health.clone(),
+            metrics: metrics.clone(),
+        },
+        async {
+            let _ = serving_stopped.await;
+        },
+    ));
+    on_started(&Started {
+        serving,
+        scheduler: sched.clone(),
+    });
+
+    // Informers feed the cache and the queue from now on, leader or not, as upstream.
+    let (stop_informers, informers_stopped) = oneshot::channel::<()>();
+    let informers = tokio::spawn(run_informers(
+        client.clone(),
+        sched.event_handler(),
+        InformerOptions::default(),
+        async {
+            let _ = informers_stopped.await;
+        },
+    ));
+
+    let result = schedule(&client, &options, &sched, &health, shutdown).await;
+
+    health.set_shutting_down();
+    sched.stop();
+    let _ = stop_informers.send(());
+    let _ = informers.await;
+    let _ = stop_serving.send(());
+    let _ = server.await;
+    result
+}
+
+/// Waits for the initial lists and (when on) leadership, then schedules until `shutdown` or
+/// lost leadership.
+async fn schedule(
+    client: &kube::Client,
+    options: &RunOptions,
+    sched: &Scheduler,
+    health: &Health,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunError> {
+    tokio::pin!(shutdown);
+    tokio::select! {
+        _ = sched.wait_synced() => {}
+        _ = &mut shutdown => return Ok(()),
+    }
+    health.set_handlers_synced();
+    tracing::info!("informers synced");
+
+    let leader = match &options.leader_election {
+        None => None,
+        Some(le) => {
+            le.validate()?;
+            let elector = LeaderElector::new(client.clone(), le.clone());
+            tracing::info!(lease = %format!("{}/{}", le.namespace, le.name), identity = %le.identity, "waiting for leadership");
+            tokio::select! {
+                leader = elector.run() => Some(leader),
+                _ = &mut shutdown => return Ok(()),
+            }
+        }
+    };
+    tracing::info!("starting the scheduling loop");
+    let thread = sched.start().map_err(RunError::Loop)?;
+
+    let result = match &leader {
+        Some(l) => tokio::select! {
+            _ = l.lost() => {
+                // Stop at once: another replica may be binding already.
+                sched.stop();
+                health.set_leader_election_healthy(false);
+                Err(RunError::LeadershipLost)
+            }
+            _ = &mut shutdown => Ok(()),
+        },
+        None => {
+            shutdown.await;
+            Ok(())
+        }
+    };
+    sched.stop();
+    let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    if let Some(l) = leader {
+        if result.is_ok() {
+            l.stop().await;
+        }
+    }
+    result
+}
+
+/// The scheduler's settings from the configuration.
+pub fn scheduler_options(cfg: &KubeSchedulerConfiguration, seed: u64) -> SchedulerOptions {
+    let secs = |v: Option<i64>, d: u64| {
+        std::time::Duration::from_secs(v.and_then(|v| u64::try_from(v).ok()).unwrap_or(d))
+    };
+    SchedulerOptions {
+        queue: QueueConfig {
+            pod_initial_backoff: secs(cfg.pod_initial_backoff_seconds, 1),
+            pod_max_backoff: secs(cfg.pod_max_backoff_seconds, 10),
+            ..QueueConfig::default()
+        },
+        seed,
+        percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+        ..SchedulerOptions::default()
+    }
+}

@@ -8,6 +8,7 @@
 //! and reports decisions as values.
 
 pub mod backend;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod metrics;

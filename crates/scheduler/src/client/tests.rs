@@ -879,3 +879,171 @@ async fn connect_reads_the_given_kubeconfig() {
     let _ = std::fs::remove_dir_all(&dir);
     server.shutdown().await;
 }
+
+/// A TCP proxy in front of the API server whose connections the test can cut: an in-process
+/// server's shutdown leaves open watch connections running, so a dropped connection is made
+/// here.
+struct Proxy {
+    addr: SocketAddr,
+    up: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Proxy {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .expect("proxy binds");
+        let addr = listener.local_addr().expect("proxy address");
+        let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let accept = tokio::spawn({
+            let (up, conns) = (up.clone(), conns.clone());
+            async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    if !up.load(std::sync::atomic::Ordering::SeqCst) {
+                        continue; // dropped: connection closed
+                    }
+                    let conn = tokio::spawn(async move {
+                        if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                            let _ =
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        }
+                    });
+                    conns.lock().expect("proxy lock").push(conn);
+                }
+            }
+        });
+        Proxy {
+            addr,
+            up,
+            conns,
+            accept,
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        let url = format!("http://{}", self.addr).parse().expect("proxy URL");
+        kube::Client::try_from(kube::Config::new(url)).expect("kube client")
+    }
+
+    /// Closes every connection and refuses new ones until [`Proxy::restore`].
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for c in self.conns.lock().expect("proxy lock").drain(..) {
+            c.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.accept.abort();
+    }
+}
+
+/// Pods a and z exist and are synced through a proxy; the connection drops; meanwhile a is
+/// deleted, z changed, b, c and d created; then the connection comes back. Returns the pod
+/// events delivered after `synced`.
+async fn pods_after_a_dropped_connection(log_capacity: usize) -> Option<Vec<Seen>> {
+    let server = apiserver::Server::start(apiserver::Config {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        event_log_capacity: log_capacity,
+        ..apiserver::Config::default()
+    })
+    .await
+    .expect("API server starts");
+    let proxy = Proxy::start(server.local_addr()).await;
+    let direct =
+        kube::Client::try_from(kube::Config::new(server.url().parse().expect("server URL")))
+            .expect("kube client");
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(direct, "default");
+    for name in ["a", "z"] {
+        pods.create(&pp, &make_pod(name).label("step", "1").obj())
+            .await
+            .expect("pod");
+    }
+    let recorder = Arc::new(Recorder::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let informers = tokio::spawn(run_informers(
+        proxy.client(),
+        recorder.clone(),
+        InformerOptions::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    poll(WAIT, || async {
+        recorder.snapshot().contains(&Seen::Synced).then_some(())
+    })
+    .await
+    .expect("synced");
+
+    proxy.cut();
+    pods.delete("a", &Default::default())
+        .await
+        .expect("pod a deleted");
+    pods.patch(
+        "z",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"step": "2"}}})),
+    )
+    .await
+    .expect("pod z changed");
+    for name in ["b", "c", "d"] {
+        pods.create(&pp, &make_pod(name).label("step", "1").obj())
+            .await
+            .expect("pod");
+    }
+    proxy.restore();
+
+    let got = poll(Duration::from_secs(30), || async {
+        let s = recorder.snapshot();
+        let after: Vec<Seen> = s.iter().skip(3).cloned().collect();
+        (after.len() >= 5).then_some(after)
+    })
+    .await;
+    let _ = stop.send(());
+    informers.await.expect("informers stop");
+    drop(proxy);
+    server.shutdown().await;
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_resume_a_dropped_watch_from_where_they_were() {
+    // The server's event log still holds the missed events: they arrive in order.
+    assert_eq!(
+        pods_after_a_dropped_connection(100_000).await,
+        Some(vec![
+            Seen::Deleted("default/a@1".into()),
+            Seen::Updated("default/z@1".into(), "default/z@2".into()),
+            Seen::Added("default/b@1".into()),
+            Seen::Added("default/c@1".into()),
+            Seen::Added("default/d@1".into()),
+        ])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_relist_after_410_and_deliver_the_difference() {
+    // A two-event log: the resumed watch is 410 Expired, the informer relists and diffs
+    // (deletions first, then by key).
+    assert_eq!(
+        pods_after_a_dropped_connection(2).await,
+        Some(vec![
+            Seen::Deleted("default/a@1".into()),
+            Seen::Added("default/b@1".into()),
+            Seen::Added("default/c@1".into()),
+            Seen::Added("default/d@1".into()),
+            Seen::Updated("default/z@1".into(), "default/z@2".into()),
+        ])
+    );
+}

@@ -1047,3 +1047,30 @@ async fn informers_relist_after_410_and_deliver_the_difference() {
         ])
     );
 }
+
+#[tokio::test]
+async fn status_and_event_writes_return_at_once_and_drop_when_the_queue_is_full() {
+    use futures_util::FutureExt;
+    // Nothing listens there, and on this single-threaded runtime the worker does not run
+    // before the test yields: every call below must complete without any I/O.
+    let url = "http://127.0.0.1:9".parse().expect("URL");
+    let client = kube::Client::try_from(kube::Config::new(url)).expect("kube client");
+    let kc = KubeClusterClient::new(
+        client,
+        WriterOptions {
+            queue_capacity: 2,
+            ..WriterOptions::default()
+        },
+    );
+    let event = pod_event("m");
+    let update = status_update(true, Nomination::Keep);
+    let got: Vec<_> = (0..5)
+        .flat_map(|_| {
+            [
+                kc.record_event(&event).now_or_never(),
+                kc.update_pod_status(&update).now_or_never(),
+            ]
+        })
+        .collect();
+    assert_eq!(got, vec![Some(Ok(())); 10]);
+}

@@ -4,8 +4,10 @@
 //! and events are queued to one background worker through a bounded channel, so that the
 //! trait call returns at once and a slow API server never delays a bind; when the queue is
 //! full a write is dropped with a warning (a lost event is better than a stalled scheduler).
-//! Every request, bind or background, first takes a token from the client's
-//! [`RateLimiter`] (`clientConnection.qps`/`burst`).
+//! Every request first takes a token from a [`RateLimiter`] (`clientConnection.qps`/`burst`):
+//! binds, deletes and status patches share one bucket, events have their own (upstream
+//! builds a separate client for events, with its own limiter, so that events do not eat the
+//! scheduler's request budget).
 //!
 //! Upstream: DefaultBinder (pkg/scheduler/framework/plugins/defaultbinder), updatePod in
 //! schedule_one.go with util.PatchPodStatus, the events recorder of the scheduler's profiles,
@@ -86,10 +88,12 @@ impl KubeClusterClient {
     /// tokio runtime (the worker ends when the last clone of this client is dropped).
     pub fn new(client: kube::Client, options: WriterOptions) -> Self {
         let limiter = Arc::new(RateLimiter::new(options.qps, options.burst));
+        let event_limiter = RateLimiter::new(options.qps, options.burst);
         let (queue, rx) = mpsc::channel(options.queue_capacity.max(1));
         tokio::spawn(background_worker(
             client.clone(),
             limiter.clone(),
+            event_limiter,
             options.reporting_instance,
             rx,
         ));
@@ -146,13 +150,14 @@ impl ClusterClient for KubeClusterClient {
 async fn background_worker(
     client: kube::Client,
     limiter: Arc<RateLimiter>,
+    event_limiter: RateLimiter,
     reporting_instance: String,
     mut rx: mpsc::Receiver<BackgroundWrite>,
 ) {
     while let Some(write) = rx.recv().await {
-        limiter.acquire().await;
         match &write {
             BackgroundWrite::Status(update) => {
+                limiter.acquire().await;
                 if let Err(e) = patch_pod_status(&client, update).await {
                     tracing::warn!(
                         pod = %format!("{}/{}", update.pod.namespace, update.pod.name),
@@ -162,6 +167,7 @@ async fn background_worker(
                 }
             }
             BackgroundWrite::Event(event) => {
+                event_limiter.acquire().await;
                 if let Err(e) = create_event(&client, event, &reporting_instance).await {
                     tracing::warn!(
                         pod = %format!("{}/{}", event.regarding.namespace, event.regarding.name),

@@ -16,6 +16,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -185,9 +186,9 @@ impl LeaderElector {
             tokio::time::sleep(self.config.retry_period).await;
         }
         tracing::info!(lease = %self.lease_name(), identity = %self.config.identity, "acquired the lease: leading");
-        let (leading_tx, leading) = watch::channel(true);
+        let leading = Arc::new(watch::Sender::new(true));
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(self.renew_loop(leading_tx, stopped));
+        let task = tokio::spawn(self.renew_loop(leading.clone(), stopped));
         Leader {
             leading,
             stop: Some(stop),
@@ -202,7 +203,7 @@ impl LeaderElector {
     /// Renews every retry period until stopped or until leadership is lost.
     async fn renew_loop(
         mut self,
-        leading: watch::Sender<bool>,
+        leading: Arc<watch::Sender<bool>>,
         mut stopped: oneshot::Receiver<()>,
     ) {
         let mut renewed = Instant::now();
@@ -212,7 +213,7 @@ impl LeaderElector {
                     if self.config.release_on_cancel {
                         self.release().await;
                     }
-                    let _ = leading.send(false);
+                    leading.send_replace(false);
                     return;
                 }
                 () = tokio::time::sleep(self.config.retry_period) => {}
@@ -223,7 +224,7 @@ impl LeaderElector {
                 Ok(Ok(Attempt::Held)) => renewed = Instant::now(),
                 Ok(Ok(Attempt::HeldBy(holder))) => {
                     tracing::warn!(lease = %self.lease_name(), %holder, "lease taken by another replica: leadership lost");
-                    let _ = leading.send(false);
+                    leading.send_replace(false);
                     return;
                 }
                 Ok(Ok(Attempt::Conflict)) => {
@@ -238,7 +239,7 @@ impl LeaderElector {
             }
             if renewed.elapsed() >= self.config.renew_deadline {
                 tracing::warn!(lease = %self.lease_name(), deadline = ?self.config.renew_deadline, "failed to renew the lease within the renew deadline: leadership lost");
-                let _ = leading.send(false);
+                leading.send_replace(false);
                 return;
             }
         }
@@ -386,7 +387,8 @@ impl LeaderElector {
 /// Leadership held: the lease is renewed on a background task while this value lives.
 #[derive(Debug)]
 pub struct Leader {
-    leading: watch::Receiver<bool>,
+    /// `true` while leading; shared with the renew task, which clears it on loss.
+    leading: Arc<watch::Sender<bool>>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -400,14 +402,14 @@ impl Leader {
     /// A receiver that turns `false` the instant leadership is lost (for the scheduling loop
     /// to stop on).
     pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.leading.clone()
+        self.leading.subscribe()
     }
 
     /// Resolves when leadership is lost (the renew deadline passed, or another replica took
     /// the lease).
-    pub async fn lost(&mut self) {
-        // An error means the renew task ended: leadership is over either way.
-        let _ = self.leading.wait_for(|leading| !leading).await;
+    pub async fn lost(&self) {
+        // The sender lives in `self`: the channel cannot close while this waits.
+        let _ = self.leading.subscribe().wait_for(|leading| !leading).await;
     }
 
     /// Stops renewing and, when configured, releases the lease (a clean shutdown).
@@ -422,10 +424,12 @@ impl Leader {
 }
 
 impl Drop for Leader {
-    /// Dropped without [`Leader::stop`]: stop renewing without releasing (the lease expires).
+    /// Dropped without [`Leader::stop`]: stop renewing without releasing (the lease expires);
+    /// subscribers see leadership end.
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+        self.leading.send_replace(false);
     }
 }

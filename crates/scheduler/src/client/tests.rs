@@ -798,7 +798,9 @@ async fn one_leader_at_a_time_and_the_other_takes_over_when_renewals_stop() {
     );
     assert!(leader_a.is_leading());
     // a stops renewing without releasing (a crash): b takes over after the lease expires.
+    let a_leading = leader_a.subscribe();
     drop(leader_a);
+    assert!(!*a_leading.borrow());
     let leader_b = tokio::time::timeout(WAIT, b_run)
         .await
         .expect("b takes over within the deadline")
@@ -813,7 +815,7 @@ async fn one_leader_at_a_time_and_the_other_takes_over_when_renewals_stop() {
 async fn leader_whose_lease_is_taken_loses_leadership_at_once() {
     let (server, client) = cluster().await;
     let a = LeaderElector::new(client.clone(), fast_election("a")).expect("config");
-    let mut leader = tokio::time::timeout(WAIT, a.run()).await.expect("a leads");
+    let leader = tokio::time::timeout(WAIT, a.run()).await.expect("a leads");
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
     leases
         .patch(

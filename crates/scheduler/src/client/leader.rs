@@ -169,6 +169,19 @@ impl LeaderElector {
     /// Waits until this replica holds the lease (trying every retry period), then renews it
     /// on a spawned task. The returned [`Leader`] says the instant leadership is lost. Cancel
     /// the wait by dropping the future.
+    ///
+    /// ```no_run
+    /// # async fn schedule() {}
+    /// # async fn f(client: kube::Client) -> Result<(), scheduler::client::leader::LeaderElectionError> {
+    /// use scheduler::client::leader::{LeaderElectionConfig, LeaderElector};
+    /// let leader = LeaderElector::new(client, LeaderElectionConfig::default())?.run().await;
+    /// tokio::select! {
+    ///     () = leader.lost() => { /* stop scheduling at once, exit non-zero */ }
+    ///     () = schedule() => leader.stop().await, // clean shutdown releases the lease
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn run(mut self) -> Leader {
         loop {
             match self.try_acquire_or_renew().await {

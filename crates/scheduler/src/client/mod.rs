@@ -27,7 +27,7 @@ use thiserror::Error;
 
 pub use informers::{run_informers, InformerOptions};
 pub use limiter::RateLimiter;
-pub use writer::{KubeClusterClient, WriterOptions};
+pub use writer::{KubeClusterClient, WriterOptions, MAX_EVENT_MESSAGE_BYTES};
 
 /// Building the kube-rs client failed.
 #[derive(Debug, Error)]

@@ -86,6 +86,9 @@ impl std::fmt::Debug for KubeClusterClient {
 impl KubeClusterClient {
     /// A client writing through `client`, with its background worker spawned on the current
     /// tokio runtime (the worker ends when the last clone of this client is dropped).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (as `tokio::spawn`): a start-up mistake, not a cluster input.
     pub fn new(client: kube::Client, options: WriterOptions) -> Self {
         let limiter = Arc::new(RateLimiter::new(options.qps, options.burst));
         let event_limiter = RateLimiter::new(options.qps, options.burst);

@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod load;
+
 use framework::{Handle, Parallelizer};
+use scheduler::app;
+use scheduler::client::leader::LeaderElectionConfig;
 use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
 use scheduler::memory::MemoryCluster;
 use scheduler::profile::Profiles;
@@ -63,6 +67,112 @@ enum Command {
     ///   kubesched apiserver --data-dir ./state --simulate-kubelets
     #[command(verbatim_doc_comment)]
     Apiserver(ApiserverArgs),
+    /// The local API server and the scheduler in one process: a working cluster API where
+    /// pods get scheduled, for trying, learning and testing.
+    ///
+    /// Starts the API server (with the kubelet stand-in: nodes Ready, bound pods Running),
+    /// loads the objects of -f files through the API, and runs the scheduler against it
+    /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
+    /// at them. Ctrl-C stops everything.
+    ///
+    /// Examples:
+    ///   kubesched up -f examples/cluster.yaml --kubeconfig /tmp/kubesched.kubeconfig
+    ///   export KUBECONFIG=/tmp/kubesched.kubeconfig; kubectl get pods -o wide
+    ///   kubesched up --data-dir ./state --config examples/binpack.yaml
+    #[command(verbatim_doc_comment)]
+    Up(UpArgs),
+    /// The scheduler alone, against any Kubernetes API server: a second scheduler on a real
+    /// cluster, deployed like kube-scheduler (see deploy/ and docs/deploy.md).
+    ///
+    /// Watches pods, nodes and the objects scheduling reads, schedules the pending pods whose
+    /// spec.schedulerName is one of the configuration's profiles, and binds them. Serves
+    /// /healthz, /livez, /readyz and /metrics on --bind-address:--port. With leader election
+    /// (the configuration's default, as kube-scheduler), only the replica holding the Lease
+    /// schedules.
+    ///
+    /// Examples:
+    ///   kubesched run --kubeconfig ~/.kube/config --config kubesched.yaml
+    ///   kubesched run --kubeconfig /tmp/kubesched.kubeconfig --leader-elect=false --port 0
+    #[command(verbatim_doc_comment)]
+    Run(RunArgs),
+}
+
+/// kube-scheduler's serving and leader election flags, shared by `run` and `up`.
+#[derive(clap::Args, Debug)]
+struct SchedulerFlags {
+    /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file, as given to
+    /// kube-scheduler's --config. Without it, upstream's default profile is used.
+    #[arg(long, value_name = "CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to serve /healthz, /livez, /readyz and /metrics on (plain HTTP).
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    bind_address: std::net::IpAddr,
+    /// Port for /healthz, /livez, /readyz and /metrics; 0 picks a free port.
+    #[arg(long, value_name = "PORT", default_value_t = scheduler::serve::DEFAULT_PORT)]
+    port: u16,
+    /// Seed for breaking ties between equally scored nodes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    scheduler: SchedulerFlags,
+    /// The kubeconfig of the cluster. Default: the configuration's
+    /// clientConnection.kubeconfig, then $KUBECONFIG, ~/.kube/config, in-cluster.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Elect a leader among replicas on a Lease before scheduling (overrides the
+    /// configuration's leaderElection.leaderElect, default true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: Option<bool>,
+    /// How long other replicas wait before taking over a lease that is not renewed
+    /// (default 15s).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_lease_duration: Option<std::time::Duration>,
+    /// How long the leader keeps trying to renew before it stops scheduling (default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_renew_deadline: Option<std::time::Duration>,
+    /// Pause between attempts to acquire or renew the lease (default 2s).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_retry_period: Option<std::time::Duration>,
+    /// The lock kind: only `leases` is supported.
+    #[arg(long, value_name = "KIND")]
+    leader_elect_resource_lock: Option<String>,
+    /// Name of the Lease (default kube-scheduler).
+    #[arg(long, value_name = "NAME")]
+    leader_elect_resource_name: Option<String>,
+    /// Namespace of the Lease (default kube-system).
+    #[arg(long, value_name = "NAMESPACE")]
+    leader_elect_resource_namespace: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct UpArgs {
+    /// Address the API server listens on; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
+    listen: std::net::SocketAddr,
+    /// Write a kubeconfig pointing at the API server to this path.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Keep the cluster's state in this directory across restarts (see `kubesched
+    /// apiserver --help`). Without it, the state is in memory only.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// A YAML or JSON file of objects to create once the API server is up (objects that
+    /// already exist are left alone); repeat for several files.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Do not act as the nodes' kubelets (pods then stay Pending after binding).
+    #[arg(long)]
+    no_kubelets: bool,
+    #[command(flatten)]
+    scheduler: SchedulerFlags,
+}
+
+fn go_duration(s: &str) -> Result<std::time::Duration, String> {
+    config::parse_go_duration(s).map_err(|e| e.to_string())
 }
 
 #[derive(clap::Args, Debug)]
@@ -119,6 +229,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => run_simulate(args),
         Command::Apiserver(args) => run_apiserver(args),
+        Command::Run(args) => run_scheduler(args),
+        Command::Up(args) => run_up(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -134,8 +246,199 @@ fn main() -> ExitCode {
 }
 
 fn is_user_error(err: &anyhow::Error) -> bool {
-    err.chain()
-        .any(|e| e.is::<ConfigError>() || e.is::<InputError>())
+    err.chain().any(|e| {
+        e.is::<ConfigError>()
+            || e.is::<InputError>()
+            || e.is::<load::LoadError>()
+            || e.is::<UsageError>()
+            || matches!(
+                e.downcast_ref::<app::RunError>(),
+                Some(app::RunError::Config(_) | app::RunError::LeaderElection(_))
+            )
+    })
+}
+
+/// A flag combination that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Resolves on Ctrl-C or SIGTERM (how Kubernetes stops a container).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// Leader election settings: the configuration's, with the flags given on top.
+fn leader_election(
+    cfg: &KubeSchedulerConfiguration,
+    args: &RunArgs,
+) -> anyhow::Result<Option<LeaderElectionConfig>> {
+    let le = &cfg.leader_election;
+    if !args.leader_elect.unwrap_or_else(|| le.leader_elect()) {
+        return Ok(None);
+    }
+    let lock = args
+        .leader_elect_resource_lock
+        .clone()
+        .unwrap_or_else(|| le.resource_lock.clone());
+    if !lock.is_empty() && lock != "leases" {
+        return Err(UsageError(format!(
+            "--leader-elect-resource-lock: {lock:?} is not supported: only \"leases\""
+        ))
+        .into());
+    }
+    let defaults = LeaderElectionConfig::default();
+    let pick = |flag: Option<std::time::Duration>, cfg: std::time::Duration, d| {
+        flag.or((!cfg.is_zero()).then_some(cfg)).unwrap_or(d)
+    };
+    let text = |flag: &Option<String>, cfg: &str, d: String| {
+        flag.clone()
+            .or_else(|| (!cfg.is_empty()).then(|| cfg.to_string()))
+            .unwrap_or(d)
+    };
+    Ok(Some(LeaderElectionConfig {
+        namespace: text(
+            &args.leader_elect_resource_namespace,
+            &le.resource_namespace,
+            defaults.namespace,
+        ),
+        name: text(
+            &args.leader_elect_resource_name,
+            &le.resource_name,
+            defaults.name,
+        ),
+        lease_duration: pick(
+            args.leader_elect_lease_duration,
+            le.lease_duration,
+            defaults.lease_duration,
+        ),
+        renew_deadline: pick(
+            args.leader_elect_renew_deadline,
+            le.renew_deadline,
+            defaults.renew_deadline,
+        ),
+        retry_period: pick(
+            args.leader_elect_retry_period,
+            le.retry_period,
+            defaults.retry_period,
+        ),
+        ..defaults
+    }))
+}
+
+fn run_options(
+    cfg: KubeSchedulerConfiguration,
+    source: String,
+    flags: &SchedulerFlags,
+    leader_election: Option<LeaderElectionConfig>,
+) -> app::RunOptions {
+    app::RunOptions {
+        config: cfg,
+        config_source: source,
+        bind_address: std::net::SocketAddr::new(flags.bind_address, flags.port),
+        leader_election,
+        seed: flags.seed,
+    }
+}
+
+fn print_serving(started: &app::Started) {
+    println!(
+        "kubesched scheduler serving /healthz, /readyz, /metrics on http://{}",
+        started.serving
+    );
+}
+
+fn run_scheduler(args: RunArgs) -> anyhow::Result<()> {
+    let (cfg, source) = load_config(args.scheduler.config.as_ref())?;
+    let le = leader_election(&cfg, &args)?;
+    let kubeconfig = args.kubeconfig.clone().or_else(|| {
+        let k = &cfg.client_connection.kubeconfig;
+        (!k.is_empty()).then(|| PathBuf::from(k))
+    });
+    let options = run_options(cfg, source, &args.scheduler, le);
+    runtime()?.block_on(async {
+        let client = scheduler::client::connect(kubeconfig.as_deref())
+            .await
+            .context("connecting to the API server")?;
+        app::run(
+            client,
+            options,
+            &plugins::in_tree_registry(),
+            print_serving,
+            shutdown_signal(),
+        )
+        .await?;
+        Ok(())
+    })
+}
+
+fn run_up(args: UpArgs) -> anyhow::Result<()> {
+    let (cfg, source) = load_config(args.scheduler.config.as_ref())?;
+    let options = run_options(cfg, source, &args.scheduler, None);
+    runtime()?.block_on(async {
+        let server = apiserver::Server::start(apiserver::Config {
+            listen: args.listen,
+            data_dir: args.data_dir.clone(),
+            simulate_kubelets: !args.no_kubelets,
+            ..apiserver::Config::default()
+        })
+        .await?;
+        println!("kubesched apiserver listening on {}", server.url());
+        if let Some(path) = &args.kubeconfig {
+            std::fs::write(path, server.kubeconfig())
+                .with_context(|| format!("writing kubeconfig {}", path.display()))?;
+        }
+        let config = kube::Config::new(
+            server
+                .url()
+                .parse()
+                .context("the API server's own URL does not parse")?,
+        );
+        let client = kube::Client::try_from(config).context("building the API client")?;
+        if !args.files.is_empty() {
+            let (created, existed) = load::load_files(&client, &args.files).await?;
+            println!("loaded {created} objects ({existed} already there)");
+        }
+        let hint = match &args.kubeconfig {
+            Some(p) => format!(
+                "  export KUBECONFIG={}\n  kubectl get nodes,pods -o wide",
+                p.display()
+            ),
+            None => format!("  kubectl --server {} get nodes,pods -o wide", server.url()),
+        };
+        let run = app::run(
+            client,
+            options,
+            &plugins::in_tree_registry(),
+            |started| {
+                print_serving(started);
+                println!("ready; try:\n{hint}\nCtrl-C stops the API server and the scheduler.");
+            },
+            shutdown_signal(),
+        )
+        .await;
+        server.shutdown().await;
+        run?;
+        Ok(())
+    })
 }
 
 fn init_logging(verbosity: u8) {

@@ -174,8 +174,7 @@ async fn schedule(
     let leader = match &options.leader_election {
         None => None,
         Some(le) => {
-            le.validate()?;
-            let elector = LeaderElector::new(client.clone(), le.clone());
+            let elector = LeaderElector::new(client.clone(), le.clone())?;
             tracing::info!(lease = %format!("{}/{}", le.namespace, le.name), identity = %le.identity, "waiting for leadership");
             tokio::select! {
                 leader = elector.run() => Some(leader),

@@ -7,7 +7,9 @@
 //! **Invariant:** the scheduling core never talks HTTP; it reads a [`framework::Snapshot`]
 //! and reports decisions as values.
 
+pub mod app;
 pub mod backend;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod memory;

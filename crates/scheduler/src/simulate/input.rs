@@ -237,7 +237,7 @@ fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Str
 
 /// Splits a file into documents: JSON when it starts with `{` or `[`, else (multi-document)
 /// YAML.
-fn parse_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+pub fn parse_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         let v: serde_json::Value =

@@ -2,3 +2,4 @@
 
 mod apiserver;
 mod simulate;
+mod up;

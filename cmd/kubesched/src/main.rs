@@ -406,12 +406,13 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
             std::fs::write(path, server.kubeconfig())
                 .with_context(|| format!("writing kubeconfig {}", path.display()))?;
         }
-        let config = kube::Config::new(
-            server
-                .url()
-                .parse()
-                .context("the API server's own URL does not parse")?,
-        );
+        // The scheduler connects as any client would: through the server's own kubeconfig
+        // (its URL, and its token and CA when it has them).
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())
+            .context("the API server's own kubeconfig does not parse")?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .context("the API server's own kubeconfig is not usable")?;
         let client = kube::Client::try_from(config).context("building the API client")?;
         if !args.files.is_empty() {
             let (created, existed) = load::load_files(&client, &args.files).await?;

@@ -373,11 +373,13 @@ impl Shared {
             st.last_unschedulable_flush = now;
             st.queue.flush_unschedulable_pods_leftover();
         }
-        if now.saturating_duration_since(st.last_assumed_cleanup) >= CLEANUP_ASSUMED_PERIOD {
-            st.last_assumed_cleanup = now;
-            for pod in st.cache.cleanup_assumed_pods() {
-                tracing::warn!(pod = %pod.key, "assumed pod expired before its add event");
-            }
+        // Once a second: expire assumed pods and refresh the gauges (both walk every pod).
+        if now.saturating_duration_since(st.last_assumed_cleanup) < CLEANUP_ASSUMED_PERIOD {
+            return;
+        }
+        st.last_assumed_cleanup = now;
+        for pod in st.cache.cleanup_assumed_pods() {
+            tracing::warn!(pod = %pod.key, "assumed pod expired before its add event");
         }
         let p = st.queue.pending_pods();
         self.metrics.set_pending_pods(PendingPods {

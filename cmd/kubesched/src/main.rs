@@ -61,6 +61,10 @@ enum Command {
     ///   kubesched apiserver --listen 127.0.0.1:0 --kubeconfig /tmp/kubesched.kubeconfig
     ///   KUBECONFIG=/tmp/kubesched.kubeconfig kubectl get nodes,pods -o wide
     ///   kubesched apiserver --data-dir ./state --simulate-kubelets
+    ///   kubesched apiserver --tls-cert-file tls.crt --tls-private-key-file tls.key \
+    ///     --token-file tokens.csv --kubeconfig /tmp/kubesched.kubeconfig
+    ///
+    /// Exit status: 2 when a flag, the token file or the TLS files are invalid.
     #[command(verbatim_doc_comment)]
     Apiserver(ApiserverArgs),
 }
@@ -81,8 +85,17 @@ struct ApiserverArgs {
     /// Require `Authorization: Bearer <token>` on every request but /healthz, /livez,
     /// /readyz and /version, with the tokens in this file (upstream's --token-auth-file CSV,
     /// `token,user,uid,"groups"`, or one token per line). --kubeconfig then holds the first.
+    /// kubectl sends tokens only over TLS: use it with --tls-cert-file.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate (chain); needs --tls-private-key-file.
+    /// --kubeconfig then writes an https:// server with the certificate as
+    /// certificate-authority-data, so kubectl verifies it.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
     /// Act as the nodes' kubelets: nodes become Ready, and pods bound to a node become
     /// Running with Ready conditions (the status transitions KWOK performs).
     #[arg(long)]
@@ -136,6 +149,9 @@ fn main() -> ExitCode {
 fn is_user_error(err: &anyhow::Error) -> bool {
     err.chain()
         .any(|e| e.is::<ConfigError>() || e.is::<InputError>())
+        || err
+            .downcast_ref::<apiserver::Error>()
+            .is_some_and(apiserver::Error::is_user_error)
 }
 
 fn init_logging(verbosity: u8) {
@@ -164,9 +180,20 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir.clone(),
             simulate_kubelets: args.simulate_kubelets,
             tokens: match &args.token_file {
-                Some(f) => apiserver::read_token_file(f)
-                    .with_context(|| format!("reading token file {}", f.display()))?,
+                Some(f) => {
+                    apiserver::read_token_file(f).map_err(|e| apiserver::Error::TokenFile {
+                        path: f.clone(),
+                        source: e,
+                    })?
+                }
                 None => Vec::new(),
+            },
+            tls: match (&args.tls_cert_file, &args.tls_private_key_file) {
+                (Some(cert), Some(key)) => Some(
+                    apiserver::TlsConfig::from_files(cert, key).map_err(apiserver::Error::from)?,
+                ),
+                // clap requires both or neither.
+                _ => None,
             },
             ..apiserver::Config::default()
         };

@@ -35,6 +35,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod tls;
 pub mod wal;
 
 use std::net::SocketAddr;
@@ -47,6 +48,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use store::Store;
+pub use tls::TlsConfig;
 
 /// Errors starting or running the server.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +67,17 @@ pub enum Error {
     /// The data directory could not be opened or recovered.
     #[error("opening the data directory")]
     Storage(#[from] wal::WalError),
+    /// The serving certificate or key could not be loaded.
+    #[error("loading the TLS certificate")]
+    Tls(#[from] tls::TlsError),
+    /// The token file could not be read or holds no token.
+    #[error("reading token file {}", path.display())]
+    TokenFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Creating the bootstrap objects failed (a bug).
     #[error("bootstrapping {what}: {source}")]
     Bootstrap {
@@ -73,6 +86,14 @@ pub enum Error {
         /// Why.
         source: status::ApiError,
     },
+}
+
+impl Error {
+    /// Whether the error is in what the user gave (flags, files), not in the server: a
+    /// command exits 2 on these.
+    pub fn is_user_error(&self) -> bool {
+        matches!(self, Error::Tls(_) | Error::TokenFile { .. })
+    }
 }
 
 /// Server settings.
@@ -101,6 +122,9 @@ pub struct Config {
     /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready, nodes
     /// Ready.
     pub simulate_kubelets: bool,
+    /// Serve HTTPS with this certificate; [`Server::kubeconfig`] then carries the
+    /// certificate as `certificate-authority-data`.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Reads a token file: upstream's `--token-auth-file` CSV (`token,user,uid,"groups"`; only
@@ -136,6 +160,7 @@ impl Default for Config {
             compact_bytes: 64 * 1024 * 1024,
             tokens: Vec::new(),
             simulate_kubelets: false,
+            tls: None,
         }
     }
 }
@@ -149,6 +174,8 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
     token: Option<String>,
     kubelets: Option<JoinHandle<()>>,
+    /// The serving certificate (PEM) when serving HTTPS.
+    ca_pem: Option<Vec<u8>>,
 }
 
 /// Namespaces every cluster starts with.
@@ -222,13 +249,24 @@ impl Server {
         });
         let app = axum::Router::new().fallback(http::handle).with_state(state);
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let task = match &config.tls {
+            None => tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }),
+            Some(tls) => {
+                let listener = tls::TlsListener::new(listener, tls)?;
+                tokio::spawn(async move {
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(stopped)
+                        .await
                 })
-                .await
-        });
+            }
+        };
         tracing::info!(%addr, "API server listening");
         Ok(Server {
             addr,
@@ -237,6 +275,7 @@ impl Server {
             task,
             token: config.tokens.first().cloned(),
             kubelets,
+            ca_pem: config.tls.as_ref().map(|t| t.cert_pem().to_vec()),
         })
     }
 
@@ -245,9 +284,14 @@ impl Server {
         self.addr
     }
 
-    /// `http://ADDR`.
+    /// `http://ADDR`, or `https://ADDR` when serving TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The object store (for in-process seeding and tests).
@@ -255,9 +299,10 @@ impl Server {
         &self.store
     }
 
-    /// A kubeconfig pointing at this server, with the first token when tokens are required.
+    /// A kubeconfig pointing at this server, with the first token when tokens are required
+    /// and the serving certificate as the cluster's certificate authority under TLS.
     pub fn kubeconfig(&self) -> String {
-        kubeconfig_with_token(&self.url(), self.token.as_deref())
+        write_kubeconfig(&self.url(), self.token.as_deref(), self.ca_pem.as_deref())
     }
 
     /// Runs until the server stops (it stops only on an error, or after [`Server::shutdown`]
@@ -295,12 +340,25 @@ pub fn kubeconfig(server_url: &str) -> String {
 
 /// A kubeconfig (context `kubesched`) for a server at `server_url`, with a bearer token.
 pub fn kubeconfig_with_token(server_url: &str, token: Option<&str>) -> String {
+    write_kubeconfig(server_url, token, None)
+}
+
+/// A kubeconfig (context `kubesched`): the server, an optional bearer token and an optional
+/// certificate authority (PEM, written base64-encoded as `certificate-authority-data`).
+pub fn write_kubeconfig(server_url: &str, token: Option<&str>, ca_pem: Option<&[u8]>) -> String {
+    use base64::Engine as _;
+    let ca = ca_pem
+        .map(|pem| {
+            let data = base64::engine::general_purpose::STANDARD.encode(pem);
+            format!("\n    certificate-authority-data: {data}")
+        })
+        .unwrap_or_default();
     let user = match token {
         // JSON strings are YAML: the token is quoted whatever it contains.
         Some(t) => format!("\n    token: {}", serde_json::Value::from(t)),
         None => " {}".to_string(),
     };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesched\n  cluster:\n    server: {server_url}\ncontexts:\n- name: kubesched\n  context:\n    cluster: kubesched\n    user: kubesched\n    namespace: default\ncurrent-context: kubesched\nusers:\n- name: kubesched\n  user:{user}\npreferences: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesched\n  cluster:\n    server: {server_url}{ca}\ncontexts:\n- name: kubesched\n  context:\n    cluster: kubesched\n    user: kubesched\n    namespace: default\ncurrent-context: kubesched\nusers:\n- name: kubesched\n  user:{user}\npreferences: {{}}\n"
     )
 }

@@ -390,6 +390,102 @@ fn a_token_is_required_and_clients_with_it_get_through() {
     assert_eq!(c.get("/version").0, 200);
 }
 
+/// kubectl sends bearer tokens only over TLS: with `--tls-cert-file` it gets through with the
+/// kubeconfig's token, verifying the server against the kubeconfig's
+/// certificate-authority-data, and a wrong token is a 401 that kubectl reports.
+#[test]
+fn kubectl_and_kube_rs_use_the_token_over_tls_and_a_wrong_token_is_refused() {
+    let tls = crate::harness::test_tls();
+    let ca = tls.cert_pem().to_vec();
+    let c = Cluster::with_config(apiserver::Config {
+        tokens: vec!["s3cret-token".into()],
+        tls: Some(tls),
+        ..apiserver::Config::default()
+    });
+    let written = std::fs::read_to_string(c.kubeconfig()).expect("kubeconfig");
+    assert!(c.url.starts_with("https://127.0.0.1:"), "{}", c.url);
+    assert!(
+        written.contains(&format!(
+            "server: {}\n    certificate-authority-data: ",
+            c.url
+        )),
+        "{written}"
+    );
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  containers: [{name: c, image: nginx:1}]\n";
+    c.kubectl_ok(&["create", "-f", &c.file("pod.yaml", pod)]);
+    let out = c.kubectl_ok(&["get", "pods", "-o", "name"]);
+    assert_eq!(out, "pod/p1\n");
+    // A wrong token over TLS: 401, which kubectl reports as an authentication failure.
+    let wrong = c.dir.path().join("wrong-token");
+    std::fs::write(
+        &wrong,
+        apiserver::write_kubeconfig(&c.url, Some("wrong"), Some(&ca)),
+    )
+    .expect("kubeconfig");
+    let out = c
+        .kubectl_command_with(&wrong, &["get", "pods"])
+        .output()
+        .expect("kubectl runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("You must be logged in to the server (Unauthorized)"),
+        "{stderr}"
+    );
+    // Without the certificate authority kubectl refuses the self-signed certificate.
+    let no_ca = c.dir.path().join("no-ca");
+    std::fs::write(
+        &no_ca,
+        apiserver::write_kubeconfig(&c.url, Some("s3cret-token"), None),
+    )
+    .expect("kubeconfig");
+    let out = c
+        .kubectl_command_with(&no_ca, &["get", "pods"])
+        .output()
+        .expect("kubectl runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("certificate"),
+        "{stderr}"
+    );
+    // kube-rs (rustls, ring) through the written kubeconfig: typed list and a watch event.
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&written).expect("kubeconfig parses");
+    let (names, first_event) = c.block_on(async {
+        use futures_util::StreamExt as _;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("config");
+        let client = kube::Client::try_from(config).expect("client");
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(client, "default");
+        let names: Vec<String> = pods
+            .list(&Default::default())
+            .await
+            .expect("list over TLS")
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        let mut events = std::pin::pin!(kube::runtime::watcher(
+            pods,
+            kube::runtime::watcher::Config::default()
+        ));
+        let first = tokio::time::timeout(std::time::Duration::from_secs(20), events.next())
+            .await
+            .ok()
+            .flatten()
+            .map(|e| format!("{:?}", e.map(|_| ()).is_ok()));
+        (names, first)
+    });
+    assert_eq!(
+        (names, first_event),
+        (vec!["p1".to_string()], Some("true".to_string()))
+    );
+}
+
 #[test]
 fn simulated_kubelets_make_nodes_ready_and_bound_pods_running() {
     let c = Cluster::with_config(apiserver::Config {

@@ -78,8 +78,9 @@ struct ApiserverArgs {
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
     /// Keep the state in this directory: every write is logged there and fsynced before it
-    /// is acknowledged, and the state is recovered from it on start. Without it, the state
-    /// is in memory only.
+    /// is acknowledged, and the state is recovered from it on start. One server per
+    /// directory (a lock on DIR/lock; a second one exits 2). Without it, the state is in
+    /// memory only.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Require `Authorization: Bearer <token>` on every request but /healthz, /livez,

@@ -92,7 +92,10 @@ impl Error {
     /// Whether the error is in what the user gave (flags, files), not in the server: a
     /// command exits 2 on these.
     pub fn is_user_error(&self) -> bool {
-        matches!(self, Error::Tls(_) | Error::TokenFile { .. })
+        matches!(
+            self,
+            Error::Tls(_) | Error::TokenFile { .. } | Error::Storage(wal::WalError::Locked { .. })
+        )
     }
 }
 

@@ -421,3 +421,29 @@ fn tls_serves_https_and_kubectl_sends_the_token_over_it() {
     assert!(good.0 && good.1.contains("namespace/default\n"), "{good:?}");
     assert!(!wrong.0 && wrong.2.contains("(Unauthorized)"), "{wrong:?}");
 }
+
+#[test]
+fn a_second_server_on_the_same_data_dir_fails_naming_it() {
+    let dir = std::env::temp_dir().join(format!("kubesched-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.display().to_string();
+    let (mut first, addr) = start(&[], &dir);
+    let (code, stderr) = fails_to_start(&["--data-dir", &data]);
+    // The first one is unharmed.
+    let (healthz, _) = get(&addr, "/healthz");
+    // The lock goes with the process, also on SIGKILL: a restart after a crash starts.
+    first.0.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
+    let _ = first.0.wait();
+    let (_again, addr) = start(&[], &dir);
+    let (again, _) = get(&addr, "/healthz");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (code, stderr.trim(), healthz.starts_with("HTTP/1.1 200"), again.starts_with("HTTP/1.1 200")),
+        (
+            Some(2),
+            format!("error: opening the data directory: data directory {data} is in use by another kubesched apiserver (it holds the lock on {data}/lock)").as_str(),
+            true,
+            true,
+        )
+    );
+}

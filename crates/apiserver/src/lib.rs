@@ -28,6 +28,7 @@ pub mod discovery;
 mod http;
 pub mod kubelet;
 pub mod meta;
+pub mod paging;
 pub mod patch;
 pub mod protobuf;
 pub mod resources;
@@ -181,6 +182,10 @@ pub struct Server {
     ca_pem: Option<Vec<u8>>,
 }
 
+/// Lists kept for their later pages (see [`paging`]): enough for every informer of a
+/// scheduler relisting at once, and each holds only `Arc`s of objects.
+const LIST_SNAPSHOTS: usize = 32;
+
 /// Namespaces every cluster starts with.
 pub const BOOTSTRAP_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -249,6 +254,7 @@ impl Server {
             addr,
             bookmark_interval: config.bookmark_interval,
             tokens: config.tokens.clone(),
+            snapshots: paging::Snapshots::new(LIST_SNAPSHOTS),
         });
         let app = axum::Router::new().fallback(http::handle).with_state(state);
         let (stop, stopped) = oneshot::channel::<()>();

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::admission;
 use crate::discovery;
+use crate::paging;
 use crate::patch::{self, PatchType};
 use crate::resources::{self, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelSelector, Selector};
@@ -36,6 +37,8 @@ pub(crate) struct AppState {
     pub bookmark_interval: Duration,
     /// Bearer tokens accepted; empty = no authentication.
     pub tokens: Vec<String>,
+    /// Lists whose later pages are still to be asked for.
+    pub snapshots: paging::Snapshots,
 }
 
 /// Paths upstream's default RBAC (`system:public-info-viewer`) lets anyone read.
@@ -525,42 +528,105 @@ fn single(req: &Req<'_>, info: &ResourceInfo, obj: &Value, code: u16) -> Respons
 fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     let info = p.info;
     let sel = req.selector(info)?;
-    let (items, rv) = req.st.store.list(info, p.ns.as_deref());
-    let items: Vec<Cow<'_, Value>> = items
-        .iter()
-        .filter(|o| sel.matches(o))
-        .map(|o| to_wire(info, o))
-        .collect();
-    let rv = rv.to_string();
+    let ns = p.ns.as_deref();
+    let across = info.namespaced && ns.is_none();
+    let limit = match req.query.get("limit").filter(|l| !l.is_empty()) {
+        None => None,
+        Some(l) => match l.parse::<i64>() {
+            // Upstream: zero or negative is no limit.
+            Ok(n) => usize::try_from(n).ok().filter(|&n| n > 0),
+            Err(e) => return Err(ApiError::bad_request(format!("invalid limit {l:?}: {e}"))),
+        },
+    };
+    let start = match req.query.get("continue").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(token) => {
+            let mut c = paging::decode(token, across)?;
+            if !matches!(req.query.get("resourceVersion"), None | Some("" | "0")) {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            if !across {
+                c.start.0 = ns.unwrap_or("").to_string();
+            }
+            Some(c)
+        }
+    };
+    // A later page reads the state of the first one: its kept snapshot, or the store if
+    // nothing was written since; otherwise the token has expired.
+    let (items, rv) = match start.as_ref().and_then(|c| c.rv) {
+        Some(at) => match req.st.snapshots.get(info.storage, ns, at) {
+            Some(items) => (items, at),
+            None => {
+                let (items, rv) = req.st.store.list(info, ns);
+                if rv != at {
+                    let Some(c) = start.as_ref() else {
+                        return Err(ApiError::internal("continue token lost"));
+                    };
+                    return Ok(json_response(410, &paging::expired_status(c, across)));
+                }
+                (Arc::new(items), rv)
+            }
+        },
+        None => {
+            let (items, rv) = req.st.store.list(info, ns);
+            (Arc::new(items), rv)
+        }
+    };
+    let filtered = !sel.labels.is_empty() || !sel.fields.is_empty();
+    let page = paging::page(&items, start.as_ref(), limit, filtered, |o| sel.matches(o));
+    let continue_token = page.last.map(|last| {
+        req.st.snapshots.keep(info.storage, ns, rv, items.clone());
+        paging::encode(rv, last, across)
+    });
+    let wire: Vec<Cow<'_, Value>> = page.items.iter().map(|o| to_wire(info, o)).collect();
+    let meta = ListMeta {
+        resource_version: rv.to_string(),
+        continue_token,
+        remaining_item_count: page.remaining,
+    };
     if req.wants_table() {
         let include = req.query.get("includeObject") == Some("Object");
-        let t = table::table(info, items.iter().map(|c| &**c), &rv, include);
+        let mut t = table::table(
+            info,
+            wire.iter().map(|c| &**c),
+            &meta.resource_version,
+            include,
+        );
+        if let Some(m) = t.get_mut("metadata") {
+            *m = serde_json::to_value(&meta).unwrap_or_default();
+        }
         return Ok(json_response(200, &t));
     }
-    Ok(list_response(info, &rv, &items))
+    Ok(list_response(info, &meta, &wire))
+}
+
+/// `metadata` of a list or Table.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    resource_version: String,
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    continue_token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining_item_count: Option<u64>,
 }
 
 /// A `XxxList`, serialized straight from the stored objects (no copy into a new tree).
-fn list_response(info: &ResourceInfo, rv: &str, items: &[Cow<'_, Value>]) -> Response {
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ListMeta<'a> {
-        resource_version: &'a str,
-    }
+fn list_response(info: &ResourceInfo, meta: &ListMeta, items: &[Cow<'_, Value>]) -> Response {
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
     struct List<'a> {
         kind: String,
         api_version: String,
-        metadata: ListMeta<'a>,
+        metadata: &'a ListMeta,
         items: &'a [Cow<'a, Value>],
     }
     let list = List {
         kind: format!("{}List", info.kind),
         api_version: info.api_version(),
-        metadata: ListMeta {
-            resource_version: rv,
-        },
+        metadata: meta,
         items,
     };
     let bytes = serde_json::to_vec(&list).unwrap_or_default();

@@ -44,6 +44,18 @@ impl Cluster {
         }
     }
 
+    /// Creates `n` pods `p-0000`… in `ns` straight in the store (fast seeding for list tests).
+    pub fn seed_pods(&self, ns: &str, n: usize) {
+        let store = self.server.as_ref().expect("server").store();
+        let pods = apiserver::resources::lookup("", "v1", "pods").expect("pods");
+        for i in 0..n {
+            let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p-{i:04}"), "namespace": ns},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+            store.create(pods, ns, pod, false).expect("seed pod");
+        }
+    }
+
     /// Runs async client code on the server's runtime.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)

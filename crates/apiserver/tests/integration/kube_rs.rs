@@ -248,3 +248,40 @@ fn status_patches_merge_conditions_and_leases_use_optimistic_concurrency() {
         assert_eq!(reason(&again), Some((409, "AlreadyExists".to_string())));
     });
 }
+
+/// kube-rs lists in pages of 500 and its watcher follows `continue` to the end.
+#[test]
+fn list_pages_and_the_watcher_see_more_than_500_pods() {
+    let c = Cluster::start();
+    c.seed_pods("default", 1201);
+    let client = c.kube_client();
+    let (first, watched) = c.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let first = pods
+            .list(&ListParams::default().limit(500))
+            .await
+            .expect("first page");
+        let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
+        let mut seen = 0;
+        while let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(20), events.try_next())
+            .await
+            .expect("in time")
+        {
+            match event {
+                watcher::Event::InitApply(_) => seen += 1,
+                watcher::Event::InitDone => break,
+                _ => {}
+            }
+        }
+        (first, seen)
+    });
+    assert_eq!(
+        (
+            first.items.len(),
+            first.metadata.continue_.is_some(),
+            first.metadata.remaining_item_count,
+            watched
+        ),
+        (500, true, Some(701), 1201)
+    );
+}

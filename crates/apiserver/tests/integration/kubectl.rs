@@ -532,3 +532,27 @@ fn simulated_kubelets_make_nodes_ready_and_bound_pods_running() {
     c.kubectl_ok(&["delete", "pod", "p1", "--timeout=20s"]);
     assert!(!c.kubectl_ok(&["get", "pods"]).contains("p1"));
 }
+
+/// kubectl asks for lists in chunks of 500 (`--chunk-size`) and follows `continue`.
+#[test]
+fn kubectl_gets_more_than_500_pods_in_chunks() {
+    let c = Cluster::start();
+    c.seed_pods("default", 1201);
+    let count = |args: &[&str]| c.kubectl_ok(args).lines().count();
+    // -v=6 logs each request: the second and third chunks ask with the token.
+    let logged = c.kubectl(&["get", "pods", "-o", "name", "-v=6"]);
+    let requests = String::from_utf8_lossy(&logged.stderr)
+        .lines()
+        .filter(|l| l.contains("/pods?") && l.contains("limit=500"))
+        .map(|l| l.contains("continue="))
+        .collect::<Vec<_>>();
+    assert_eq!(requests, [false, true, true]);
+    assert_eq!(
+        (
+            count(&["get", "pods", "-o", "name"]),
+            count(&["get", "pods", "--no-headers"]),
+            count(&["get", "pods", "-A", "--chunk-size=100", "--no-headers"]),
+        ),
+        (1201, 1201, 1201)
+    );
+}

@@ -526,6 +526,36 @@ pub fn event_from_core(obj: &Value) -> Value {
     rename(obj, false, "events.k8s.io/v1")
 }
 
+/// The grace period a pod deletion gets, in seconds: the request's `gracePeriodSeconds`, else
+/// the pod's `terminationGracePeriodSeconds` (30 when absent); a negative request counts as
+/// 1; a pod that is not bound to a node, or has finished (Succeeded, Failed), goes at once
+/// (0).
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (CheckGracefulDelete) and
+/// staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete).
+pub fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
+    let unbound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    let finished = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    if unbound || finished {
+        return 0;
+    }
+    match requested {
+        Some(p) if p < 0 => 1,
+        Some(p) => p,
+        None => pod
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+            .max(0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -126,6 +126,76 @@ fn spec_changed(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// How a delete request asks an object to go.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeleteOptions<'a> {
+    /// Precondition: the object's uid.
+    pub uid: Option<&'a str>,
+    /// Precondition: the object's resourceVersion.
+    pub resource_version: Option<&'a str>,
+    /// The requested grace period (pods only; `None`: the pod's own).
+    pub grace_period_seconds: Option<i64>,
+    /// Check only, store nothing.
+    pub dry_run: bool,
+}
+
+/// What a delete does to a pod.
+#[derive(Debug, PartialEq)]
+enum Graceful {
+    /// Delete it now (or, with finalizers, mark it and wait for them).
+    Now,
+    /// It is already terminating with a grace period no longer than the one asked: nothing.
+    Pending,
+    /// Mark it terminating: this object, with `deletionTimestamp` (now + grace period) and
+    /// `deletionGracePeriodSeconds`; the kubelet deletes it once its containers stopped.
+    Mark(Value),
+}
+
+/// Upstream's graceful deletion of pods (rest.BeforeDelete with the pod strategy): a bound,
+/// running pod is marked terminating, not removed; a second delete may only shorten the
+/// grace period, and 0 removes it.
+fn graceful_pod_deletion(pod: &Value, requested: Option<i64>) -> Graceful {
+    // Negative asks count as 1 second.
+    let requested = requested.map(|p| if p < 0 { 1 } else { p });
+    let at = |p: &str| pod.pointer(&format!("/metadata/{p}"));
+    let Some(since) = at("deletionTimestamp").and_then(Value::as_str) else {
+        let period = crate::admission::pod_grace_period(pod, requested);
+        if period == 0 {
+            return Graceful::Now;
+        }
+        let mut marked = pod.clone();
+        set_meta(
+            &mut marked,
+            "deletionTimestamp",
+            json!(meta::shift_rfc3339(&meta::now_rfc3339(), period)),
+        );
+        set_meta(&mut marked, "deletionGracePeriodSeconds", json!(period));
+        if let Some(g) = at("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+            set_meta(&mut marked, "generation", json!(g + 1));
+        }
+        return Graceful::Mark(marked);
+    };
+    let current = at("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    match requested {
+        // Marked with no grace left (or by a finalizer wait): the delete goes through.
+        _ if current == 0 => Graceful::Now,
+        Some(0) => Graceful::Now,
+        Some(p) if p < current => {
+            let mut marked = pod.clone();
+            set_meta(
+                &mut marked,
+                "deletionTimestamp",
+                json!(meta::shift_rfc3339(since, p - current)),
+            );
+            set_meta(&mut marked, "deletionGracePeriodSeconds", json!(p));
+            Graceful::Mark(marked)
+        }
+        _ => Graceful::Pending,
+    }
+}
+
 fn set_meta(obj: &mut Value, field: &str, value: Value) {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
@@ -457,9 +527,10 @@ impl Store {
         info: &ResourceInfo,
         ns: &str,
         name: &str,
-        preconditions: (Option<&str>, Option<&str>),
-        dry_run: bool,
+        opts: DeleteOptions<'_>,
     ) -> Result<Arc<Value>, ApiError> {
+        let preconditions = (opts.uid, opts.resource_version);
+        let dry_run = opts.dry_run;
         let mut inner = self.lock();
         let current = inner
             .objects
@@ -494,6 +565,35 @@ impl Store {
         }
         if dry_run {
             return Ok(current);
+        }
+        if info.storage == "pods" {
+            match graceful_pod_deletion(&current, opts.grace_period_seconds) {
+                Graceful::Now => {}
+                Graceful::Pending => return Ok(current),
+                Graceful::Mark(mut marked) => {
+                    let rv = inner.rv + 1;
+                    inner.rv = rv;
+                    set_meta(&mut marked, "resourceVersion", json!(rv.to_string()));
+                    let marked = Arc::new(marked);
+                    inner
+                        .objects
+                        .entry(info.storage)
+                        .or_default()
+                        .insert(key(ns, name), marked.clone());
+                    self.record(
+                        &mut inner,
+                        WatchEvent {
+                            storage: info.storage,
+                            kind: EventType::Modified,
+                            rv,
+                            object: marked.clone(),
+                            previous: Some(current),
+                            encoded: OnceLock::new(),
+                        },
+                    );
+                    return Ok(marked);
+                }
+            }
         }
         let has_finalizers = current
             .pointer("/metadata/finalizers")
@@ -653,6 +753,114 @@ mod tests {
         json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c"}]}})
     }
 
+    /// What a pod deletion should do: delete now, nothing, mark it to go in N seconds from
+    /// now, or move an existing mark to a timestamp.
+    #[derive(Debug, PartialEq)]
+    enum Want {
+        Now,
+        Pending,
+        MarkIn(i64),
+        MarkAt(&'static str, i64),
+    }
+
+    fn bound(extra_meta: Value, grace: Option<i64>, phase: &str) -> Value {
+        let mut p = json!({"metadata": {"name": "p", "generation": 1}, "spec": {"nodeName": "n"},
+            "status": {"phase": phase}});
+        if let Some(g) = grace {
+            p["spec"]["terminationGracePeriodSeconds"] = json!(g);
+        }
+        if let (Some(m), Some(extra)) = (p["metadata"].as_object_mut(), extra_meta.as_object()) {
+            m.extend(extra.clone());
+        }
+        p
+    }
+
+    #[rstest::rstest]
+    #[case::bound_pod_gets_its_own_grace_period(bound(json!({}), Some(45), "Running"), None, Want::MarkIn(45))]
+    #[case::default_grace_period_is_30(bound(json!({}), None, "Running"), None, Want::MarkIn(30))]
+    #[case::request_overrides(bound(json!({}), Some(45), "Running"), Some(5), Want::MarkIn(5))]
+    #[case::negative_request_is_one_second(bound(json!({}), Some(45), "Running"), Some(-3), Want::MarkIn(1))]
+    #[case::zero_deletes_at_once(bound(json!({}), Some(45), "Running"), Some(0), Want::Now)]
+    #[case::unbound_pod_goes_at_once(json!({"metadata": {"name": "p"}, "spec": {}}), Some(30), Want::Now)]
+    #[case::finished_pod_goes_at_once(bound(json!({}), Some(45), "Succeeded"), None, Want::Now)]
+    #[case::terminating_pod_again_is_pending(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        None,
+        Want::Pending
+    )]
+    #[case::a_longer_grace_period_is_ignored(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        Some(60),
+        Want::Pending
+    )]
+    #[case::a_shorter_grace_period_moves_the_deadline(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        Some(10),
+        Want::MarkAt("2030-01-01T00:00:10Z", 10)
+    )]
+    #[case::zero_ends_a_pending_deletion(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        Some(0),
+        Want::Now
+    )]
+    fn graceful_pod_deletion_follows_upstream(
+        #[case] pod: Value,
+        #[case] requested: Option<i64>,
+        #[case] want: Want,
+    ) {
+        let got = match graceful_pod_deletion(&pod, requested) {
+            Graceful::Now => Want::Now,
+            Graceful::Pending => Want::Pending,
+            Graceful::Mark(m) => {
+                let ts = m["metadata"]["deletionTimestamp"].as_str().unwrap_or("");
+                let grace = m["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(-1);
+                match &want {
+                    Want::MarkAt(at, _) if *at == ts => Want::MarkAt(at, grace),
+                    _ => {
+                        // Now + grace, give or take the second that may tick meanwhile.
+                        let from_now = -meta::age_seconds(ts).unwrap_or(i64::MIN / 2);
+                        if (from_now - grace).abs() > 1 {
+                            panic!("deletionTimestamp {ts} is not {grace}s from now");
+                        }
+                        // The first mark bumps the generation.
+                        assert_eq!(m["metadata"]["generation"], json!(2));
+                        Want::MarkIn(grace)
+                    }
+                }
+            }
+        };
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_bound_pod_is_marked_then_deleted_with_grace_period_zero() {
+        let s = store_with_ns();
+        let mut p = pod("a");
+        p["spec"]["nodeName"] = json!("n");
+        s.create(info("pods"), "default", p, false)
+            .expect("created");
+        let marked = s
+            .delete(info("pods"), "default", "a", DeleteOptions::default())
+            .expect("marked");
+        let still_there = s.get(info("pods"), "default", "a").is_some();
+        let zero = DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..DeleteOptions::default()
+        };
+        s.delete(info("pods"), "default", "a", zero)
+            .expect("deleted");
+        assert_eq!(
+            (
+                marked.pointer("/metadata/deletionGracePeriodSeconds"),
+                still_there,
+                s.get(info("pods"), "default", "a").is_none()
+            ),
+            (Some(&json!(30)), true, true)
+        );
+    }
+
     #[test]
     fn create_sets_server_owned_metadata() {
         let s = store_with_ns();
@@ -750,11 +958,27 @@ mod tests {
         s.create(info("pods"), "default", pod("a"), false)
             .expect("created");
         let err = s
-            .delete(info("pods"), "default", "a", (None, Some("1")), false)
+            .delete(
+                info("pods"),
+                "default",
+                "a",
+                DeleteOptions {
+                    resource_version: Some("1"),
+                    ..DeleteOptions::default()
+                },
+            )
             .expect_err("409");
         assert_eq!((err.code, err.reason), (409, "Conflict"));
         let gone = s
-            .delete(info("pods"), "default", "a", (None, Some("2")), false)
+            .delete(
+                info("pods"),
+                "default",
+                "a",
+                DeleteOptions {
+                    resource_version: Some("2"),
+                    ..DeleteOptions::default()
+                },
+            )
             .expect("deleted");
         assert_eq!(gone.pointer("/metadata/resourceVersion"), Some(&json!("3")));
     }
@@ -767,7 +991,7 @@ mod tests {
         s.create(info("pods"), "default", p, false)
             .expect("created");
         let marked = s
-            .delete(info("pods"), "default", "a", (None, None), false)
+            .delete(info("pods"), "default", "a", DeleteOptions::default())
             .expect("marked");
         assert!(marked.pointer("/metadata/deletionTimestamp").is_some());
         assert!(s.get(info("pods"), "default", "a").is_some());
@@ -785,7 +1009,7 @@ mod tests {
         let s = store_with_ns();
         s.create(info("pods"), "default", pod("a"), false)
             .expect("created");
-        s.delete(info("namespaces"), "", "default", (None, None), false)
+        s.delete(info("namespaces"), "", "default", DeleteOptions::default())
             .expect("deleted");
         assert!(s.list(info("pods"), None).0.is_empty());
     }
@@ -835,7 +1059,7 @@ mod tests {
             s.create(info("pods"), "gone", pod("b"), false).expect("b");
             // rv 5 deletes gone/b, rv 6 the namespace: each write has its own rv.
             let ns = s
-                .delete(info("namespaces"), "", "gone", (None, None), false)
+                .delete(info("namespaces"), "", "gone", DeleteOptions::default())
                 .expect("deleted");
             assert_eq!(ns.pointer("/metadata/resourceVersion"), Some(&json!("6")));
             tokio::runtime::Builder::new_current_thread()

@@ -22,7 +22,7 @@ use crate::patch::{self, PatchType};
 use crate::resources::{self, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelSelector, Selector};
 use crate::status::{self, ApiError};
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::table;
 
 mod watch;
@@ -793,17 +793,46 @@ fn patch(
     Ok(single(req, info, &updated, 200))
 }
 
-/// DeleteOptions preconditions from a JSON body; other bodies (protobuf from drain) are ignored.
-fn delete_options(req: &Req<'_>) -> Result<(Option<String>, Option<String>, bool), ApiError> {
+/// DeleteOptions of a request: the query's `gracePeriodSeconds` and `dryRun`, then a JSON
+/// body's fields over them.
+#[derive(Debug, Default)]
+struct DeleteRequest {
+    uid: Option<String>,
+    resource_version: Option<String>,
+    grace_period_seconds: Option<i64>,
+    dry_run: bool,
+}
+
+impl DeleteRequest {
+    fn options(&self) -> store::DeleteOptions<'_> {
+        store::DeleteOptions {
+            uid: self.uid.as_deref(),
+            resource_version: self.resource_version.as_deref(),
+            grace_period_seconds: self.grace_period_seconds,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+/// DeleteOptions from the query and a JSON body; other bodies (protobuf from drain) are
+/// ignored.
+fn delete_options(req: &Req<'_>) -> Result<DeleteRequest, ApiError> {
     delete_options_of(req, "")
 }
 
 /// DeleteOptions found at `at` in a JSON body (`""`, or `/deleteOptions` in an Eviction).
-fn delete_options_of(
-    req: &Req<'_>,
-    at: &str,
-) -> Result<(Option<String>, Option<String>, bool), ApiError> {
-    let mut dry_run = req.query.dry_run();
+fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError> {
+    let grace_period_seconds = match req.query.get("gracePeriodSeconds") {
+        None | Some("") => None,
+        Some(g) => Some(g.parse::<i64>().map_err(|e| {
+            ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}: {e}"))
+        })?),
+    };
+    let mut parsed = DeleteRequest {
+        grace_period_seconds,
+        dry_run: req.query.dry_run(),
+        ..DeleteRequest::default()
+    };
     let base = req
         .content_type()
         .split(';')
@@ -812,7 +841,7 @@ fn delete_options_of(
         .trim()
         .to_string();
     if req.body.is_empty() || !(base.is_empty() || base == "application/json") {
-        return Ok((None, None, dry_run));
+        return Ok(parsed);
     }
     let body: Value = serde_json::from_slice(req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
@@ -823,31 +852,41 @@ fn delete_options_of(
         .and_then(Value::as_array)
         .is_some_and(|d| d.iter().any(|x| x == "All"))
     {
-        dry_run = true;
+        parsed.dry_run = true;
     }
-    Ok((
-        s("/preconditions/uid"),
-        s("/preconditions/resourceVersion"),
-        dry_run,
-    ))
+    match opts.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => {}
+        Some(g) => {
+            parsed.grace_period_seconds = Some(g.as_i64().ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "error decoding DeleteOptions: gracePeriodSeconds: expected an integer, got {g}"
+                ))
+            })?);
+        }
+    }
+    parsed.uid = s("/preconditions/uid");
+    parsed.resource_version = s("/preconditions/resourceVersion");
+    Ok(parsed)
 }
 
 fn delete(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
-    let (uid, rv, dry_run) = delete_options(req)?;
-    let last = req.st.store.delete(
-        p.info,
-        namespace_of(p),
-        name,
-        (uid.as_deref(), rv.as_deref()),
-        dry_run,
-    )?;
+    let opts = delete_options(req)?;
+    let last = req
+        .st
+        .store
+        .delete(p.info, namespace_of(p), name, opts.options())?;
     Ok(single(req, p.info, &last, 200))
 }
 
 fn delete_collection(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     let info = p.info;
     let sel = req.selector(info)?;
-    let (_, _, dry_run) = delete_options(req)?;
+    let opts = delete_options(req)?;
+    let opts = store::DeleteOptions {
+        uid: None,
+        resource_version: None,
+        ..opts.options()
+    };
     let (items, _) = req.st.store.list(info, p.ns.as_deref());
     let mut deleted = Vec::new();
     for o in items.iter().filter(|o| sel.matches(o)) {
@@ -859,7 +898,7 @@ fn delete_collection(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        match req.st.store.delete(info, ns, name, (None, None), dry_run) {
+        match req.st.store.delete(info, ns, name, opts) {
             Ok(last) => deleted.push(to_wire(info, &last).into_owned()),
             // Deleted meanwhile by someone else: that is what was asked.
             Err(e) if e.code == 404 => {}
@@ -1088,10 +1127,8 @@ fn evict(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError
             }
         }
     }
-    let (uid, rv, dry_run) = delete_options_of(req, "/deleteOptions")?;
-    req.st
-        .store
-        .delete(info, ns, name, (uid.as_deref(), rv.as_deref()), dry_run)?;
+    let opts = delete_options_of(req, "/deleteOptions")?;
+    req.st.store.delete(info, ns, name, opts.options())?;
     Ok(json_response(201, &status::success(201, None)))
 }
 

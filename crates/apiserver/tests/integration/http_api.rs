@@ -677,3 +677,50 @@ fn bad_paging_parameters_are_400(#[case] query: &str, #[case] message: &str) {
         )
     );
 }
+
+/// DeleteOptions' gracePeriodSeconds, from the body or the query: a second delete may only
+/// shorten the grace period; 0 removes the pod.
+#[test]
+fn graceful_deletion_of_a_bound_pod_over_http() {
+    let c = Cluster::start();
+    let mut p = pod("a");
+    p["spec"]["nodeName"] = json!("n1");
+    create_pod(&c, p);
+    let delete = |query: &str, body: &str| {
+        let ct = (!body.is_empty()).then_some("application/json");
+        c.request("DELETE", &format!("{PODS}/a{query}"), ct, body)
+    };
+    let grace =
+        |(code, obj): (u16, Value)| (code, obj["metadata"]["deletionGracePeriodSeconds"].clone());
+    let first = grace(delete(
+        "",
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":20}"#,
+    ));
+    let longer = grace(delete("?gracePeriodSeconds=25", ""));
+    let shorter = grace(delete("?gracePeriodSeconds=5", ""));
+    let bad = delete("", r#"{"gracePeriodSeconds":"soon"}"#);
+    let gone = delete("", r#"{"gracePeriodSeconds":0}"#).0;
+    assert_eq!(
+        (
+            first,
+            longer,
+            shorter,
+            bad,
+            gone,
+            c.get(&format!("{PODS}/a")).0
+        ),
+        (
+            (200, json!(20)),
+            (200, json!(20)),
+            (200, json!(5)),
+            (
+                400,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "error decoding DeleteOptions: gracePeriodSeconds: expected an integer, got \"soon\"",
+                "reason": "BadRequest", "code": 400})
+            ),
+            200,
+            404
+        )
+    );
+}

@@ -110,8 +110,17 @@ fn typed_api_create_get_list_replace_patch_bind_delete() {
             .expect_err("already bound");
         assert_eq!(reason(&err), Some((409, "Conflict".to_string())));
 
-        let deleted = pods
+        // A bound pod is deleted gracefully: marked, then gone with grace period 0.
+        let marked = pods
             .delete("a", &DeleteParams::default())
+            .await
+            .expect("marked")
+            .left()
+            .and_then(|p| p.metadata.deletion_grace_period_seconds);
+        assert_eq!(marked, Some(30));
+        assert!(pods.get_opt("a").await.expect("get_opt").is_some());
+        let deleted = pods
+            .delete("a", &DeleteParams::default().grace_period(0))
             .await
             .expect("deleted");
         assert!(deleted.is_left());

@@ -188,9 +188,14 @@ fn get_watch_prints_a_pod_created_after_it_started() {
     assert!(line.contains("Pending"), "{line}");
 }
 
+/// A bound pod is deleted gracefully; the kubelet stand-in finishes the deletion, so kubectl
+/// (which waits for the pod to disappear) returns promptly.
 #[test]
 fn delete_returns_promptly() {
-    let c = Cluster::start();
+    let c = Cluster::with_config(apiserver::Config {
+        simulate_kubelets: true,
+        ..apiserver::Config::default()
+    });
     let f = c.file(
         "pod.yaml",
         &POD.replace("spec:\n", "spec:\n  nodeName: node-1\n"),
@@ -232,7 +237,11 @@ fn describe_pod_shows_its_events() {
 
 #[test]
 fn drain_ignoring_daemonsets_removes_the_nodes_pods() {
-    let c = Cluster::start();
+    // Evicted pods terminate gracefully: the kubelet stand-in finishes them.
+    let c = Cluster::with_config(apiserver::Config {
+        simulate_kubelets: true,
+        ..apiserver::Config::default()
+    });
     let pod = POD.replace("spec:\n", "spec:\n  nodeName: node-1\n");
     let f = c.file("objs.yaml", &format!("{NODE}---\n{pod}"));
     c.kubectl_ok(&["create", "-f", &f]);
@@ -554,5 +563,59 @@ fn kubectl_gets_more_than_500_pods_in_chunks() {
             count(&["get", "pods", "-A", "--chunk-size=100", "--no-headers"]),
         ),
         (1201, 1201, 1201)
+    );
+}
+
+/// Without a kubelet, a deleted bound pod stays Terminating (deletionTimestamp, its grace
+/// period) until a delete with grace period 0; an unbound pod goes at once.
+#[test]
+fn a_deleted_bound_pod_stays_terminating_without_a_kubelet() {
+    let c = Cluster::start();
+    let bound = POD.replace(
+        "spec:\n",
+        "spec:\n  nodeName: node-1\n  terminationGracePeriodSeconds: 45\n",
+    );
+    let unbound = POD.replace("name: p1", "name: p2");
+    c.kubectl_ok(&[
+        "create",
+        "-f",
+        &c.file("pods.yaml", &format!("{bound}---\n{unbound}")),
+    ]);
+    let out = c.kubectl_ok(&["delete", "pod", "p1", "p2", "--wait=false"]);
+    assert_eq!(
+        out,
+        "pod \"p1\" deleted from default namespace\npod \"p2\" deleted from default namespace\n"
+    );
+    let marked = c.kubectl_ok(&[
+        "get",
+        "pod",
+        "p1",
+        "-o",
+        "jsonpath={.metadata.deletionGracePeriodSeconds} {.metadata.deletionTimestamp}",
+    ]);
+    let listed = c.kubectl_ok(&["get", "pods", "--no-headers"]);
+    // kubectl sends gracePeriodSeconds=0 only with --force.
+    c.kubectl_ok(&["delete", "pod", "p1", "--grace-period=0", "--force"]);
+    let after = c.kubectl_ok(&["get", "pods", "-o", "name"]);
+    let (grace, deadline) = marked.split_once(' ').unwrap_or_default();
+    let in_secs = -apiserver::meta::age_seconds(deadline).unwrap_or(0);
+    assert_eq!(
+        (
+            grace,
+            (44..=46).contains(&in_secs),
+            listed
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .get(..3)
+                .map(<[_]>::to_vec),
+            after
+        ),
+        (
+            "45",
+            true,
+            Some(vec!["p1", "0/1", "Terminating"]),
+            String::new()
+        ),
+        "{marked}"
     );
 }

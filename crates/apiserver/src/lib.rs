@@ -28,6 +28,7 @@ pub mod discovery;
 mod http;
 pub mod kubelet;
 pub mod meta;
+pub mod namespace;
 pub mod paging;
 pub mod patch;
 pub mod protobuf;
@@ -178,6 +179,8 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
     token: Option<String>,
     kubelets: Option<JoinHandle<()>>,
+    /// The namespace controller ([`namespace`]).
+    namespaces: JoinHandle<()>,
     /// The serving certificate (PEM) when serving HTTPS.
     ca_pem: Option<Vec<u8>>,
 }
@@ -245,6 +248,7 @@ impl Server {
             )?,
         });
         bootstrap(&store)?;
+        let namespaces = tokio::spawn(namespace::run(store.clone()));
         let kubelets = config
             .simulate_kubelets
             .then(|| tokio::spawn(kubelet::run(store.clone())));
@@ -284,6 +288,7 @@ impl Server {
             task,
             token: config.tokens.first().cloned(),
             kubelets,
+            namespaces,
             ca_pem: config.tls.as_ref().map(|t| t.cert_pem().to_vec()),
         })
     }
@@ -329,6 +334,7 @@ impl Server {
         if let Some(k) = self.kubelets.take() {
             k.abort();
         }
+        self.namespaces.abort();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

@@ -165,6 +165,23 @@ impl ApiError {
         .with_details(details(info, name))
     }
 
+    /// 403 for a create in a namespace that is being deleted (upstream's NamespaceLifecycle
+    /// admission).
+    pub fn namespace_terminating(info: &ResourceInfo, name: &str, ns: &str) -> Self {
+        let why = format!(
+            "unable to create new content in namespace {ns} because it is being terminated"
+        );
+        let mut d = details(info, name);
+        d["causes"] = json!([{"reason": "NamespaceTerminating", "message": why,
+            "field": "metadata.namespace"}]);
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{} \"{name}\" is forbidden: {why}", info.qualified()),
+        )
+        .with_details(d)
+    }
+
     /// 405 for a verb the resource does not serve.
     pub fn method_not_allowed(method: &str) -> Self {
         Self::new(

@@ -126,6 +126,10 @@ fn spec_changed(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// The finalizer a terminating namespace carries in `spec.finalizers` until its content is
+/// gone.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+
 /// How a delete request asks an object to go.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeleteOptions<'a> {
@@ -333,6 +337,15 @@ impl Store {
             let ns_info = crate::resources::by_storage("namespaces")
                 .ok_or_else(|| ApiError::internal("namespaces not served"))?;
             return Err(ApiError::not_found(ns_info, ns));
+        }
+        if info.namespaced
+            && inner
+                .objects
+                .get("namespaces")
+                .and_then(|m| m.get(&key("", ns)))
+                .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+        {
+            return Err(ApiError::namespace_terminating(info, name_of(&obj), ns));
         }
         let mut name = name_of(&obj).to_string();
         if name.is_empty() {
@@ -595,6 +608,44 @@ impl Store {
                 }
             }
         }
+        if info.storage == "namespaces" {
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                // Already terminating: the namespace controller finishes it.
+                return Ok(current);
+            }
+            let rv = inner.rv + 1;
+            inner.rv = rv;
+            let mut marked = (*current).clone();
+            set_meta(&mut marked, "resourceVersion", json!(rv.to_string()));
+            set_meta(&mut marked, "deletionTimestamp", json!(meta::now_rfc3339()));
+            set_meta(&mut marked, "deletionGracePeriodSeconds", json!(0));
+            if !marked.get("spec").is_some_and(Value::is_object) {
+                marked["spec"] = json!({});
+            }
+            marked["spec"]["finalizers"] = json!([NAMESPACE_FINALIZER]);
+            if !marked.get("status").is_some_and(Value::is_object) {
+                marked["status"] = json!({});
+            }
+            marked["status"]["phase"] = json!("Terminating");
+            let marked = Arc::new(marked);
+            inner
+                .objects
+                .entry(info.storage)
+                .or_default()
+                .insert(key(ns, name), marked.clone());
+            self.record(
+                &mut inner,
+                WatchEvent {
+                    storage: info.storage,
+                    kind: EventType::Modified,
+                    rv,
+                    object: marked.clone(),
+                    previous: Some(current),
+                    encoded: OnceLock::new(),
+                },
+            );
+            return Ok(marked);
+        }
         let has_finalizers = current
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
@@ -629,14 +680,6 @@ impl Store {
             );
             return Ok(last);
         }
-        if info.storage == "namespaces" {
-            inner.rv = rv - 1;
-            self.delete_namespace_contents(&mut inner, name);
-            inner.rv += 1;
-        }
-        // Every write has its own resourceVersion (snapshots and recovery rely on it).
-        let rv = inner.rv;
-        set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
         let last = Arc::new(last);
         if let Some(m) = inner.objects.get_mut(info.storage) {
             m.remove(&key(ns, name));
@@ -655,43 +698,111 @@ impl Store {
         Ok(last)
     }
 
-    fn delete_namespace_contents(&self, inner: &mut Inner, ns: &str) {
-        let storages: Vec<&'static str> = inner.objects.keys().copied().collect();
-        for storage in storages {
-            if storage == "namespaces" {
+    /// The namespace controller's work on a terminating namespace: deletes every object in
+    /// it as a client would (pods gracefully, objects with finalizers marked), and once
+    /// nothing is left removes the namespace. Returns whether it is gone. A namespace that is
+    /// not terminating is left alone.
+    ///
+    /// Upstream: pkg/controller/namespace (deletion of the content, then the `kubernetes`
+    /// finalizer removed and the namespace deleted).
+    pub fn finalize_namespace(&self, name: &str) -> Result<bool, ApiError> {
+        self.delete_namespace_content(name)?;
+        Ok(self.remove_namespace_if_empty(name))
+    }
+
+    /// Deletes every object in a terminating namespace (pods gracefully, objects with
+    /// finalizers marked); a namespace that is not terminating is left alone.
+    pub fn delete_namespace_content(&self, name: &str) -> Result<(), ApiError> {
+        let namespaces = crate::resources::by_storage("namespaces")
+            .ok_or_else(|| ApiError::internal("namespaces not served"))?;
+        let terminating = self
+            .get(namespaces, "", name)
+            .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some());
+        if !terminating {
+            return Ok(());
+        }
+        for (storage, names) in self.namespace_contents(name) {
+            let Some(info) = crate::resources::by_storage(storage) else {
                 continue;
-            }
-            let keys: Vec<Key> = inner
-                .objects
-                .get(storage)
-                .map(|m| {
-                    m.range(key(ns, "")..)
-                        .take_while(|((n, _), _)| n == ns)
-                        .map(|(k, _)| k.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
-            for k in keys {
-                let Some(obj) = inner.objects.get_mut(storage).and_then(|m| m.remove(&k)) else {
-                    continue;
-                };
-                inner.rv += 1;
-                let rv = inner.rv;
-                let mut last = (*obj).clone();
-                set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
-                self.record(
-                    inner,
-                    WatchEvent {
-                        storage,
-                        kind: EventType::Deleted,
-                        rv,
-                        object: Arc::new(last),
-                        previous: Some(obj),
-                        encoded: OnceLock::new(),
-                    },
-                );
+            };
+            for object in names {
+                match self.delete(info, name, &object, DeleteOptions::default()) {
+                    // Gone meanwhile: that is what was asked.
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
+        Ok(())
+    }
+
+    /// Removes a terminating namespace once nothing is left in it and no finalizer in its
+    /// metadata holds it; returns whether it is gone (also when it was already).
+    pub fn remove_namespace_if_empty(&self, name: &str) -> bool {
+        let mut inner = self.lock();
+        let left = inner.objects.iter().any(|(storage, m)| {
+            *storage != "namespaces"
+                && m.range(key(name, "")..)
+                    .next()
+                    .is_some_and(|((n, _), _)| n == name)
+        });
+        let Some(current) = inner
+            .objects
+            .get("namespaces")
+            .and_then(|m| m.get(&key("", name)))
+            .cloned()
+        else {
+            return true;
+        };
+        let held = current
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if left || held || current.pointer("/metadata/deletionTimestamp").is_none() {
+            return false;
+        }
+        inner.rv += 1;
+        let rv = inner.rv;
+        let mut last = (*current).clone();
+        set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
+        if let Some(spec) = last.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("finalizers");
+        }
+        if let Some(m) = inner.objects.get_mut("namespaces") {
+            m.remove(&key("", name));
+        }
+        self.record(
+            &mut inner,
+            WatchEvent {
+                storage: "namespaces",
+                kind: EventType::Deleted,
+                rv,
+                object: Arc::new(last),
+                previous: Some(current),
+                encoded: OnceLock::new(),
+            },
+        );
+        true
+    }
+
+    /// The names of the objects in namespace `ns`, per storage.
+    fn namespace_contents(&self, ns: &str) -> Vec<(&'static str, Vec<String>)> {
+        let inner = self.lock();
+        inner
+            .objects
+            .iter()
+            .filter(|(storage, _)| **storage != "namespaces")
+            .map(|(storage, m)| {
+                let names = m
+                    .range(key(ns, "")..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|((_, name), _)| name.clone())
+                    .collect::<Vec<_>>();
+                (*storage, names)
+            })
+            .filter(|(_, names)| !names.is_empty())
+            .collect()
     }
 
     /// Starts a watch on `storage`: from `None` (`""`/`0`) with the current objects, or from
@@ -1009,9 +1120,34 @@ mod tests {
         let s = store_with_ns();
         s.create(info("pods"), "default", pod("a"), false)
             .expect("created");
-        s.delete(info("namespaces"), "", "default", DeleteOptions::default())
+        let marked = s
+            .delete(info("namespaces"), "", "default", DeleteOptions::default())
             .expect("deleted");
-        assert!(s.list(info("pods"), None).0.is_empty());
+        let refused = s
+            .create(info("pods"), "default", pod("b"), false)
+            .map(|_| ())
+            .map_err(|e| e.message);
+        let gone = s.finalize_namespace("default").expect("finalized");
+        assert_eq!(
+            (
+                marked.pointer("/status/phase"),
+                marked.pointer("/spec/finalizers"),
+                marked.pointer("/metadata/deletionTimestamp").is_some(),
+                refused,
+                gone,
+                s.list(info("pods"), None).0.len(),
+                s.get(info("namespaces"), "", "default").is_none(),
+            ),
+            (
+                Some(&json!("Terminating")),
+                Some(&json!(["kubernetes"])),
+                true,
+                Err("pods \"b\" is forbidden: unable to create new content in namespace default because it is being terminated".to_string()),
+                true,
+                0,
+                true
+            )
+        );
     }
 
     #[test]
@@ -1057,11 +1193,14 @@ mod tests {
                 .create(info("pods"), "default", pod("a"), false)
                 .expect("a");
             s.create(info("pods"), "gone", pod("b"), false).expect("b");
-            // rv 5 deletes gone/b, rv 6 the namespace: each write has its own rv.
+            // rv 5 marks the namespace, rv 6 deletes gone/b, rv 7 the namespace: each write
+            // has its own rv.
             let ns = s
                 .delete(info("namespaces"), "", "gone", DeleteOptions::default())
                 .expect("deleted");
-            assert_eq!(ns.pointer("/metadata/resourceVersion"), Some(&json!("6")));
+            assert_eq!(ns.pointer("/metadata/resourceVersion"), Some(&json!("5")));
+            assert_eq!(s.finalize_namespace("gone").ok(), Some(true));
+            assert_eq!(s.resource_version(), 7);
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -1071,7 +1210,7 @@ mod tests {
             a.pointer("/metadata/uid").cloned()
         };
         let s = Store::open(16, 16, dir.path(), 1 << 20).expect("reopen");
-        assert_eq!(s.resource_version(), 6);
+        assert_eq!(s.resource_version(), 7);
         let a = s.get(info("pods"), "default", "a").expect("a recovered");
         assert_eq!(a.pointer("/metadata/uid").cloned(), uid);
         assert!(s.get(info("namespaces"), "", "gone").is_none());
@@ -1081,6 +1220,6 @@ mod tests {
         let b = s
             .create(info("pods"), "default", pod("c"), false)
             .expect("c");
-        assert_eq!(b.pointer("/metadata/resourceVersion"), Some(&json!("7")));
+        assert_eq!(b.pointer("/metadata/resourceVersion"), Some(&json!("8")));
     }
 }

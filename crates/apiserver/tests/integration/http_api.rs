@@ -724,3 +724,28 @@ fn graceful_deletion_of_a_bound_pod_over_http() {
         )
     );
 }
+
+#[test]
+fn creating_in_a_terminating_namespace_is_403_namespace_terminating() {
+    let c = Cluster::start();
+    let (code, _) = c.post("/api/v1/namespaces", &json!({"metadata": {"name": "team"}}));
+    assert_eq!(code, 201);
+    let mut bound = pod("a");
+    bound["spec"]["nodeName"] = json!("n1");
+    let (code, _) = c.post("/api/v1/namespaces/team/pods", &bound);
+    assert_eq!(code, 201);
+    let (code, ns) = c.request("DELETE", "/api/v1/namespaces/team", None, "");
+    assert_eq!((code, &ns["status"]["phase"]), (200, &json!("Terminating")));
+    assert_eq!(
+        c.post("/api/v1/namespaces/team/pods", &pod("b")),
+        (
+            403,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "pods \"b\" is forbidden: unable to create new content in namespace team because it is being terminated",
+                "reason": "Forbidden", "code": 403,
+                "details": {"name": "b", "kind": "pods", "causes": [{"reason": "NamespaceTerminating",
+                    "message": "unable to create new content in namespace team because it is being terminated",
+                    "field": "metadata.namespace"}]}})
+        )
+    );
+}

@@ -619,3 +619,97 @@ fn a_deleted_bound_pod_stays_terminating_without_a_kubelet() {
         "{marked}"
     );
 }
+
+/// Deleting a namespace: Terminating (with deletionTimestamp) while its pods terminate,
+/// creates in it refused with upstream's 403, then removed once empty.
+#[test]
+fn a_deleted_namespace_terminates_then_goes() {
+    let c = Cluster::start();
+    let bound = POD.replace("spec:\n", "spec:\n  nodeName: node-1\n");
+    c.kubectl_ok(&["create", "namespace", "team"]);
+    c.kubectl_ok(&["create", "-n", "team", "-f", &c.file("pod.yaml", &bound)]);
+    c.kubectl_ok(&["create", "-n", "team", "configmap", "settings"]);
+    c.kubectl_ok(&["delete", "namespace", "team", "--wait=false"]);
+    let phase = c.kubectl_ok(&[
+        "get",
+        "namespace",
+        "team",
+        "-o",
+        "jsonpath={.status.phase} {.spec.finalizers} {.metadata.deletionTimestamp}",
+    ]);
+    let listed = c.kubectl_ok(&["get", "namespace", "team", "--no-headers"]);
+    // The configmap went at once; the bound pod waits for its kubelet.
+    let left = c.kubectl_ok(&["get", "pods,configmaps", "-n", "team", "-o", "name"]);
+    let refused = c.kubectl(&["create", "-n", "team", "configmap", "late"]);
+    // Without a kubelet the pod goes only when forced; then the namespace goes.
+    c.kubectl_ok(&[
+        "delete",
+        "pod",
+        "p1",
+        "-n",
+        "team",
+        "--grace-period=0",
+        "--force",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.get("/api/v1/namespaces/team").0 != 404 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let parts: Vec<&str> = phase.split(' ').collect();
+    assert_eq!(
+        (
+            parts.get(..2).map(<[_]>::to_vec),
+            parts.get(2).is_some_and(|t| !t.is_empty()),
+            listed.split_whitespace().nth(1),
+            left,
+            String::from_utf8_lossy(&refused.stderr).trim(),
+            c.get("/api/v1/namespaces/team").0,
+        ),
+        (
+            Some(vec!["Terminating", "[\"kubernetes\"]"]),
+            true,
+            Some("Terminating"),
+            "pod/p1\n".to_string(),
+            "error: failed to create configmap: configmaps \"late\" is forbidden: unable to create new content in namespace team because it is being terminated",
+            404
+        )
+    );
+}
+
+/// With the kubelet stand-in, `kubectl delete namespace` (which waits) returns promptly with
+/// the namespace and its pods gone.
+#[test]
+fn delete_namespace_with_kubelets_returns_with_everything_gone() {
+    let c = Cluster::with_config(apiserver::Config {
+        simulate_kubelets: true,
+        ..apiserver::Config::default()
+    });
+    let bound = POD.replace("spec:\n", "spec:\n  nodeName: node-1\n");
+    let unbound = POD.replace("name: p1", "name: p2");
+    c.kubectl_ok(&["create", "namespace", "team"]);
+    c.kubectl_ok(&[
+        "create",
+        "-n",
+        "team",
+        "-f",
+        &c.file("pods.yaml", &format!("{bound}---\n{unbound}")),
+    ]);
+    let start = Instant::now();
+    let out = c.kubectl_ok(&["delete", "namespace", "team", "--timeout=20s"]);
+    let err =
+        String::from_utf8_lossy(&c.kubectl(&["get", "namespace", "team"]).stderr).into_owned();
+    assert_eq!(
+        (
+            out.as_str(),
+            start.elapsed() < Duration::from_secs(15),
+            err.trim(),
+            c.kubectl_ok(&["get", "pods", "-A", "-o", "name"]).as_str()
+        ),
+        (
+            "namespace \"team\" deleted\n",
+            true,
+            "Error from server (NotFound): namespaces \"team\" not found",
+            ""
+        )
+    );
+}

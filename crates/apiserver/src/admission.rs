@@ -261,6 +261,14 @@ fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
 /// Pod defaults a scheduler and kubectl see: schedulerName, restartPolicy, dnsPolicy, the
 /// container pull policy; status reset to Pending with the QoS class.
 pub fn default_pod(obj: &mut Value) {
+    default_pod_spec(obj);
+    let qos = qos_class(obj);
+    obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The spec defaults of [`default_pod`] alone, as decoding applies them to every write
+/// (an update that leaves a defaulted field out does not change it).
+pub fn default_pod_spec(obj: &mut Value) {
     if !obj.get("spec").is_some_and(Value::is_object) {
         obj["spec"] = json!({});
     }
@@ -290,8 +298,6 @@ pub fn default_pod(obj: &mut Value) {
             }
         }
     }
-    let qos = qos_class(obj);
-    obj["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
 /// BestEffort, Guaranteed or Burstable, from the containers' requests and limits.

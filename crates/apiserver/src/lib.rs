@@ -38,6 +38,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod validation;
 pub mod wal;
 
 use std::net::SocketAddr;

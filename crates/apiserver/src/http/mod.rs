@@ -24,6 +24,7 @@ use crate::selectors::{FieldSelector, LabelSelector, Selector};
 use crate::status::{self, ApiError};
 use crate::store::{self, Store};
 use crate::table;
+use crate::validation;
 
 mod watch;
 
@@ -732,6 +733,21 @@ fn finish_update(
                     m.remove("status");
                 }
             }
+        }
+    }
+    if info.group.is_empty() && info.kind == "Pod" {
+        admission::default_pod_spec(&mut new);
+        // Priority admission set these on create; an update keeps them (upstream too).
+        for key in ["priority", "preemptionPolicy"] {
+            if new.pointer(&format!("/spec/{key}")).is_none() {
+                if let Some(v) = current.pointer(&format!("/spec/{key}")) {
+                    new["spec"][key] = v.clone();
+                }
+            }
+        }
+        let errs = validation::validate_pod_update(current, &new);
+        if !errs.is_empty() {
+            return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
         }
     }
     Ok(new)

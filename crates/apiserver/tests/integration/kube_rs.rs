@@ -294,3 +294,50 @@ fn list_pages_and_the_watcher_see_more_than_500_pods() {
         (500, true, Some(701), 1201)
     );
 }
+
+/// A bound pod's nodeName cannot be changed by an update (only binding sets it): 422 with
+/// one `FieldValueForbidden` cause on `spec`.
+#[test]
+fn replacing_a_bound_pods_node_name_is_invalid() {
+    let c = Cluster::start();
+    let client = c.kube_client();
+    let (reason, causes) = c.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let mut p = pod("a");
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = Some("n1".into());
+        }
+        let mut created = pods
+            .create(&PostParams::default(), &p)
+            .await
+            .expect("created");
+        if let Some(spec) = created.spec.as_mut() {
+            spec.node_name = Some("n2".into());
+        }
+        let err = pods
+            .replace("a", &PostParams::default(), &created)
+            .await
+            .expect_err("invalid");
+        let causes = match &err {
+            kube::Error::Api(s) => s
+                .details
+                .as_ref()
+                .map(|d| {
+                    d.causes
+                        .iter()
+                        .map(|c| (c.reason.clone(), c.field.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        (reason(&err), causes)
+    });
+    assert_eq!(
+        (reason, causes),
+        (
+            Some((422, "Invalid".to_string())),
+            vec![("FieldValueForbidden".to_string(), "spec".to_string())]
+        )
+    );
+}

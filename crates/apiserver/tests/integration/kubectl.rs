@@ -713,3 +713,81 @@ fn delete_namespace_with_kubelets_returns_with_everything_gone() {
         )
     );
 }
+
+/// A pod's spec is immutable but for images, activeDeadlineSeconds, added tolerations and
+/// removed scheduling gates: kubectl shows upstream's 422.
+#[test]
+fn pod_spec_updates_are_limited_as_upstream() {
+    let c = Cluster::start();
+    let gated = POD.replace(
+        "spec:\n",
+        "spec:\n  schedulingGates: [{name: a}, {name: b}]\n",
+    );
+    let f = c.file("pod.yaml", &gated);
+    c.kubectl_ok(&["create", "-f", &f]);
+    let stderr = |args: &[&str]| {
+        let out = c.kubectl(args);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Allowed: a new image, a gate removed.
+    let image = stderr(&["set", "image", "pod/p1", "c=nginx:2"]);
+    let ungate = stderr(&[
+        "patch",
+        "pod",
+        "p1",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/schedulingGates/0"}]"#,
+    ]);
+    // Refused: nodeName by patch, a new container port by apply, a gate added.
+    let node = stderr(&[
+        "patch",
+        "pod",
+        "p1",
+        "-p",
+        r#"{"spec":{"nodeName":"node-1"}}"#,
+    ]);
+    let port = gated.replace("{name: a}, ", "").replace(
+        "    image: nginx:1\n",
+        "    image: nginx:2\n    ports: [{containerPort: 80}]\n",
+    );
+    let port = stderr(&["apply", "-f", &c.file("port.yaml", &port)]);
+    let gate = stderr(&[
+        "patch",
+        "pod",
+        "p1",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/schedulingGates/-","value":{"name":"c"}}]"#,
+    ]);
+    let now = c.kubectl_ok(&[
+        "get",
+        "pod",
+        "p1",
+        "-o",
+        "jsonpath={.spec.containers[0].image} {.spec.schedulingGates[*].name} {.spec.nodeName}",
+    ]);
+    let forbidden = "The Pod \"p1\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+    assert_eq!(
+        (
+            image.0,
+            ungate.0,
+            (node.0, node.1.starts_with(forbidden), node.1.contains("spec.nodeName: <none> -> \"node-1\"")),
+            (port.0, port.1.contains(forbidden), port.1.contains("spec.containers[0].ports: <none> -> [{\"containerPort\":80}]")),
+            gate,
+            now,
+        ),
+        (
+            true,
+            true,
+            (false, true, true),
+            (false, true, true),
+            (false, "The Pod \"p1\" is invalid: spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'c'\n".to_string()),
+            "nginx:2 b ".to_string(),
+        ),
+        "{node:?}\n{port:?}"
+    );
+}

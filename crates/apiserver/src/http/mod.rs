@@ -184,6 +184,9 @@ fn route(path: &str) -> Option<Route> {
         ["healthz" | "livez" | "readyz", ..] => Some(Route::Health),
         ["api"] => Some(Route::CoreVersions),
         ["apis"] => Some(Route::Groups),
+        // `/openapi/v2` is deliberately 404 (no route): kubectl asks for it only to compute
+        // client-side apply/diff patches and falls back to its built-in patch metadata on a
+        // 404, while a document without schemas would be taken as authoritative.
         ["openapi", "v3"] => Some(Route::OpenApiIndex),
         ["openapi", "v3", rest @ ..] => Some(Route::OpenApi(rest.join("/"))),
         ["api", v] => Some(Route::ResourceList(String::new(), (*v).to_string())),

@@ -749,3 +749,17 @@ fn creating_in_a_terminating_namespace_is_403_namespace_terminating() {
         )
     );
 }
+
+#[test]
+fn openapi_v2_is_404_with_a_status() {
+    let c = Cluster::start();
+    assert_eq!(
+        c.get("/openapi/v2"),
+        (
+            404,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "the server could not find the requested resource",
+                "reason": "NotFound", "code": 404, "details": {}})
+        )
+    );
+}

@@ -791,3 +791,41 @@ fn pod_spec_updates_are_limited_as_upstream() {
         "{node:?}\n{port:?}"
     );
 }
+
+/// `/openapi/v2` is 404: `kubectl apply` of an existing object asks for it and computes its
+/// patch from built-in metadata instead; `explain` with the v2 output reports the 404, and
+/// `explain` (OpenAPI v3, whose documents here carry no schemas) names the missing kind.
+#[test]
+fn openapi_v2_is_not_served_and_kubectl_copes() {
+    let c = Cluster::start();
+    let f = c.file("pod.yaml", POD);
+    c.kubectl_ok(&["apply", "-f", &f]);
+    let modified = c.file(
+        "pod2.yaml",
+        &POD.replace(
+            "metadata: {name: p1}",
+            "metadata: {name: p1, labels: {a: b}}",
+        ),
+    );
+    let applied = c.kubectl(&["apply", "-f", &modified, "-v=6"]);
+    let log = String::from_utf8_lossy(&applied.stderr).into_owned();
+    let v2 = c.kubectl(&["explain", "pods", "--output=plaintext-openapiv2"]);
+    let v3 = c.kubectl(&["explain", "pods"]);
+    assert_eq!(
+        (
+            applied.status.success(),
+            log.contains("/openapi/v2?timeout=30s\" status=\"404 Not Found\""),
+            c.kubectl_ok(&["get", "pod", "p1", "-o", "jsonpath={.metadata.labels.a}"]),
+            String::from_utf8_lossy(&v2.stderr).trim(),
+            String::from_utf8_lossy(&v3.stderr).trim(),
+        ),
+        (
+            true,
+            true,
+            "b".to_string(),
+            "Error from server (NotFound): the server could not find the requested resource",
+            "error: GVK map[group: kind:Pod version:v1] not found in OpenAPI schema",
+        ),
+        "{log}"
+    );
+}

@@ -64,7 +64,8 @@ enum Command {
     ///   kubesched apiserver --tls-cert-file tls.crt --tls-private-key-file tls.key \
     ///     --token-file tokens.csv --kubeconfig /tmp/kubesched.kubeconfig
     ///
-    /// Exit status: 2 when a flag, the token file or the TLS files are invalid.
+    /// Exit status: 2 when a flag, the token file or the TLS files are invalid, or when
+    /// another server holds --data-dir.
     #[command(verbatim_doc_comment)]
     Apiserver(ApiserverArgs),
 }

@@ -559,15 +559,13 @@ fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     };
     // A later page reads the state of the first one: its kept snapshot, or the store if
     // nothing was written since; otherwise the token has expired.
-    let (items, rv) = match start.as_ref().and_then(|c| c.rv) {
-        Some(at) => match req.st.snapshots.get(info.storage, ns, at) {
+    let consistent = start.as_ref().and_then(|c| Some((c, c.rv?)));
+    let (items, rv) = match consistent {
+        Some((c, at)) => match req.st.snapshots.get(info.storage, ns, at) {
             Some(items) => (items, at),
             None => {
                 let (items, rv) = req.st.store.list(info, ns);
                 if rv != at {
-                    let Some(c) = start.as_ref() else {
-                        return Err(ApiError::internal("continue token lost"));
-                    };
                     return Ok(json_response(410, &paging::expired_status(c, across)));
                 }
                 (Arc::new(items), rv)

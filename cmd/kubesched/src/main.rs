@@ -63,6 +63,8 @@ enum Command {
     ///   kubesched apiserver --data-dir ./state --simulate-kubelets
     ///   kubesched apiserver --tls-cert-file tls.crt --tls-private-key-file tls.key \
     ///     --token-file tokens.csv --kubeconfig /tmp/kubesched.kubeconfig
+    ///   kubesched apiserver --cert-dir ./certs --token-file tokens.csv \
+    ///     --kubeconfig /tmp/kubesched.kubeconfig
     ///
     /// Exit status: 2 when a flag, the token file or the TLS files are invalid, or when
     /// another server holds --data-dir.
@@ -98,6 +100,11 @@ struct ApiserverArgs {
     /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert-file.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     tls_private_key_file: Option<PathBuf>,
+    /// Serve HTTPS with a self-signed certificate kept in this directory (apiserver.crt,
+    /// apiserver.key): made on the first start for 127.0.0.1, localhost and the --listen
+    /// address, reused after. --kubeconfig then carries it as certificate-authority-data.
+    #[arg(long, value_name = "DIR", conflicts_with = "tls_cert_file")]
+    cert_dir: Option<PathBuf>,
     /// Act as the nodes' kubelets: nodes become Ready, and pods bound to a node become
     /// Running with Ready conditions (the status transitions KWOK performs).
     #[arg(long)]
@@ -190,11 +197,26 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
                 }
                 None => Vec::new(),
             },
-            tls: match (&args.tls_cert_file, &args.tls_private_key_file) {
-                (Some(cert), Some(key)) => Some(
+            tls: match (
+                &args.tls_cert_file,
+                &args.tls_private_key_file,
+                &args.cert_dir,
+            ) {
+                (Some(cert), Some(key), _) => Some(
                     apiserver::TlsConfig::from_files(cert, key).map_err(apiserver::Error::from)?,
                 ),
-                // clap requires both or neither.
+                (None, None, Some(dir)) => {
+                    let mut hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+                    let ip = args.listen.ip();
+                    if !ip.is_loopback() && !ip.is_unspecified() {
+                        hosts.push(ip.to_string());
+                    }
+                    Some(
+                        apiserver::TlsConfig::self_signed_in(dir, &hosts)
+                            .map_err(apiserver::Error::from)?,
+                    )
+                }
+                // clap requires both files or neither, and no --cert-dir with them.
                 _ => None,
             },
             ..apiserver::Config::default()

@@ -3,7 +3,8 @@
 //! their TLS handshake has finished.
 //!
 //! Upstream: kube-apiserver's `--tls-cert-file`/`--tls-private-key-file` (PEM; the
-//! certificate file may carry intermediates after the serving certificate).
+//! certificate file may carry intermediates after the serving certificate), and its
+//! `--cert-dir`, where it keeps a self-signed certificate it generates when given none.
 
 use std::io;
 use std::net::SocketAddr;
@@ -38,6 +39,14 @@ pub enum TlsError {
         /// "certificate" or "private key".
         what: &'static str,
         /// What the PEM parser said.
+        reason: String,
+    },
+    /// A self-signed certificate could not be made or written.
+    #[error("generating a self-signed certificate in {}: {reason}", dir.display())]
+    Generate {
+        /// The certificate directory.
+        dir: PathBuf,
+        /// Why.
         reason: String,
     },
     /// rustls refused the pair (a key that does not match the certificate, an unsupported
@@ -131,11 +140,68 @@ impl TlsConfig {
         })
     }
 
+    /// The certificate in `dir` (`apiserver.crt`, `apiserver.key`), made there first if it is
+    /// not: self-signed, ECDSA P-256, for `hosts` (IP addresses and DNS names), valid for a
+    /// year from the start of the current month. A later start reuses it, so kubeconfigs
+    /// written before stay valid.
+    pub fn self_signed_in(dir: &Path, hosts: &[String]) -> Result<TlsConfig, TlsError> {
+        let (cert, key) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
+        if cert.exists() || key.exists() {
+            return Self::from_files(&cert, &key);
+        }
+        let generate = |reason: String| TlsError::Generate {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        let mut params =
+            rcgen::CertificateParams::new(hosts.to_vec()).map_err(|e| generate(e.to_string()))?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "kubesched-apiserver");
+        // The current year and month from `YYYY-MM-…`.
+        let now = crate::meta::now_rfc3339();
+        let year: i32 = now.get(..4).and_then(|y| y.parse().ok()).unwrap_or(2026);
+        let month: u8 = now.get(5..7).and_then(|m| m.parse().ok()).unwrap_or(1);
+        params.not_before = rcgen::date_time_ymd(year, month, 1);
+        params.not_after = rcgen::date_time_ymd(year + 1, month, 1);
+        let key_pair = rcgen::KeyPair::generate().map_err(|e| generate(e.to_string()))?;
+        let certificate = params
+            .self_signed(&key_pair)
+            .map_err(|e| generate(e.to_string()))?;
+        let (cert_pem, key_pem) = (certificate.pem(), key_pair.serialize_pem());
+        let write = |path: &Path, text: &str, private: bool| -> Result<(), TlsError> {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            if private {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                options.mode(0o600);
+            }
+            #[cfg(not(unix))]
+            let _ = private;
+            let mut file = options
+                .open(path)
+                .map_err(|e| generate(format!("{}: {e}", path.display())))?;
+            std::io::Write::write_all(&mut file, text.as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|e| generate(format!("{}: {e}", path.display())))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| generate(e.to_string()))?;
+        write(&key, &key_pem, true)?;
+        write(&cert, &cert_pem, false)?;
+        Self::from_pem_named(cert_pem.into_bytes(), key_pem.as_bytes(), &cert, &key)
+    }
+
     /// The certificate chain as given, in PEM.
     pub fn cert_pem(&self) -> &[u8] {
         &self.cert_pem
     }
 }
+
+/// The self-signed certificate's file in a `--cert-dir` (upstream's name).
+pub const CERT_FILE: &str = "apiserver.crt";
+/// Its private key's file.
+pub const KEY_FILE: &str = "apiserver.key";
 
 /// A TLS listener for `axum::serve`: a task accepts TCP connections and runs each handshake
 /// in its own task, so a slow or silent client never holds up the others; finished
@@ -227,6 +293,31 @@ mod tests {
         let (cert, key) = self_signed();
         let loaded = TlsConfig::from_pem(cert.as_bytes(), key.as_bytes()).map(|c| c.cert_pem);
         assert_eq!(loaded.ok(), Some(cert.into_bytes()));
+    }
+
+    #[test]
+    fn a_cert_dir_gets_a_certificate_once_and_reuses_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let certs = dir.path().join("certs");
+        let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+        let first = TlsConfig::self_signed_in(&certs, &hosts).map(|c| c.cert_pem);
+        let again = TlsConfig::self_signed_in(&certs, &hosts).map(|c| c.cert_pem);
+        #[cfg(unix)]
+        let key_mode = {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::metadata(certs.join(KEY_FILE))
+                .map(|m| m.permissions().mode() & 0o777)
+                .ok()
+        };
+        #[cfg(not(unix))]
+        let key_mode = Some(0o600);
+        let on_disk = std::fs::read(certs.join(CERT_FILE)).ok();
+        assert!(first.is_ok(), "{first:?}");
+        assert_eq!(
+            (again.ok(), key_mode),
+            (first.as_ref().ok().cloned(), Some(0o600))
+        );
+        assert_eq!(on_disk, first.ok());
     }
 
     #[test]

@@ -447,3 +447,65 @@ fn a_second_server_on_the_same_data_dir_fails_naming_it() {
         )
     );
 }
+
+/// `--cert-dir`: a self-signed certificate made on the first start and reused by the next,
+/// which kubectl verifies through the kubeconfig and uses with the token.
+#[test]
+fn cert_dir_makes_a_certificate_once_and_kubectl_uses_it() {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_default();
+    assert!(
+        Path::new(&kubectl).is_file(),
+        "KUBECTL must name a kubectl binary (got {kubectl:?}); ./scripts/test sets it"
+    );
+    let dir = std::env::temp_dir().join(format!("kubesched-certdir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "tok-1\n").unwrap_or_else(|e| panic!("{e}"));
+    let (certs, kubeconfig) = (dir.join("certs"), dir.join("kubeconfig"));
+    let args: [&std::ffi::OsStr; 6] = [
+        "--cert-dir".as_ref(),
+        certs.as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ];
+    let (first, _) = spawn(&args);
+    let made = std::fs::read_to_string(certs.join("apiserver.crt")).unwrap_or_default();
+    drop(first);
+    let (_second, url) = spawn(&args);
+    let reused = std::fs::read_to_string(certs.join("apiserver.crt")).unwrap_or_default();
+    let out = Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--request-timeout=30s", "get", "namespaces", "-o", "name"])
+        .env("KUBECACHEDIR", dir.join("cache"))
+        .env("HOME", &dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {kubectl}: {e}"));
+    let conflict = fails_to_start(&[
+        "--cert-dir",
+        &certs.display().to_string(),
+        "--tls-cert-file",
+        "x",
+        "--tls-private-key-file",
+        "y",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(made.starts_with("-----BEGIN CERTIFICATE-----"), "{made}");
+    assert_eq!(
+        (
+            reused == made,
+            url.starts_with("https://127.0.0.1:"),
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).contains("namespace/default\n"),
+            conflict.0,
+        ),
+        (true, true, true, true, Some(2)),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        conflict.1
+    );
+}

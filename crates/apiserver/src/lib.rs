@@ -2,7 +2,9 @@
 //! official Python client use unmodified.
 //!
 //! Start reading at [`Server`]; requests are routed and answered in `http`, objects live in
-//! [`store`], and what the real apiserver does to objects on the way in is in [`admission`].
+//! [`store`], and what the real apiserver does to objects on the way in is in [`admission`]
+//! and [`validation`]. Chunked lists are [`paging`]; HTTPS is [`tls`]; the controllers that
+//! run inside the server are [`namespace`] (always) and [`kubelet`] (on request).
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!

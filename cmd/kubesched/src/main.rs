@@ -65,6 +65,13 @@ enum Command {
     ///   kubesched apiserver --listen 127.0.0.1:0 --kubeconfig /tmp/kubesched.kubeconfig
     ///   KUBECONFIG=/tmp/kubesched.kubeconfig kubectl get nodes,pods -o wide
     ///   kubesched apiserver --data-dir ./state --simulate-kubelets
+    ///   kubesched apiserver --tls-cert-file tls.crt --tls-private-key-file tls.key \
+    ///     --token-file tokens.csv --kubeconfig /tmp/kubesched.kubeconfig
+    ///   kubesched apiserver --cert-dir ./certs --token-file tokens.csv \
+    ///     --kubeconfig /tmp/kubesched.kubeconfig
+    ///
+    /// Exit status: 2 when a flag, the token file or the TLS files are invalid, or when
+    /// another server holds --data-dir.
     #[command(verbatim_doc_comment)]
     Apiserver(ApiserverArgs),
     /// The local API server and the scheduler in one process: a working cluster API where
@@ -150,16 +157,8 @@ struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 struct UpArgs {
-    /// Address the API server listens on; port 0 picks a free port.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
-    listen: std::net::SocketAddr,
-    /// Write a kubeconfig pointing at the API server to this path.
-    #[arg(long, value_name = "PATH")]
-    kubeconfig: Option<PathBuf>,
-    /// Keep the cluster's state in this directory across restarts (see `kubesched
-    /// apiserver --help`). Without it, the state is in memory only.
-    #[arg(long, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    server: ApiserverFlags,
     /// A YAML or JSON file of objects to create once the API server is up (objects that
     /// already exist are left alone); repeat for several files.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
@@ -176,7 +175,7 @@ fn go_duration(s: &str) -> Result<std::time::Duration, String> {
 }
 
 #[derive(clap::Args, Debug)]
-struct ApiserverArgs {
+struct ApiserverFlags {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     listen: std::net::SocketAddr,
@@ -184,15 +183,36 @@ struct ApiserverArgs {
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
     /// Keep the state in this directory: every write is logged there and fsynced before it
-    /// is acknowledged, and the state is recovered from it on start. Without it, the state
-    /// is in memory only.
+    /// is acknowledged, and the state is recovered from it on start. One server per
+    /// directory (a lock on DIR/lock; a second one exits 2). Without it, the state is in
+    /// memory only.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Require `Authorization: Bearer <token>` on every request but /healthz, /livez,
     /// /readyz and /version, with the tokens in this file (upstream's --token-auth-file CSV,
     /// `token,user,uid,"groups"`, or one token per line). --kubeconfig then holds the first.
+    /// kubectl sends tokens only over TLS: use it with --tls-cert-file.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate (chain); needs --tls-private-key-file.
+    /// --kubeconfig then writes an https:// server with the certificate as
+    /// certificate-authority-data, so kubectl verifies it.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Serve HTTPS with a self-signed certificate kept in this directory (apiserver.crt,
+    /// apiserver.key): made on the first start for 127.0.0.1, localhost and the --listen
+    /// address, reused after. --kubeconfig then carries it as certificate-authority-data.
+    #[arg(long, value_name = "DIR", conflicts_with = "tls_cert_file")]
+    cert_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ApiserverArgs {
+    #[command(flatten)]
+    server: ApiserverFlags,
     /// Act as the nodes' kubelets: nodes become Ready, and pods bound to a node become
     /// Running with Ready conditions (the status transitions KWOK performs).
     #[arg(long)]
@@ -255,6 +275,8 @@ fn is_user_error(err: &anyhow::Error) -> bool {
                 e.downcast_ref::<app::RunError>(),
                 Some(app::RunError::Config(_) | app::RunError::LeaderElection(_))
             )
+            || e.downcast_ref::<apiserver::Error>()
+                .is_some_and(apiserver::Error::is_user_error)
     })
 }
 
@@ -394,15 +416,10 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
     let (cfg, source) = load_config(args.scheduler.config.as_ref())?;
     let options = run_options(cfg, source, &args.scheduler, None);
     runtime()?.block_on(async {
-        let server = apiserver::Server::start(apiserver::Config {
-            listen: args.listen,
-            data_dir: args.data_dir.clone(),
-            simulate_kubelets: !args.no_kubelets,
-            ..apiserver::Config::default()
-        })
-        .await?;
+        let server =
+            apiserver::Server::start(server_config(&args.server, !args.no_kubelets)?).await?;
         println!("kubesched apiserver listening on {}", server.url());
-        if let Some(path) = &args.kubeconfig {
+        if let Some(path) = &args.server.kubeconfig {
             std::fs::write(path, server.kubeconfig())
                 .with_context(|| format!("writing kubeconfig {}", path.display()))?;
         }
@@ -418,7 +435,7 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
             let (created, existed) = load::load_files(&client, &args.files).await?;
             println!("loaded {created} objects ({existed} already there)");
         }
-        let hint = match &args.kubeconfig {
+        let hint = match &args.server.kubeconfig {
             Some(p) => format!(
                 "  export KUBECONFIG={}\n  kubectl get nodes,pods -o wide",
                 p.display()
@@ -457,25 +474,57 @@ fn init_logging(verbosity: u8) {
         .init();
 }
 
+/// The API server's configuration from its flags.
+fn server_config(
+    flags: &ApiserverFlags,
+    simulate_kubelets: bool,
+) -> anyhow::Result<apiserver::Config> {
+    Ok(apiserver::Config {
+        listen: flags.listen,
+        data_dir: flags.data_dir.clone(),
+        simulate_kubelets,
+        tokens: match &flags.token_file {
+            Some(f) => apiserver::read_token_file(f).map_err(|e| apiserver::Error::TokenFile {
+                path: f.clone(),
+                source: e,
+            })?,
+            None => Vec::new(),
+        },
+        tls: match (
+            &flags.tls_cert_file,
+            &flags.tls_private_key_file,
+            &flags.cert_dir,
+        ) {
+            (Some(cert), Some(key), _) => {
+                Some(apiserver::TlsConfig::from_files(cert, key).map_err(apiserver::Error::from)?)
+            }
+            (None, None, Some(dir)) => {
+                let mut hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+                let ip = flags.listen.ip();
+                if !ip.is_loopback() && !ip.is_unspecified() {
+                    hosts.push(ip.to_string());
+                }
+                Some(
+                    apiserver::TlsConfig::self_signed_in(dir, &hosts)
+                        .map_err(apiserver::Error::from)?,
+                )
+            }
+            // clap requires both files or neither, and no --cert-dir with them.
+            _ => None,
+        },
+        ..apiserver::Config::default()
+    })
+}
+
 fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let config = apiserver::Config {
-            listen: args.listen,
-            data_dir: args.data_dir.clone(),
-            simulate_kubelets: args.simulate_kubelets,
-            tokens: match &args.token_file {
-                Some(f) => apiserver::read_token_file(f)
-                    .with_context(|| format!("reading token file {}", f.display()))?,
-                None => Vec::new(),
-            },
-            ..apiserver::Config::default()
-        };
+        let config = server_config(&args.server, args.simulate_kubelets)?;
         let server = apiserver::Server::start(config).await?;
-        if let Some(path) = &args.kubeconfig {
+        if let Some(path) = &args.server.kubeconfig {
             std::fs::write(path, server.kubeconfig())
                 .with_context(|| format!("writing kubeconfig {}", path.display()))?;
         }

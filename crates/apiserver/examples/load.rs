@@ -1,19 +1,25 @@
 //! A load check of the API server over loopback: pod creates/s, binds/s, and watch events/s
 //! delivered to concurrent watchers, with kube-rs (the scheduler's client) as the client.
 //!
-//! Server and clients share this process and the machine's cores. Bounded in count and time:
+//! By default the server runs in this process and shares its cores with the clients. With
+//! `--server URL` the clients drive a server in another process (`kubesched apiserver`, as
+//! users run it), so the two are scheduled, and measured, apart. Bounded in count and time:
 //!
 //! ```sh
 //! cargo run --release -p kubesched-apiserver --example load -- [PODS] [CONCURRENCY] [WATCHERS] [DATA_DIR]
+//! cargo run --release -p kubesched-apiserver --example load -- PODS CONCURRENCY WATCHERS --server http://127.0.0.1:PORT
 //! ```
 //!
-//! With DATA_DIR the server logs every write there and fsyncs before acknowledging it.
+//! An `https://` URL (a server started with `--tls-cert-file`) is reached without verifying
+//! its certificate. With DATA_DIR the in-process server logs every write there and fsyncs before acknowledging
+//! it. Each run works in a namespace of its own (`load-<pid>`), so runs against one external
+//! server do not collide.
 
 use std::error::Error;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::{json, Value};
 
@@ -66,14 +72,37 @@ fn main() -> Result<()> {
 }
 
 async fn run(pods: usize, concurrency: usize, watchers: usize) -> Result<()> {
-    let config = apiserver::Config {
-        listen: ([127, 0, 0, 1], 0).into(),
-        data_dir: std::env::args().nth(4).map(std::path::PathBuf::from),
-        ..apiserver::Config::default()
+    let external = match (std::env::args().nth(4).as_deref(), std::env::args().nth(5)) {
+        (Some("--server"), Some(url)) => Some(url),
+        (Some("--server"), None) => return Err("--server needs a URL".into()),
+        _ => None,
     };
-    let server = apiserver::Server::start(config).await?;
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let server = match external {
+        Some(_) => None,
+        None => {
+            let config = apiserver::Config {
+                listen: ([127, 0, 0, 1], 0).into(),
+                data_dir: std::env::args().nth(4).map(std::path::PathBuf::from),
+                ..apiserver::Config::default()
+            };
+            Some(apiserver::Server::start(config).await?)
+        }
+    };
+    let url = match (&external, &server) {
+        (Some(url), _) => url.clone(),
+        (None, Some(s)) => s.url(),
+        (None, None) => return Err("no server".into()),
+    };
+    let mut config = kube::Config::new(url.parse()?);
+    // An https:// server here is one on loopback with a test certificate: its cost is the
+    // TLS work, which verification would not change.
+    config.accept_invalid_certs = url.starts_with("https://");
+    let client = kube::Client::try_from(config)?;
+    let namespace = format!("load-{}", std::process::id());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
+    namespaces.create(&PostParams::default(), &ns).await?;
+    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
 
     // Each watcher expects one ADDED and one MODIFIED (the binding) per pod.
     let expected = 2 * pods;
@@ -138,7 +167,12 @@ async fn run(pods: usize, concurrency: usize, watchers: usize) -> Result<()> {
     }
     let delivered = start.elapsed().max(last - start);
     let per_sec = |n: usize, d: Duration| n as f64 / d.as_secs_f64();
-    println!("pods {pods}, client concurrency {concurrency}, watchers {watchers}");
+    let place = if server.is_some() {
+        "in process"
+    } else {
+        "in another process"
+    };
+    println!("pods {pods}, client concurrency {concurrency}, watchers {watchers}, server {place}");
     println!("creates: {:>8.0}/s ({created:?})", per_sec(pods, created));
     println!("binds:   {:>8.0}/s ({bound:?})", per_sec(pods, bound));
     println!(
@@ -146,6 +180,8 @@ async fn run(pods: usize, concurrency: usize, watchers: usize) -> Result<()> {
         per_sec(expected * watchers, delivered),
         expected * watchers
     );
-    server.shutdown().await;
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
     Ok(())
 }

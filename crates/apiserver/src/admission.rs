@@ -261,6 +261,14 @@ fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
 /// Pod defaults a scheduler and kubectl see: schedulerName, restartPolicy, dnsPolicy, the
 /// container pull policy; status reset to Pending with the QoS class.
 pub fn default_pod(obj: &mut Value) {
+    default_pod_spec(obj);
+    let qos = qos_class(obj);
+    obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The spec defaults of [`default_pod`] alone, as decoding applies them to every write
+/// (an update that leaves a defaulted field out does not change it).
+pub fn default_pod_spec(obj: &mut Value) {
     if !obj.get("spec").is_some_and(Value::is_object) {
         obj["spec"] = json!({});
     }
@@ -290,8 +298,6 @@ pub fn default_pod(obj: &mut Value) {
             }
         }
     }
-    let qos = qos_class(obj);
-    obj["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
 /// BestEffort, Guaranteed or Burstable, from the containers' requests and limits.
@@ -524,6 +530,36 @@ pub fn event_to_core(obj: &Value) -> Value {
 /// A stored core/v1 Event as events.k8s.io/v1.
 pub fn event_from_core(obj: &Value) -> Value {
     rename(obj, false, "events.k8s.io/v1")
+}
+
+/// The grace period a pod deletion gets, in seconds: the request's `gracePeriodSeconds`, else
+/// the pod's `terminationGracePeriodSeconds` (30 when absent); a negative request counts as
+/// 1; a pod that is not bound to a node, or has finished (Succeeded, Failed), goes at once
+/// (0).
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (CheckGracefulDelete) and
+/// staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete).
+pub fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
+    let unbound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    let finished = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    if unbound || finished {
+        return 0;
+    }
+    match requested {
+        Some(p) if p < 0 => 1,
+        Some(p) => p,
+        None => pod
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+            .max(0),
+    }
 }
 
 #[cfg(test)]

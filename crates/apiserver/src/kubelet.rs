@@ -5,7 +5,9 @@
 //! - A bound pod that is Pending and not being deleted becomes Running: `PodScheduled`,
 //!   `Initialized`, `ContainersReady` and `Ready` True, a pod IP, the node's InternalIP as
 //!   host IP, and one running, ready container status per container.
-//! - Deleted pods need nothing: deletion is immediate here (no graceful termination).
+//! - A pod being deleted gracefully (bound, `deletionTimestamp` set, grace period left) is
+//!   deleted at once with grace period 0, as a kubelet does once the containers stopped;
+//!   the stand-in runs no containers, so there is nothing to wait for.
 //!
 //! It reads the store's event stream in-process (relisting when it falls behind) and writes
 //! through [`Store::update`], so its writes are logged and watched like any other.
@@ -20,7 +22,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::meta;
 use crate::resources::{self, ResourceInfo};
-use crate::store::{EventType, Store};
+use crate::store::{DeleteOptions, EventType, Store};
 
 fn condition_true(obj: &Value, kind: &str) -> bool {
     obj.pointer("/status/conditions")
@@ -169,6 +171,10 @@ impl Kubelets {
     }
 
     fn pod(&self, pod: &Value) {
+        if terminating(pod) {
+            self.finish_deletion(pod);
+            return;
+        }
         let node = str_at(pod, "/spec/nodeName");
         if running_pod(pod, "", "").is_none() {
             return;
@@ -198,6 +204,36 @@ impl Kubelets {
         });
         if let Err(e) = r {
             tracing::debug!(pod = %name, error = %e.message, "kubelet stand-in: pod not updated");
+        }
+    }
+}
+
+/// A pod a kubelet has to stop: bound, marked for deletion with some grace period left.
+pub fn terminating(pod: &Value) -> bool {
+    !str_at(pod, "/spec/nodeName").is_empty()
+        && pod.pointer("/metadata/deletionTimestamp").is_some()
+        && pod
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|g| g > 0)
+}
+
+impl Kubelets {
+    /// Deletes a terminating pod with grace period 0 (the uid precondition keeps a pod
+    /// recreated under the same name safe).
+    fn finish_deletion(&self, pod: &Value) {
+        let (ns, name, uid) = (
+            str_at(pod, "/metadata/namespace"),
+            str_at(pod, "/metadata/name"),
+            str_at(pod, "/metadata/uid"),
+        );
+        let opts = DeleteOptions {
+            uid: Some(uid),
+            grace_period_seconds: Some(0),
+            ..DeleteOptions::default()
+        };
+        if let Err(e) = self.store.delete(self.pods, ns, name, opts) {
+            tracing::debug!(pod = %name, error = %e.message, "kubelet stand-in: pod not deleted");
         }
     }
 }
@@ -261,6 +297,24 @@ mod tests {
         assert!(running_pod(&running, "", "").is_none());
         let unbound = json!({"spec": {"containers": []}, "status": {"phase": "Pending"}});
         assert!(running_pod(&unbound, "", "").is_none());
+    }
+
+    #[test]
+    fn only_bound_pods_with_grace_left_are_terminating() {
+        let pod = |node: &str, meta: Value| json!({"metadata": meta, "spec": {"nodeName": node}});
+        let marked =
+            json!({"deletionTimestamp": "2026-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30});
+        let no_grace =
+            json!({"deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 0});
+        assert_eq!(
+            [
+                terminating(&pod("n", marked.clone())),
+                terminating(&pod("", marked)),
+                terminating(&pod("n", no_grace)),
+                terminating(&pod("n", json!({}))),
+            ],
+            [true, false, false, false]
+        );
     }
 
     #[test]

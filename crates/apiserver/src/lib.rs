@@ -2,7 +2,9 @@
 //! official Python client use unmodified.
 //!
 //! Start reading at [`Server`]; requests are routed and answered in `http`, objects live in
-//! [`store`], and what the real apiserver does to objects on the way in is in [`admission`].
+//! [`store`], and what the real apiserver does to objects on the way in is in [`admission`]
+//! and [`validation`]. Chunked lists are [`paging`]; HTTPS is [`tls`]; the controllers that
+//! run inside the server are [`namespace`] (always) and [`kubelet`] (on request).
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -28,6 +30,8 @@ pub mod discovery;
 mod http;
 pub mod kubelet;
 pub mod meta;
+pub mod namespace;
+pub mod paging;
 pub mod patch;
 pub mod protobuf;
 pub mod resources;
@@ -35,6 +39,8 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod tls;
+pub mod validation;
 pub mod wal;
 
 use std::net::SocketAddr;
@@ -47,6 +53,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use store::Store;
+pub use tls::TlsConfig;
 
 /// Errors starting or running the server.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +72,17 @@ pub enum Error {
     /// The data directory could not be opened or recovered.
     #[error("opening the data directory")]
     Storage(#[from] wal::WalError),
+    /// The serving certificate or key could not be loaded.
+    #[error("loading the TLS certificate")]
+    Tls(#[from] tls::TlsError),
+    /// The token file could not be read or holds no token.
+    #[error("reading token file {}", path.display())]
+    TokenFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Creating the bootstrap objects failed (a bug).
     #[error("bootstrapping {what}: {source}")]
     Bootstrap {
@@ -73,6 +91,17 @@ pub enum Error {
         /// Why.
         source: status::ApiError,
     },
+}
+
+impl Error {
+    /// Whether the error is in what the user gave (flags, files), not in the server: a
+    /// command exits 2 on these.
+    pub fn is_user_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Tls(_) | Error::TokenFile { .. } | Error::Storage(wal::WalError::Locked { .. })
+        )
+    }
 }
 
 /// Server settings.
@@ -101,6 +130,9 @@ pub struct Config {
     /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready, nodes
     /// Ready.
     pub simulate_kubelets: bool,
+    /// Serve HTTPS with this certificate; [`Server::kubeconfig`] then carries the
+    /// certificate as `certificate-authority-data`.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Reads a token file: upstream's `--token-auth-file` CSV (`token,user,uid,"groups"`; only
@@ -136,6 +168,7 @@ impl Default for Config {
             compact_bytes: 64 * 1024 * 1024,
             tokens: Vec::new(),
             simulate_kubelets: false,
+            tls: None,
         }
     }
 }
@@ -149,7 +182,15 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
     token: Option<String>,
     kubelets: Option<JoinHandle<()>>,
+    /// The namespace controller ([`namespace`]).
+    namespaces: JoinHandle<()>,
+    /// The serving certificate (PEM) when serving HTTPS.
+    ca_pem: Option<Vec<u8>>,
 }
+
+/// Lists kept for their later pages (see [`paging`]): enough for every informer of a
+/// scheduler relisting at once, and each holds only `Arc`s of objects.
+const LIST_SNAPSHOTS: usize = 32;
 
 /// Namespaces every cluster starts with.
 pub const BOOTSTRAP_NAMESPACES: &[&str] =
@@ -210,6 +251,7 @@ impl Server {
             )?,
         });
         bootstrap(&store)?;
+        let namespaces = tokio::spawn(namespace::run(store.clone()));
         let kubelets = config
             .simulate_kubelets
             .then(|| tokio::spawn(kubelet::run(store.clone())));
@@ -219,16 +261,28 @@ impl Server {
             addr,
             bookmark_interval: config.bookmark_interval,
             tokens: config.tokens.clone(),
+            snapshots: paging::Snapshots::new(LIST_SNAPSHOTS),
         });
         let app = axum::Router::new().fallback(http::handle).with_state(state);
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let task = match &config.tls {
+            None => tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }),
+            Some(tls) => {
+                let listener = tls::TlsListener::new(listener, tls)?;
+                tokio::spawn(async move {
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(stopped)
+                        .await
                 })
-                .await
-        });
+            }
+        };
         tracing::info!(%addr, "API server listening");
         Ok(Server {
             addr,
@@ -237,6 +291,8 @@ impl Server {
             task,
             token: config.tokens.first().cloned(),
             kubelets,
+            namespaces,
+            ca_pem: config.tls.as_ref().map(|t| t.cert_pem().to_vec()),
         })
     }
 
@@ -245,9 +301,14 @@ impl Server {
         self.addr
     }
 
-    /// `http://ADDR`.
+    /// `http://ADDR`, or `https://ADDR` when serving TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The object store (for in-process seeding and tests).
@@ -255,9 +316,10 @@ impl Server {
         &self.store
     }
 
-    /// A kubeconfig pointing at this server, with the first token when tokens are required.
+    /// A kubeconfig pointing at this server, with the first token when tokens are required
+    /// and the serving certificate as the cluster's certificate authority under TLS.
     pub fn kubeconfig(&self) -> String {
-        kubeconfig_with_token(&self.url(), self.token.as_deref())
+        write_kubeconfig(&self.url(), self.token.as_deref(), self.ca_pem.as_deref())
     }
 
     /// Runs until the server stops (it stops only on an error, or after [`Server::shutdown`]
@@ -275,6 +337,7 @@ impl Server {
         if let Some(k) = self.kubelets.take() {
             k.abort();
         }
+        self.namespaces.abort();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -295,12 +358,25 @@ pub fn kubeconfig(server_url: &str) -> String {
 
 /// A kubeconfig (context `kubesched`) for a server at `server_url`, with a bearer token.
 pub fn kubeconfig_with_token(server_url: &str, token: Option<&str>) -> String {
+    write_kubeconfig(server_url, token, None)
+}
+
+/// A kubeconfig (context `kubesched`): the server, an optional bearer token and an optional
+/// certificate authority (PEM, written base64-encoded as `certificate-authority-data`).
+pub fn write_kubeconfig(server_url: &str, token: Option<&str>, ca_pem: Option<&[u8]>) -> String {
+    use base64::Engine as _;
+    let ca = ca_pem
+        .map(|pem| {
+            let data = base64::engine::general_purpose::STANDARD.encode(pem);
+            format!("\n    certificate-authority-data: {data}")
+        })
+        .unwrap_or_default();
     let user = match token {
         // JSON strings are YAML: the token is quoted whatever it contains.
         Some(t) => format!("\n    token: {}", serde_json::Value::from(t)),
         None => " {}".to_string(),
     };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesched\n  cluster:\n    server: {server_url}\ncontexts:\n- name: kubesched\n  context:\n    cluster: kubesched\n    user: kubesched\n    namespace: default\ncurrent-context: kubesched\nusers:\n- name: kubesched\n  user:{user}\npreferences: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesched\n  cluster:\n    server: {server_url}{ca}\ncontexts:\n- name: kubesched\n  context:\n    cluster: kubesched\n    user: kubesched\n    namespace: default\ncurrent-context: kubesched\nusers:\n- name: kubesched\n  user:{user}\npreferences: {{}}\n"
     )
 }

@@ -11,6 +11,13 @@ pub fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// `ts` (RFC 3339) moved by `secs` seconds, to the second; None if it does not parse.
+pub fn shift_rfc3339(ts: &str, secs: i64) -> Option<String> {
+    let t: Timestamp = ts.parse().ok()?;
+    let shifted = Timestamp::from_second(t.as_second().checked_add(secs)?).ok()?;
+    Some(shifted.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
 fn now_seconds() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -150,6 +150,38 @@ impl ApiError {
         .with_details(d)
     }
 
+    /// 422 with every field error (upstream's `NewInvalid`): one error reads `<Kind> "<name>"
+    /// is invalid: <field>: <body>`, several `… is invalid: [<e1>, <e2>]`.
+    pub fn invalid_fields(
+        kind: &str,
+        group: &str,
+        name: &str,
+        errs: &[crate::validation::FieldError],
+    ) -> Self {
+        let each: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        let all = match each.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let causes: Vec<Value> = errs
+            .iter()
+            .map(|e| json!({"reason": e.cause_reason(), "message": e.body(), "field": e.field}))
+            .collect();
+        let mut d = json!({"name": name, "kind": kind, "causes": causes});
+        if !group.is_empty() {
+            d["group"] = json!(group);
+        }
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {all}"),
+        )
+        .with_details(d)
+    }
+
     /// 401, a request without a valid bearer token (upstream's body exactly).
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")
@@ -163,6 +195,23 @@ impl ApiError {
             format!("{} \"{name}\" is forbidden: {why}", info.qualified()),
         )
         .with_details(details(info, name))
+    }
+
+    /// 403 for a create in a namespace that is being deleted (upstream's NamespaceLifecycle
+    /// admission).
+    pub fn namespace_terminating(info: &ResourceInfo, name: &str, ns: &str) -> Self {
+        let why = format!(
+            "unable to create new content in namespace {ns} because it is being terminated"
+        );
+        let mut d = details(info, name);
+        d["causes"] = json!([{"reason": "NamespaceTerminating", "message": why,
+            "field": "metadata.namespace"}]);
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{} \"{name}\" is forbidden: {why}", info.qualified()),
+        )
+        .with_details(d)
     }
 
     /// 405 for a verb the resource does not serve.

@@ -126,6 +126,80 @@ fn spec_changed(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// The finalizer a terminating namespace carries in `spec.finalizers` until its content is
+/// gone.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+/// How a delete request asks an object to go.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeleteOptions<'a> {
+    /// Precondition: the object's uid.
+    pub uid: Option<&'a str>,
+    /// Precondition: the object's resourceVersion.
+    pub resource_version: Option<&'a str>,
+    /// The requested grace period (pods only; `None`: the pod's own).
+    pub grace_period_seconds: Option<i64>,
+    /// Check only, store nothing.
+    pub dry_run: bool,
+}
+
+/// What a delete does to a pod.
+#[derive(Debug, PartialEq)]
+enum Graceful {
+    /// Delete it now (or, with finalizers, mark it and wait for them).
+    Now,
+    /// It is already terminating with a grace period no longer than the one asked: nothing.
+    Pending,
+    /// Mark it terminating: this object, with `deletionTimestamp` (now + grace period) and
+    /// `deletionGracePeriodSeconds`; the kubelet deletes it once its containers stopped.
+    Mark(Value),
+}
+
+/// Upstream's graceful deletion of pods (rest.BeforeDelete with the pod strategy): a bound,
+/// running pod is marked terminating, not removed; a second delete may only shorten the
+/// grace period, and 0 removes it.
+fn graceful_pod_deletion(pod: &Value, requested: Option<i64>) -> Graceful {
+    // Negative asks count as 1 second.
+    let requested = requested.map(|p| if p < 0 { 1 } else { p });
+    let at = |p: &str| pod.pointer(&format!("/metadata/{p}"));
+    let Some(since) = at("deletionTimestamp").and_then(Value::as_str) else {
+        let period = crate::admission::pod_grace_period(pod, requested);
+        if period == 0 {
+            return Graceful::Now;
+        }
+        let mut marked = pod.clone();
+        set_meta(
+            &mut marked,
+            "deletionTimestamp",
+            json!(meta::shift_rfc3339(&meta::now_rfc3339(), period)),
+        );
+        set_meta(&mut marked, "deletionGracePeriodSeconds", json!(period));
+        if let Some(g) = at("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+            set_meta(&mut marked, "generation", json!(g + 1));
+        }
+        return Graceful::Mark(marked);
+    };
+    let current = at("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    match requested {
+        // Marked with no grace left (or by a finalizer wait): the delete goes through.
+        _ if current == 0 => Graceful::Now,
+        Some(0) => Graceful::Now,
+        Some(p) if p < current => {
+            let mut marked = pod.clone();
+            set_meta(
+                &mut marked,
+                "deletionTimestamp",
+                json!(meta::shift_rfc3339(since, p - current)),
+            );
+            set_meta(&mut marked, "deletionGracePeriodSeconds", json!(p));
+            Graceful::Mark(marked)
+        }
+        _ => Graceful::Pending,
+    }
+}
+
 fn set_meta(obj: &mut Value, field: &str, value: Value) {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
@@ -263,6 +337,15 @@ impl Store {
             let ns_info = crate::resources::by_storage("namespaces")
                 .ok_or_else(|| ApiError::internal("namespaces not served"))?;
             return Err(ApiError::not_found(ns_info, ns));
+        }
+        if info.namespaced
+            && inner
+                .objects
+                .get("namespaces")
+                .and_then(|m| m.get(&key("", ns)))
+                .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+        {
+            return Err(ApiError::namespace_terminating(info, name_of(&obj), ns));
         }
         let mut name = name_of(&obj).to_string();
         if name.is_empty() {
@@ -457,9 +540,10 @@ impl Store {
         info: &ResourceInfo,
         ns: &str,
         name: &str,
-        preconditions: (Option<&str>, Option<&str>),
-        dry_run: bool,
+        opts: DeleteOptions<'_>,
     ) -> Result<Arc<Value>, ApiError> {
+        let preconditions = (opts.uid, opts.resource_version);
+        let dry_run = opts.dry_run;
         let mut inner = self.lock();
         let current = inner
             .objects
@@ -495,6 +579,73 @@ impl Store {
         if dry_run {
             return Ok(current);
         }
+        if info.storage == "pods" {
+            match graceful_pod_deletion(&current, opts.grace_period_seconds) {
+                Graceful::Now => {}
+                Graceful::Pending => return Ok(current),
+                Graceful::Mark(mut marked) => {
+                    let rv = inner.rv + 1;
+                    inner.rv = rv;
+                    set_meta(&mut marked, "resourceVersion", json!(rv.to_string()));
+                    let marked = Arc::new(marked);
+                    inner
+                        .objects
+                        .entry(info.storage)
+                        .or_default()
+                        .insert(key(ns, name), marked.clone());
+                    self.record(
+                        &mut inner,
+                        WatchEvent {
+                            storage: info.storage,
+                            kind: EventType::Modified,
+                            rv,
+                            object: marked.clone(),
+                            previous: Some(current),
+                            encoded: OnceLock::new(),
+                        },
+                    );
+                    return Ok(marked);
+                }
+            }
+        }
+        if info.storage == "namespaces" {
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                // Already terminating: the namespace controller finishes it.
+                return Ok(current);
+            }
+            let rv = inner.rv + 1;
+            inner.rv = rv;
+            let mut marked = (*current).clone();
+            set_meta(&mut marked, "resourceVersion", json!(rv.to_string()));
+            set_meta(&mut marked, "deletionTimestamp", json!(meta::now_rfc3339()));
+            set_meta(&mut marked, "deletionGracePeriodSeconds", json!(0));
+            if !marked.get("spec").is_some_and(Value::is_object) {
+                marked["spec"] = json!({});
+            }
+            marked["spec"]["finalizers"] = json!([NAMESPACE_FINALIZER]);
+            if !marked.get("status").is_some_and(Value::is_object) {
+                marked["status"] = json!({});
+            }
+            marked["status"]["phase"] = json!("Terminating");
+            let marked = Arc::new(marked);
+            inner
+                .objects
+                .entry(info.storage)
+                .or_default()
+                .insert(key(ns, name), marked.clone());
+            self.record(
+                &mut inner,
+                WatchEvent {
+                    storage: info.storage,
+                    kind: EventType::Modified,
+                    rv,
+                    object: marked.clone(),
+                    previous: Some(current),
+                    encoded: OnceLock::new(),
+                },
+            );
+            return Ok(marked);
+        }
         let has_finalizers = current
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
@@ -529,14 +680,6 @@ impl Store {
             );
             return Ok(last);
         }
-        if info.storage == "namespaces" {
-            inner.rv = rv - 1;
-            self.delete_namespace_contents(&mut inner, name);
-            inner.rv += 1;
-        }
-        // Every write has its own resourceVersion (snapshots and recovery rely on it).
-        let rv = inner.rv;
-        set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
         let last = Arc::new(last);
         if let Some(m) = inner.objects.get_mut(info.storage) {
             m.remove(&key(ns, name));
@@ -555,43 +698,111 @@ impl Store {
         Ok(last)
     }
 
-    fn delete_namespace_contents(&self, inner: &mut Inner, ns: &str) {
-        let storages: Vec<&'static str> = inner.objects.keys().copied().collect();
-        for storage in storages {
-            if storage == "namespaces" {
+    /// The namespace controller's work on a terminating namespace: deletes every object in
+    /// it as a client would (pods gracefully, objects with finalizers marked), and once
+    /// nothing is left removes the namespace. Returns whether it is gone. A namespace that is
+    /// not terminating is left alone.
+    ///
+    /// Upstream: pkg/controller/namespace (deletion of the content, then the `kubernetes`
+    /// finalizer removed and the namespace deleted).
+    pub fn finalize_namespace(&self, name: &str) -> Result<bool, ApiError> {
+        self.delete_namespace_content(name)?;
+        Ok(self.remove_namespace_if_empty(name))
+    }
+
+    /// Deletes every object in a terminating namespace (pods gracefully, objects with
+    /// finalizers marked); a namespace that is not terminating is left alone.
+    pub fn delete_namespace_content(&self, name: &str) -> Result<(), ApiError> {
+        let namespaces = crate::resources::by_storage("namespaces")
+            .ok_or_else(|| ApiError::internal("namespaces not served"))?;
+        let terminating = self
+            .get(namespaces, "", name)
+            .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some());
+        if !terminating {
+            return Ok(());
+        }
+        for (storage, names) in self.namespace_contents(name) {
+            let Some(info) = crate::resources::by_storage(storage) else {
                 continue;
-            }
-            let keys: Vec<Key> = inner
-                .objects
-                .get(storage)
-                .map(|m| {
-                    m.range(key(ns, "")..)
-                        .take_while(|((n, _), _)| n == ns)
-                        .map(|(k, _)| k.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
-            for k in keys {
-                let Some(obj) = inner.objects.get_mut(storage).and_then(|m| m.remove(&k)) else {
-                    continue;
-                };
-                inner.rv += 1;
-                let rv = inner.rv;
-                let mut last = (*obj).clone();
-                set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
-                self.record(
-                    inner,
-                    WatchEvent {
-                        storage,
-                        kind: EventType::Deleted,
-                        rv,
-                        object: Arc::new(last),
-                        previous: Some(obj),
-                        encoded: OnceLock::new(),
-                    },
-                );
+            };
+            for object in names {
+                match self.delete(info, name, &object, DeleteOptions::default()) {
+                    // Gone meanwhile: that is what was asked.
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
+        Ok(())
+    }
+
+    /// Removes a terminating namespace once nothing is left in it and no finalizer in its
+    /// metadata holds it; returns whether it is gone (also when it was already).
+    pub fn remove_namespace_if_empty(&self, name: &str) -> bool {
+        let mut inner = self.lock();
+        let left = inner.objects.iter().any(|(storage, m)| {
+            *storage != "namespaces"
+                && m.range(key(name, "")..)
+                    .next()
+                    .is_some_and(|((n, _), _)| n == name)
+        });
+        let Some(current) = inner
+            .objects
+            .get("namespaces")
+            .and_then(|m| m.get(&key("", name)))
+            .cloned()
+        else {
+            return true;
+        };
+        let held = current
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if left || held || current.pointer("/metadata/deletionTimestamp").is_none() {
+            return false;
+        }
+        inner.rv += 1;
+        let rv = inner.rv;
+        let mut last = (*current).clone();
+        set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
+        if let Some(spec) = last.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("finalizers");
+        }
+        if let Some(m) = inner.objects.get_mut("namespaces") {
+            m.remove(&key("", name));
+        }
+        self.record(
+            &mut inner,
+            WatchEvent {
+                storage: "namespaces",
+                kind: EventType::Deleted,
+                rv,
+                object: Arc::new(last),
+                previous: Some(current),
+                encoded: OnceLock::new(),
+            },
+        );
+        true
+    }
+
+    /// The names of the objects in namespace `ns`, per storage.
+    fn namespace_contents(&self, ns: &str) -> Vec<(&'static str, Vec<String>)> {
+        let inner = self.lock();
+        inner
+            .objects
+            .iter()
+            .filter(|(storage, _)| **storage != "namespaces")
+            .map(|(storage, m)| {
+                let names = m
+                    .range(key(ns, "")..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|((_, name), _)| name.clone())
+                    .collect::<Vec<_>>();
+                (*storage, names)
+            })
+            .filter(|(_, names)| !names.is_empty())
+            .collect()
     }
 
     /// Starts a watch on `storage`: from `None` (`""`/`0`) with the current objects, or from
@@ -651,6 +862,114 @@ mod tests {
 
     fn pod(name: &str) -> Value {
         json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c"}]}})
+    }
+
+    /// What a pod deletion should do: delete now, nothing, mark it to go in N seconds from
+    /// now, or move an existing mark to a timestamp.
+    #[derive(Debug, PartialEq)]
+    enum Want {
+        Now,
+        Pending,
+        MarkIn(i64),
+        MarkAt(&'static str, i64),
+    }
+
+    fn bound(extra_meta: Value, grace: Option<i64>, phase: &str) -> Value {
+        let mut p = json!({"metadata": {"name": "p", "generation": 1}, "spec": {"nodeName": "n"},
+            "status": {"phase": phase}});
+        if let Some(g) = grace {
+            p["spec"]["terminationGracePeriodSeconds"] = json!(g);
+        }
+        if let (Some(m), Some(extra)) = (p["metadata"].as_object_mut(), extra_meta.as_object()) {
+            m.extend(extra.clone());
+        }
+        p
+    }
+
+    #[rstest::rstest]
+    #[case::bound_pod_gets_its_own_grace_period(bound(json!({}), Some(45), "Running"), None, Want::MarkIn(45))]
+    #[case::default_grace_period_is_30(bound(json!({}), None, "Running"), None, Want::MarkIn(30))]
+    #[case::request_overrides(bound(json!({}), Some(45), "Running"), Some(5), Want::MarkIn(5))]
+    #[case::negative_request_is_one_second(bound(json!({}), Some(45), "Running"), Some(-3), Want::MarkIn(1))]
+    #[case::zero_deletes_at_once(bound(json!({}), Some(45), "Running"), Some(0), Want::Now)]
+    #[case::unbound_pod_goes_at_once(json!({"metadata": {"name": "p"}, "spec": {}}), Some(30), Want::Now)]
+    #[case::finished_pod_goes_at_once(bound(json!({}), Some(45), "Succeeded"), None, Want::Now)]
+    #[case::terminating_pod_again_is_pending(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        None,
+        Want::Pending
+    )]
+    #[case::a_longer_grace_period_is_ignored(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        Some(60),
+        Want::Pending
+    )]
+    #[case::a_shorter_grace_period_moves_the_deadline(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        Some(10),
+        Want::MarkAt("2030-01-01T00:00:10Z", 10)
+    )]
+    #[case::zero_ends_a_pending_deletion(
+        bound(json!({"deletionTimestamp": "2030-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30}), None, "Running"),
+        Some(0),
+        Want::Now
+    )]
+    fn graceful_pod_deletion_follows_upstream(
+        #[case] pod: Value,
+        #[case] requested: Option<i64>,
+        #[case] want: Want,
+    ) {
+        let got = match graceful_pod_deletion(&pod, requested) {
+            Graceful::Now => Want::Now,
+            Graceful::Pending => Want::Pending,
+            Graceful::Mark(m) => {
+                let ts = m["metadata"]["deletionTimestamp"].as_str().unwrap_or("");
+                let grace = m["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(-1);
+                match &want {
+                    Want::MarkAt(at, _) if *at == ts => Want::MarkAt(at, grace),
+                    _ => {
+                        // Now + grace, give or take the second that may tick meanwhile.
+                        let from_now = -meta::age_seconds(ts).unwrap_or(i64::MIN / 2);
+                        if (from_now - grace).abs() > 1 {
+                            panic!("deletionTimestamp {ts} is not {grace}s from now");
+                        }
+                        // The first mark bumps the generation.
+                        assert_eq!(m["metadata"]["generation"], json!(2));
+                        Want::MarkIn(grace)
+                    }
+                }
+            }
+        };
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_bound_pod_is_marked_then_deleted_with_grace_period_zero() {
+        let s = store_with_ns();
+        let mut p = pod("a");
+        p["spec"]["nodeName"] = json!("n");
+        s.create(info("pods"), "default", p, false)
+            .expect("created");
+        let marked = s
+            .delete(info("pods"), "default", "a", DeleteOptions::default())
+            .expect("marked");
+        let still_there = s.get(info("pods"), "default", "a").is_some();
+        let zero = DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..DeleteOptions::default()
+        };
+        s.delete(info("pods"), "default", "a", zero)
+            .expect("deleted");
+        assert_eq!(
+            (
+                marked.pointer("/metadata/deletionGracePeriodSeconds"),
+                still_there,
+                s.get(info("pods"), "default", "a").is_none()
+            ),
+            (Some(&json!(30)), true, true)
+        );
     }
 
     #[test]
@@ -750,11 +1069,27 @@ mod tests {
         s.create(info("pods"), "default", pod("a"), false)
             .expect("created");
         let err = s
-            .delete(info("pods"), "default", "a", (None, Some("1")), false)
+            .delete(
+                info("pods"),
+                "default",
+                "a",
+                DeleteOptions {
+                    resource_version: Some("1"),
+                    ..DeleteOptions::default()
+                },
+            )
             .expect_err("409");
         assert_eq!((err.code, err.reason), (409, "Conflict"));
         let gone = s
-            .delete(info("pods"), "default", "a", (None, Some("2")), false)
+            .delete(
+                info("pods"),
+                "default",
+                "a",
+                DeleteOptions {
+                    resource_version: Some("2"),
+                    ..DeleteOptions::default()
+                },
+            )
             .expect("deleted");
         assert_eq!(gone.pointer("/metadata/resourceVersion"), Some(&json!("3")));
     }
@@ -767,7 +1102,7 @@ mod tests {
         s.create(info("pods"), "default", p, false)
             .expect("created");
         let marked = s
-            .delete(info("pods"), "default", "a", (None, None), false)
+            .delete(info("pods"), "default", "a", DeleteOptions::default())
             .expect("marked");
         assert!(marked.pointer("/metadata/deletionTimestamp").is_some());
         assert!(s.get(info("pods"), "default", "a").is_some());
@@ -785,9 +1120,34 @@ mod tests {
         let s = store_with_ns();
         s.create(info("pods"), "default", pod("a"), false)
             .expect("created");
-        s.delete(info("namespaces"), "", "default", (None, None), false)
+        let marked = s
+            .delete(info("namespaces"), "", "default", DeleteOptions::default())
             .expect("deleted");
-        assert!(s.list(info("pods"), None).0.is_empty());
+        let refused = s
+            .create(info("pods"), "default", pod("b"), false)
+            .map(|_| ())
+            .map_err(|e| e.message);
+        let gone = s.finalize_namespace("default").expect("finalized");
+        assert_eq!(
+            (
+                marked.pointer("/status/phase"),
+                marked.pointer("/spec/finalizers"),
+                marked.pointer("/metadata/deletionTimestamp").is_some(),
+                refused,
+                gone,
+                s.list(info("pods"), None).0.len(),
+                s.get(info("namespaces"), "", "default").is_none(),
+            ),
+            (
+                Some(&json!("Terminating")),
+                Some(&json!(["kubernetes"])),
+                true,
+                Err("pods \"b\" is forbidden: unable to create new content in namespace default because it is being terminated".to_string()),
+                true,
+                0,
+                true
+            )
+        );
     }
 
     #[test]
@@ -833,11 +1193,14 @@ mod tests {
                 .create(info("pods"), "default", pod("a"), false)
                 .expect("a");
             s.create(info("pods"), "gone", pod("b"), false).expect("b");
-            // rv 5 deletes gone/b, rv 6 the namespace: each write has its own rv.
+            // rv 5 marks the namespace, rv 6 deletes gone/b, rv 7 the namespace: each write
+            // has its own rv.
             let ns = s
-                .delete(info("namespaces"), "", "gone", (None, None), false)
+                .delete(info("namespaces"), "", "gone", DeleteOptions::default())
                 .expect("deleted");
-            assert_eq!(ns.pointer("/metadata/resourceVersion"), Some(&json!("6")));
+            assert_eq!(ns.pointer("/metadata/resourceVersion"), Some(&json!("5")));
+            assert_eq!(s.finalize_namespace("gone").ok(), Some(true));
+            assert_eq!(s.resource_version(), 7);
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -847,7 +1210,7 @@ mod tests {
             a.pointer("/metadata/uid").cloned()
         };
         let s = Store::open(16, 16, dir.path(), 1 << 20).expect("reopen");
-        assert_eq!(s.resource_version(), 6);
+        assert_eq!(s.resource_version(), 7);
         let a = s.get(info("pods"), "default", "a").expect("a recovered");
         assert_eq!(a.pointer("/metadata/uid").cloned(), uid);
         assert!(s.get(info("namespaces"), "", "gone").is_none());
@@ -857,6 +1220,6 @@ mod tests {
         let b = s
             .create(info("pods"), "default", pod("c"), false)
             .expect("c");
-        assert_eq!(b.pointer("/metadata/resourceVersion"), Some(&json!("7")));
+        assert_eq!(b.pointer("/metadata/resourceVersion"), Some(&json!("8")));
     }
 }

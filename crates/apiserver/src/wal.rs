@@ -46,6 +46,16 @@ pub enum WalError {
         /// Why.
         source: std::io::Error,
     },
+    /// Another process (or another open [`Wal`]) holds the directory's lock file.
+    #[error(
+        "data directory {} is in use by another kubesched apiserver (it holds the lock on {})",
+        dir.display(),
+        dir.join(LOCK_FILE).display()
+    )]
+    Locked {
+        /// The data directory.
+        dir: PathBuf,
+    },
     /// A record before the end of the log (or in a snapshot) is damaged.
     #[error("{path}: corrupt record at offset {offset}: {reason}")]
     Corrupt {
@@ -56,6 +66,29 @@ pub enum WalError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// The file in the data directory whose OS advisory lock (flock on Unix) an open [`Wal`]
+/// holds, so two servers never append to one log. The lock goes with the process, also on
+/// SIGKILL, so a crashed server leaves nothing to clean up.
+pub const LOCK_FILE: &str = "lock";
+
+/// Takes the data directory's lock; it is held as long as the returned file is open.
+fn lock_dir(dir: &Path) -> Result<fs::File, WalError> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(WalError::Locked {
+            dir: dir.to_path_buf(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> WalError + '_ {
@@ -427,6 +460,8 @@ pub struct Wal {
     durable: tokio::sync::watch::Receiver<Durable>,
     compact_bytes: u64,
     flusher: Option<JoinHandle<()>>,
+    /// Holds the directory's lock until the log is dropped (after the flusher stopped).
+    _lock: fs::File,
 }
 
 impl std::fmt::Debug for Wal {
@@ -442,6 +477,7 @@ impl Wal {
     /// compacted when it grows past `compact_bytes`.
     pub fn open(dir: &Path, compact_bytes: u64) -> Result<(Wal, Recovered), WalError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let lock = lock_dir(dir)?;
         let (rec, path, valid_len) = recover(dir)?;
         let file = OpenOptions::new()
             .create(true)
@@ -479,6 +515,7 @@ impl Wal {
                 durable: rx,
                 compact_bytes,
                 flusher: Some(flusher),
+                _lock: lock,
             },
             rec,
         ))
@@ -773,6 +810,25 @@ mod tests {
         let (_wal, rec) = Wal::open(dir.path(), 1 << 20).expect("recovers");
         assert!(!rec.dropped_torn_tail);
         assert_eq!((rec.rv, rec.objects["pods"].len()), (2, 2));
+    }
+
+    #[test]
+    fn a_second_open_of_a_locked_directory_fails_and_the_lock_goes_with_the_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = Wal::open(dir.path(), 1 << 20).expect("open");
+        let second = Wal::open(dir.path(), 1 << 20)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        let d = dir.path().display();
+        assert_eq!(
+            second,
+            Err(format!(
+                "data directory {d} is in use by another kubesched apiserver (it holds the lock on {d}/lock)"
+            ))
+        );
+        drop(first);
+        let (_wal, rec) = Wal::open(dir.path(), 1 << 20).expect("open after the first closed");
+        assert_eq!(rec.rv, 0);
     }
 
     #[test]

@@ -319,3 +319,193 @@ fn token_file_requires_the_token_and_the_kubeconfig_holds_it() {
         "{raw}\n{written}"
     );
 }
+
+/// The test certificate (for 127.0.0.1 and localhost) and its key.
+fn test_tls_files() -> (String, String) {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/apiserver/tests/testdata"
+    );
+    (format!("{dir}/tls.crt"), format!("{dir}/tls.key"))
+}
+
+/// Runs `kubesched apiserver ARGS` expecting it to fail at start; returns the exit code and
+/// stderr.
+fn fails_to_start(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .args(["apiserver", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("starting kubesched apiserver: {e}"));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn tls_flags_go_together_and_bad_files_are_named() {
+    let (cert, key) = test_tls_files();
+    let (code, stderr) = fails_to_start(&["--tls-cert-file", &cert]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--tls-private-key-file <FILE>"), "{stderr}");
+    let (code, stderr) = fails_to_start(&["--tls-private-key-file", &key]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--tls-cert-file <FILE>"), "{stderr}");
+    // The key given as the certificate.
+    let (code, stderr) = fails_to_start(&["--tls-cert-file", &key, "--tls-private-key-file", &key]);
+    assert_eq!(
+        (code, stderr.trim()),
+        (
+            Some(2),
+            format!("error: loading the TLS certificate: {key}: no certificate in PEM form: no CERTIFICATE block").as_str()
+        )
+    );
+}
+
+#[test]
+fn tls_serves_https_and_kubectl_sends_the_token_over_it() {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_default();
+    assert!(
+        Path::new(&kubectl).is_file(),
+        "KUBECTL must name a kubectl binary (got {kubectl:?}); ./scripts/test sets it"
+    );
+    let dir = std::env::temp_dir().join(format!("kubesched-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "tok-1\n").unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.join("kubeconfig");
+    let (cert, key) = test_tls_files();
+    let (_server, url) = spawn(&[
+        "--tls-cert-file".as_ref(),
+        cert.as_ref(),
+        "--tls-private-key-file".as_ref(),
+        key.as_ref(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ]);
+    let written = std::fs::read_to_string(&kubeconfig).unwrap_or_default();
+    let kubectl_get = |kubeconfig: &Path| {
+        let out = Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--request-timeout=30s", "get", "namespaces", "-o", "name"])
+            .env("KUBECACHEDIR", dir.join("cache"))
+            .env("HOME", &dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("running {kubectl}: {e}"));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let good = kubectl_get(&kubeconfig);
+    let wrong_kubeconfig = dir.join("wrong");
+    std::fs::write(&wrong_kubeconfig, written.replace("tok-1", "tok-2"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let wrong = kubectl_get(&wrong_kubeconfig);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    assert!(
+        written.contains(&format!(
+            "server: {url}\n    certificate-authority-data: LS0t"
+        )),
+        "{written}"
+    );
+    assert!(good.0 && good.1.contains("namespace/default\n"), "{good:?}");
+    assert!(!wrong.0 && wrong.2.contains("(Unauthorized)"), "{wrong:?}");
+}
+
+#[test]
+fn a_second_server_on_the_same_data_dir_fails_naming_it() {
+    let dir = std::env::temp_dir().join(format!("kubesched-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.display().to_string();
+    let (mut first, addr) = start(&[], &dir);
+    let (code, stderr) = fails_to_start(&["--data-dir", &data]);
+    // The first one is unharmed.
+    let (healthz, _) = get(&addr, "/healthz");
+    // The lock goes with the process, also on SIGKILL: a restart after a crash starts.
+    first.0.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
+    let _ = first.0.wait();
+    let (_again, addr) = start(&[], &dir);
+    let (again, _) = get(&addr, "/healthz");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (code, stderr.trim(), healthz.starts_with("HTTP/1.1 200"), again.starts_with("HTTP/1.1 200")),
+        (
+            Some(2),
+            format!("error: opening the data directory: data directory {data} is in use by another kubesched apiserver (it holds the lock on {data}/lock)").as_str(),
+            true,
+            true,
+        )
+    );
+}
+
+/// `--cert-dir`: a self-signed certificate made on the first start and reused by the next,
+/// which kubectl verifies through the kubeconfig and uses with the token.
+#[test]
+fn cert_dir_makes_a_certificate_once_and_kubectl_uses_it() {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_default();
+    assert!(
+        Path::new(&kubectl).is_file(),
+        "KUBECTL must name a kubectl binary (got {kubectl:?}); ./scripts/test sets it"
+    );
+    let dir = std::env::temp_dir().join(format!("kubesched-certdir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "tok-1\n").unwrap_or_else(|e| panic!("{e}"));
+    let (certs, kubeconfig) = (dir.join("certs"), dir.join("kubeconfig"));
+    let args: [&std::ffi::OsStr; 6] = [
+        "--cert-dir".as_ref(),
+        certs.as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ];
+    let (first, _) = spawn(&args);
+    let made = std::fs::read_to_string(certs.join("apiserver.crt")).unwrap_or_default();
+    drop(first);
+    let (_second, url) = spawn(&args);
+    let reused = std::fs::read_to_string(certs.join("apiserver.crt")).unwrap_or_default();
+    let out = Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--request-timeout=30s", "get", "namespaces", "-o", "name"])
+        .env("KUBECACHEDIR", dir.join("cache"))
+        .env("HOME", &dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {kubectl}: {e}"));
+    let conflict = fails_to_start(&[
+        "--cert-dir",
+        &certs.display().to_string(),
+        "--tls-cert-file",
+        "x",
+        "--tls-private-key-file",
+        "y",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(made.starts_with("-----BEGIN CERTIFICATE-----"), "{made}");
+    assert_eq!(
+        (
+            reused == made,
+            url.starts_with("https://127.0.0.1:"),
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).contains("namespace/default\n"),
+            conflict.0,
+        ),
+        (true, true, true, true, Some(2)),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        conflict.1
+    );
+}

@@ -576,3 +576,42 @@ fn scheduler_survives_an_api_server_restart_and_loses_no_pending_pod() {
     let (code, _) = get(&serving, "/readyz");
     assert_eq!(code, 200);
 }
+
+#[test]
+fn up_serves_https_with_a_token_and_the_scheduler_uses_them() {
+    let scratch = Scratch::new("tls");
+    let tokens = scratch.path("tokens.csv");
+    std::fs::write(&tokens, "e2e-token,admin,1,\"system:masters\"\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let certs = scratch.path("certs");
+    let (_up, kubeconfig, _) = up(
+        &scratch,
+        &[
+            "--token-file",
+            &tokens.to_string_lossy(),
+            "--cert-dir",
+            &certs.to_string_lossy(),
+        ],
+    );
+    let written = std::fs::read_to_string(&kubeconfig).unwrap_or_default();
+    assert!(
+        written.contains("https://") && written.contains("e2e-token"),
+        "{written}"
+    );
+    let objects = scratch.path("objects.yaml");
+    std::fs::write(
+        &objects,
+        format!(
+            "{}---\n{}",
+            node_yaml("n1", "2", &[], None),
+            pod_yaml("p", "100m", "")
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &objects.to_string_lossy()]);
+    let node = wait_for(Duration::from_secs(30), "p bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/p")?;
+        (!n.is_empty()).then_some(n)
+    });
+    assert_eq!(node, "n1");
+}

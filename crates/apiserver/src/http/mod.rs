@@ -17,12 +17,14 @@ use serde_json::{json, Value};
 
 use crate::admission;
 use crate::discovery;
+use crate::paging;
 use crate::patch::{self, PatchType};
 use crate::resources::{self, ResourceInfo};
 use crate::selectors::{FieldSelector, LabelSelector, Selector};
 use crate::status::{self, ApiError};
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::table;
+use crate::validation;
 
 mod watch;
 
@@ -36,6 +38,8 @@ pub(crate) struct AppState {
     pub bookmark_interval: Duration,
     /// Bearer tokens accepted; empty = no authentication.
     pub tokens: Vec<String>,
+    /// Lists whose later pages are still to be asked for.
+    pub snapshots: paging::Snapshots,
 }
 
 /// Paths upstream's default RBAC (`system:public-info-viewer`) lets anyone read.
@@ -180,6 +184,9 @@ fn route(path: &str) -> Option<Route> {
         ["healthz" | "livez" | "readyz", ..] => Some(Route::Health),
         ["api"] => Some(Route::CoreVersions),
         ["apis"] => Some(Route::Groups),
+        // `/openapi/v2` is deliberately 404 (no route): kubectl asks for it only to compute
+        // client-side apply/diff patches and falls back to its built-in patch metadata on a
+        // 404, while a document without schemas would be taken as authoritative.
         ["openapi", "v3"] => Some(Route::OpenApiIndex),
         ["openapi", "v3", rest @ ..] => Some(Route::OpenApi(rest.join("/"))),
         ["api", v] => Some(Route::ResourceList(String::new(), (*v).to_string())),
@@ -525,42 +532,103 @@ fn single(req: &Req<'_>, info: &ResourceInfo, obj: &Value, code: u16) -> Respons
 fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     let info = p.info;
     let sel = req.selector(info)?;
-    let (items, rv) = req.st.store.list(info, p.ns.as_deref());
-    let items: Vec<Cow<'_, Value>> = items
-        .iter()
-        .filter(|o| sel.matches(o))
-        .map(|o| to_wire(info, o))
-        .collect();
-    let rv = rv.to_string();
+    let ns = p.ns.as_deref();
+    let across = info.namespaced && ns.is_none();
+    let limit = match req.query.get("limit").filter(|l| !l.is_empty()) {
+        None => None,
+        Some(l) => match l.parse::<i64>() {
+            // Upstream: zero or negative is no limit.
+            Ok(n) => usize::try_from(n).ok().filter(|&n| n > 0),
+            Err(e) => return Err(ApiError::bad_request(format!("invalid limit {l:?}: {e}"))),
+        },
+    };
+    let start = match req.query.get("continue").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(token) => {
+            let mut c = paging::decode(token, across)?;
+            if !matches!(req.query.get("resourceVersion"), None | Some("" | "0")) {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            if !across {
+                c.start.0 = ns.unwrap_or("").to_string();
+            }
+            Some(c)
+        }
+    };
+    // A later page reads the state of the first one: its kept snapshot, or the store if
+    // nothing was written since; otherwise the token has expired.
+    let consistent = start.as_ref().and_then(|c| Some((c, c.rv?)));
+    let (items, rv) = match consistent {
+        Some((c, at)) => match req.st.snapshots.get(info.storage, ns, at) {
+            Some(items) => (items, at),
+            None => {
+                let (items, rv) = req.st.store.list(info, ns);
+                if rv != at {
+                    return Ok(json_response(410, &paging::expired_status(c, across)));
+                }
+                (Arc::new(items), rv)
+            }
+        },
+        None => {
+            let (items, rv) = req.st.store.list(info, ns);
+            (Arc::new(items), rv)
+        }
+    };
+    let filtered = !sel.labels.is_empty() || !sel.fields.is_empty();
+    let page = paging::page(&items, start.as_ref(), limit, filtered, |o| sel.matches(o));
+    let continue_token = page.last.map(|last| {
+        req.st.snapshots.keep(info.storage, ns, rv, items.clone());
+        paging::encode(rv, last, across)
+    });
+    let wire: Vec<Cow<'_, Value>> = page.items.iter().map(|o| to_wire(info, o)).collect();
+    let meta = ListMeta {
+        resource_version: rv.to_string(),
+        continue_token,
+        remaining_item_count: page.remaining,
+    };
     if req.wants_table() {
         let include = req.query.get("includeObject") == Some("Object");
-        let t = table::table(info, items.iter().map(|c| &**c), &rv, include);
+        let mut t = table::table(
+            info,
+            wire.iter().map(|c| &**c),
+            &meta.resource_version,
+            include,
+        );
+        if let Some(m) = t.get_mut("metadata") {
+            *m = serde_json::to_value(&meta).unwrap_or_default();
+        }
         return Ok(json_response(200, &t));
     }
-    Ok(list_response(info, &rv, &items))
+    Ok(list_response(info, &meta, &wire))
+}
+
+/// `metadata` of a list or Table.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    resource_version: String,
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    continue_token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining_item_count: Option<u64>,
 }
 
 /// A `XxxList`, serialized straight from the stored objects (no copy into a new tree).
-fn list_response(info: &ResourceInfo, rv: &str, items: &[Cow<'_, Value>]) -> Response {
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ListMeta<'a> {
-        resource_version: &'a str,
-    }
+fn list_response(info: &ResourceInfo, meta: &ListMeta, items: &[Cow<'_, Value>]) -> Response {
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
     struct List<'a> {
         kind: String,
         api_version: String,
-        metadata: ListMeta<'a>,
+        metadata: &'a ListMeta,
         items: &'a [Cow<'a, Value>],
     }
     let list = List {
         kind: format!("{}List", info.kind),
         api_version: info.api_version(),
-        metadata: ListMeta {
-            resource_version: rv,
-        },
+        metadata: meta,
         items,
     };
     let bytes = serde_json::to_vec(&list).unwrap_or_default();
@@ -668,6 +736,21 @@ fn finish_update(
             }
         }
     }
+    if info.group.is_empty() && info.kind == "Pod" {
+        admission::default_pod_spec(&mut new);
+        // Priority admission set these on create; an update keeps them (upstream too).
+        for key in ["priority", "preemptionPolicy"] {
+            if new.pointer(&format!("/spec/{key}")).is_none() {
+                if let Some(v) = current.pointer(&format!("/spec/{key}")) {
+                    new["spec"][key] = v.clone();
+                }
+            }
+        }
+        let errs = validation::validate_pod_update(current, &new);
+        if !errs.is_empty() {
+            return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
+        }
+    }
     Ok(new)
 }
 
@@ -727,17 +810,46 @@ fn patch(
     Ok(single(req, info, &updated, 200))
 }
 
-/// DeleteOptions preconditions from a JSON body; other bodies (protobuf from drain) are ignored.
-fn delete_options(req: &Req<'_>) -> Result<(Option<String>, Option<String>, bool), ApiError> {
+/// DeleteOptions of a request: the query's `gracePeriodSeconds` and `dryRun`, then a JSON
+/// body's fields over them.
+#[derive(Debug, Default)]
+struct DeleteRequest {
+    uid: Option<String>,
+    resource_version: Option<String>,
+    grace_period_seconds: Option<i64>,
+    dry_run: bool,
+}
+
+impl DeleteRequest {
+    fn options(&self) -> store::DeleteOptions<'_> {
+        store::DeleteOptions {
+            uid: self.uid.as_deref(),
+            resource_version: self.resource_version.as_deref(),
+            grace_period_seconds: self.grace_period_seconds,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+/// DeleteOptions from the query and a JSON body; other bodies (protobuf from drain) are
+/// ignored.
+fn delete_options(req: &Req<'_>) -> Result<DeleteRequest, ApiError> {
     delete_options_of(req, "")
 }
 
 /// DeleteOptions found at `at` in a JSON body (`""`, or `/deleteOptions` in an Eviction).
-fn delete_options_of(
-    req: &Req<'_>,
-    at: &str,
-) -> Result<(Option<String>, Option<String>, bool), ApiError> {
-    let mut dry_run = req.query.dry_run();
+fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError> {
+    let grace_period_seconds = match req.query.get("gracePeriodSeconds") {
+        None | Some("") => None,
+        Some(g) => Some(g.parse::<i64>().map_err(|e| {
+            ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}: {e}"))
+        })?),
+    };
+    let mut parsed = DeleteRequest {
+        grace_period_seconds,
+        dry_run: req.query.dry_run(),
+        ..DeleteRequest::default()
+    };
     let base = req
         .content_type()
         .split(';')
@@ -746,7 +858,7 @@ fn delete_options_of(
         .trim()
         .to_string();
     if req.body.is_empty() || !(base.is_empty() || base == "application/json") {
-        return Ok((None, None, dry_run));
+        return Ok(parsed);
     }
     let body: Value = serde_json::from_slice(req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
@@ -757,31 +869,41 @@ fn delete_options_of(
         .and_then(Value::as_array)
         .is_some_and(|d| d.iter().any(|x| x == "All"))
     {
-        dry_run = true;
+        parsed.dry_run = true;
     }
-    Ok((
-        s("/preconditions/uid"),
-        s("/preconditions/resourceVersion"),
-        dry_run,
-    ))
+    match opts.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => {}
+        Some(g) => {
+            parsed.grace_period_seconds = Some(g.as_i64().ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "error decoding DeleteOptions: gracePeriodSeconds: expected an integer, got {g}"
+                ))
+            })?);
+        }
+    }
+    parsed.uid = s("/preconditions/uid");
+    parsed.resource_version = s("/preconditions/resourceVersion");
+    Ok(parsed)
 }
 
 fn delete(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
-    let (uid, rv, dry_run) = delete_options(req)?;
-    let last = req.st.store.delete(
-        p.info,
-        namespace_of(p),
-        name,
-        (uid.as_deref(), rv.as_deref()),
-        dry_run,
-    )?;
+    let opts = delete_options(req)?;
+    let last = req
+        .st
+        .store
+        .delete(p.info, namespace_of(p), name, opts.options())?;
     Ok(single(req, p.info, &last, 200))
 }
 
 fn delete_collection(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     let info = p.info;
     let sel = req.selector(info)?;
-    let (_, _, dry_run) = delete_options(req)?;
+    let opts = delete_options(req)?;
+    let opts = store::DeleteOptions {
+        uid: None,
+        resource_version: None,
+        ..opts.options()
+    };
     let (items, _) = req.st.store.list(info, p.ns.as_deref());
     let mut deleted = Vec::new();
     for o in items.iter().filter(|o| sel.matches(o)) {
@@ -793,7 +915,7 @@ fn delete_collection(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        match req.st.store.delete(info, ns, name, (None, None), dry_run) {
+        match req.st.store.delete(info, ns, name, opts) {
             Ok(last) => deleted.push(to_wire(info, &last).into_owned()),
             // Deleted meanwhile by someone else: that is what was asked.
             Err(e) if e.code == 404 => {}
@@ -1022,10 +1144,8 @@ fn evict(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError
             }
         }
     }
-    let (uid, rv, dry_run) = delete_options_of(req, "/deleteOptions")?;
-    req.st
-        .store
-        .delete(info, ns, name, (uid.as_deref(), rv.as_deref()), dry_run)?;
+    let opts = delete_options_of(req, "/deleteOptions")?;
+    req.st.store.delete(info, ns, name, opts.options())?;
     Ok(json_response(201, &status::success(201, None)))
 }
 

@@ -15,6 +15,8 @@ pub struct Cluster {
     rt: tokio::runtime::Runtime,
     server: Option<Server>,
     pub addr: SocketAddr,
+    /// `http://ADDR` or `https://ADDR`.
+    pub url: String,
     pub dir: tempfile::TempDir,
 }
 
@@ -35,9 +37,22 @@ impl Cluster {
         std::fs::write(dir.path().join("kubeconfig"), server.kubeconfig()).expect("kubeconfig");
         Cluster {
             addr: server.local_addr(),
+            url: server.url(),
             rt,
             server: Some(server),
             dir,
+        }
+    }
+
+    /// Creates `n` pods `p-0000`… in `ns` straight in the store (fast seeding for list tests).
+    pub fn seed_pods(&self, ns: &str, n: usize) {
+        let store = self.server.as_ref().expect("server").store();
+        let pods = apiserver::resources::lookup("", "v1", "pods").expect("pods");
+        for i in 0..n {
+            let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p-{i:04}"), "namespace": ns},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+            store.create(pods, ns, pod, false).expect("seed pod");
         }
     }
 
@@ -113,9 +128,14 @@ impl Cluster {
     }
 
     pub fn kubectl_command(&self, args: &[&str]) -> Command {
+        self.kubectl_command_with(&self.kubeconfig(), args)
+    }
+
+    /// kubectl with another kubeconfig (wrong credentials and the like).
+    pub fn kubectl_command_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(kubectl_path());
         cmd.arg("--kubeconfig")
-            .arg(self.kubeconfig())
+            .arg(kubeconfig)
             .arg("--request-timeout=30s")
             .args(args)
             .env("KUBECACHEDIR", self.dir.path().join("cache"))
@@ -154,6 +174,17 @@ impl Drop for Cluster {
             self.rt.block_on(s.shutdown());
         }
     }
+}
+
+/// A self-signed serving certificate valid for 127.0.0.1 and localhost.
+pub fn test_tls() -> apiserver::TlsConfig {
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])
+        .expect("certificate");
+    apiserver::TlsConfig::from_pem(
+        cert.cert.pem().as_bytes(),
+        cert.signing_key.serialize_pem().as_bytes(),
+    )
+    .expect("certificate loads")
 }
 
 /// kubectl from `KUBECTL`; missing it is a failure, not a skip (scripts/test installs it).

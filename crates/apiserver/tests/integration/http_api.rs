@@ -517,3 +517,249 @@ fn malformed_requests_get_status_errors_and_the_server_keeps_serving(
     assert_eq!(status["kind"], "Status");
     assert_eq!(c.get("/api/v1/namespaces/default").0, 200, "still serving");
 }
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|o| {
+                    let meta = &o["metadata"];
+                    match meta["namespace"].as_str() {
+                        Some(ns) if ns != "default" => {
+                            format!("{ns}/{}", meta["name"].as_str().unwrap_or(""))
+                        }
+                        _ => meta["name"].as_str().unwrap_or("").to_string(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn continue_of(list: &Value) -> String {
+    list["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Every page of a list shows the first page's state: a pod created or deleted between pages
+/// does not show (a kept snapshot), and the resourceVersion stays the first page's.
+#[test]
+fn lists_come_in_pages_at_the_first_pages_resource_version() {
+    let c = Cluster::start();
+    for n in ["a", "b", "c", "d", "e"] {
+        create_pod(&c, pod(n));
+    }
+    let (_, p1) = c.get(&format!("{PODS}?limit=2"));
+    create_pod(&c, pod("bb"));
+    let (code, _) = c.request("DELETE", &format!("{PODS}/e"), None, "");
+    assert_eq!(code, 200);
+    let (_, p2) = c.get(&format!("{PODS}?limit=2&continue={}", continue_of(&p1)));
+    let (_, p3) = c.get(&format!("{PODS}?limit=2&continue={}", continue_of(&p2)));
+    let (_, now) = c.get(&format!("{PODS}?limit=10"));
+    let rv = |l: &Value| l["metadata"]["resourceVersion"].clone();
+    let remaining = |l: &Value| l["metadata"]["remainingItemCount"].clone();
+    assert_eq!(
+        (
+            (names(&p1), remaining(&p1)),
+            (names(&p2), remaining(&p2), rv(&p2) == rv(&p1)),
+            (names(&p3), p3["metadata"].clone()),
+            (names(&now), now["metadata"].get("continue").is_some()),
+        ),
+        (
+            (vec!["a".to_string(), "b".into()], json!(3)),
+            (vec!["c".to_string(), "d".into()], json!(1), true),
+            (vec!["e".to_string()], json!({"resourceVersion": rv(&p1)})),
+            (
+                vec![
+                    "a".to_string(),
+                    "b".into(),
+                    "bb".into(),
+                    "c".into(),
+                    "d".into()
+                ],
+                false
+            ),
+        )
+    );
+}
+
+#[test]
+fn pages_across_namespaces_and_with_selectors() {
+    let c = Cluster::start();
+    c.seed_pods("default", 3);
+    c.seed_pods("kube-system", 2);
+    let (_, p1) = c.get("/api/v1/pods?limit=4");
+    let (_, p2) = c.get(&format!(
+        "/api/v1/pods?limit=4&continue={}",
+        continue_of(&p1)
+    ));
+    // With a selector: pages of matching pods, no remainingItemCount.
+    let selected = "/api/v1/pods?limit=1&fieldSelector=metadata.name!%3Dp-0001";
+    let (_, s1) = c.get(selected);
+    let (_, s2) = c.get(&format!("{selected}&continue={}", continue_of(&s1)));
+    assert_eq!(
+        (
+            names(&p1),
+            p1["metadata"]["remainingItemCount"].clone(),
+            names(&p2),
+            names(&s1),
+            s1["metadata"].get("remainingItemCount").is_some(),
+            names(&s2),
+        ),
+        (
+            vec![
+                "p-0000".to_string(),
+                "p-0001".into(),
+                "p-0002".into(),
+                "kube-system/p-0000".into()
+            ],
+            json!(1),
+            vec!["kube-system/p-0001".to_string()],
+            vec!["p-0000".to_string()],
+            false,
+            vec!["p-0002".to_string()],
+        )
+    );
+}
+
+fn raw_token(v: Value) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+}
+
+#[test]
+fn an_expired_continue_token_is_410_with_a_token_to_continue_inconsistently() {
+    let c = Cluster::start();
+    for n in ["a", "b", "c"] {
+        create_pod(&c, pod(n));
+    }
+    // resourceVersion 1 was never a list's first page here: nothing kept, state changed since.
+    let stale = raw_token(json!({"v": "meta.k8s.io/v1", "rv": 1, "start": "a\u{0}"}));
+    let (code, status) = c.get(&format!("{PODS}?limit=1&continue={stale}"));
+    let next = continue_of(&status);
+    let mut without_token = status.clone();
+    without_token["metadata"] = json!({});
+    let (_, rest) = c.get(&format!("{PODS}?limit=5&continue={next}"));
+    assert_eq!(
+        (code, without_token, names(&rest)),
+        (
+            410,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                "reason": "Expired", "code": 410}),
+            vec!["b".to_string(), "c".into()],
+        )
+    );
+}
+
+#[rstest]
+#[case::garbled(
+    "continue=xyz!",
+    "invalid continue token: continue key is not valid: Invalid symbol 33, offset 3."
+)]
+#[case::with_a_resource_version(
+    &format!("continue={}&resourceVersion=5", raw_token(json!({"v": "meta.k8s.io/v1", "rv": 5, "start": "a\u{0}"}))),
+    "specifying resource version is not allowed when using continue"
+)]
+#[case::bad_limit("limit=ten", "invalid limit \"ten\": invalid digit found in string")]
+fn bad_paging_parameters_are_400(#[case] query: &str, #[case] message: &str) {
+    let c = Cluster::start();
+    assert_eq!(
+        c.get(&format!("{PODS}?{query}")),
+        (
+            400,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": "BadRequest", "code": 400})
+        )
+    );
+}
+
+/// DeleteOptions' gracePeriodSeconds, from the body or the query: a second delete may only
+/// shorten the grace period; 0 removes the pod.
+#[test]
+fn graceful_deletion_of_a_bound_pod_over_http() {
+    let c = Cluster::start();
+    let mut p = pod("a");
+    p["spec"]["nodeName"] = json!("n1");
+    create_pod(&c, p);
+    let delete = |query: &str, body: &str| {
+        let ct = (!body.is_empty()).then_some("application/json");
+        c.request("DELETE", &format!("{PODS}/a{query}"), ct, body)
+    };
+    let grace =
+        |(code, obj): (u16, Value)| (code, obj["metadata"]["deletionGracePeriodSeconds"].clone());
+    let first = grace(delete(
+        "",
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":20}"#,
+    ));
+    let longer = grace(delete("?gracePeriodSeconds=25", ""));
+    let shorter = grace(delete("?gracePeriodSeconds=5", ""));
+    let bad = delete("", r#"{"gracePeriodSeconds":"soon"}"#);
+    let gone = delete("", r#"{"gracePeriodSeconds":0}"#).0;
+    assert_eq!(
+        (
+            first,
+            longer,
+            shorter,
+            bad,
+            gone,
+            c.get(&format!("{PODS}/a")).0
+        ),
+        (
+            (200, json!(20)),
+            (200, json!(20)),
+            (200, json!(5)),
+            (
+                400,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "error decoding DeleteOptions: gracePeriodSeconds: expected an integer, got \"soon\"",
+                "reason": "BadRequest", "code": 400})
+            ),
+            200,
+            404
+        )
+    );
+}
+
+#[test]
+fn creating_in_a_terminating_namespace_is_403_namespace_terminating() {
+    let c = Cluster::start();
+    let (code, _) = c.post("/api/v1/namespaces", &json!({"metadata": {"name": "team"}}));
+    assert_eq!(code, 201);
+    let mut bound = pod("a");
+    bound["spec"]["nodeName"] = json!("n1");
+    let (code, _) = c.post("/api/v1/namespaces/team/pods", &bound);
+    assert_eq!(code, 201);
+    let (code, ns) = c.request("DELETE", "/api/v1/namespaces/team", None, "");
+    assert_eq!((code, &ns["status"]["phase"]), (200, &json!("Terminating")));
+    assert_eq!(
+        c.post("/api/v1/namespaces/team/pods", &pod("b")),
+        (
+            403,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "pods \"b\" is forbidden: unable to create new content in namespace team because it is being terminated",
+                "reason": "Forbidden", "code": 403,
+                "details": {"name": "b", "kind": "pods", "causes": [{"reason": "NamespaceTerminating",
+                    "message": "unable to create new content in namespace team because it is being terminated",
+                    "field": "metadata.namespace"}]}})
+        )
+    );
+}
+
+#[test]
+fn openapi_v2_is_404_with_a_status() {
+    let c = Cluster::start();
+    assert_eq!(
+        c.get("/openapi/v2"),
+        (
+            404,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "the server could not find the requested resource",
+                "reason": "NotFound", "code": 404, "details": {}})
+        )
+    );
+}

@@ -110,8 +110,17 @@ fn typed_api_create_get_list_replace_patch_bind_delete() {
             .expect_err("already bound");
         assert_eq!(reason(&err), Some((409, "Conflict".to_string())));
 
-        let deleted = pods
+        // A bound pod is deleted gracefully: marked, then gone with grace period 0.
+        let marked = pods
             .delete("a", &DeleteParams::default())
+            .await
+            .expect("marked")
+            .left()
+            .and_then(|p| p.metadata.deletion_grace_period_seconds);
+        assert_eq!(marked, Some(30));
+        assert!(pods.get_opt("a").await.expect("get_opt").is_some());
+        let deleted = pods
+            .delete("a", &DeleteParams::default().grace_period(0))
             .await
             .expect("deleted");
         assert!(deleted.is_left());
@@ -247,4 +256,88 @@ fn status_patches_merge_conditions_and_leases_use_optimistic_concurrency() {
         let again = leases.create(&PostParams::default(), &lease).await.expect_err("exists");
         assert_eq!(reason(&again), Some((409, "AlreadyExists".to_string())));
     });
+}
+
+/// kube-rs lists in pages of 500 and its watcher follows `continue` to the end.
+#[test]
+fn list_pages_and_the_watcher_see_more_than_500_pods() {
+    let c = Cluster::start();
+    c.seed_pods("default", 1201);
+    let client = c.kube_client();
+    let (first, watched) = c.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let first = pods
+            .list(&ListParams::default().limit(500))
+            .await
+            .expect("first page");
+        let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
+        let mut seen = 0;
+        while let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(20), events.try_next())
+            .await
+            .expect("in time")
+        {
+            match event {
+                watcher::Event::InitApply(_) => seen += 1,
+                watcher::Event::InitDone => break,
+                _ => {}
+            }
+        }
+        (first, seen)
+    });
+    assert_eq!(
+        (
+            first.items.len(),
+            first.metadata.continue_.is_some(),
+            first.metadata.remaining_item_count,
+            watched
+        ),
+        (500, true, Some(701), 1201)
+    );
+}
+
+/// A bound pod's nodeName cannot be changed by an update (only binding sets it): 422 with
+/// one `FieldValueForbidden` cause on `spec`.
+#[test]
+fn replacing_a_bound_pods_node_name_is_invalid() {
+    let c = Cluster::start();
+    let client = c.kube_client();
+    let (reason, causes) = c.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let mut p = pod("a");
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = Some("n1".into());
+        }
+        let mut created = pods
+            .create(&PostParams::default(), &p)
+            .await
+            .expect("created");
+        if let Some(spec) = created.spec.as_mut() {
+            spec.node_name = Some("n2".into());
+        }
+        let err = pods
+            .replace("a", &PostParams::default(), &created)
+            .await
+            .expect_err("invalid");
+        let causes = match &err {
+            kube::Error::Api(s) => s
+                .details
+                .as_ref()
+                .map(|d| {
+                    d.causes
+                        .iter()
+                        .map(|c| (c.reason.clone(), c.field.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        (reason(&err), causes)
+    });
+    assert_eq!(
+        (reason, causes),
+        (
+            Some((422, "Invalid".to_string())),
+            vec![("FieldValueForbidden".to_string(), "spec".to_string())]
+        )
+    );
 }

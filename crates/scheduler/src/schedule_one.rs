@@ -15,7 +15,9 @@ use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Sta
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::runtime::{ActiveFilters, Framework, NodeScores, NominatedPods, PluginStatus};
+use crate::runtime::{
+    ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginStatus,
+};
 
 /// Below this many nodes, every node is evaluated (upstream `minFeasibleNodesToFind`).
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -54,6 +56,8 @@ pub struct Diagnosis {
     pub pending_plugins: BTreeSet<&'static str>,
     pub pre_filter_msg: String,
     pub post_filter_msg: String,
+    /// What PostFilter proposed (preemption: a node to nominate and the victims to evict).
+    pub post_filter_result: Option<framework::PostFilterResult>,
 }
 
 impl Diagnosis {
@@ -225,10 +229,20 @@ impl ScheduleAlgorithm {
         if feasible.is_empty() {
             if fwk.has_post_filter_plugins() {
                 let start = Instant::now();
-                let (_, s) =
-                    fwk.run_post_filter_plugins(state, pod, snapshot, &diagnosis.node_to_status);
+                let runner = CycleRunner::new(fwk, &self.nominated, &mut self.rng);
+                let (r, s) = fwk.run_post_filter_plugins(
+                    state,
+                    pod,
+                    snapshot,
+                    &diagnosis.node_to_status,
+                    &runner,
+                );
                 fwk.observe("PostFilter", &s, start);
+                if !s.is_success() {
+                    tracing::debug!(pod = %pod.key, status = %s.message(), "PostFilter did not help");
+                }
                 diagnosis.post_filter_msg = s.message();
+                diagnosis.post_filter_result = r;
             }
             return Err(ScheduleError::Fit(Box::new(FitError {
                 num_all_nodes: snapshot.num_nodes(),

@@ -335,7 +335,7 @@ async fn pods_are_bound_confirmed_and_reported() {
             ("a".to_string(), "assumed n1".to_string()),
             (
                 "b".to_string(),
-                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.".to_string()
+                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string()
             ),
         ]
     );
@@ -352,7 +352,7 @@ async fn pods_are_bound_confirmed_and_reported() {
         vec![failed(
             "b",
             "Unschedulable",
-            "0/1 nodes are available: 1 Insufficient cpu."
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         )]
     );
     assert_eq!(
@@ -369,7 +369,7 @@ async fn pods_are_bound_confirmed_and_reported() {
                 "b",
                 EventType::Warning,
                 "FailedScheduling",
-                "0/1 nodes are available: 1 Insufficient cpu.",
+                "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
                 "default-scheduler"
             ),
         ]
@@ -700,11 +700,11 @@ async fn loop_thread_schedules_until_stopped() {
 #[rstest]
 #[case::lower_priority_sees_the_nomination(
     0,
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
 )]
 #[case::equal_priority_sees_the_nomination(
     100,
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
 )]
 #[case::higher_priority_ignores_it(200, "assumed n1")]
 #[tokio::test]
@@ -769,6 +769,7 @@ async fn attempts_and_queue_moves_are_measured() {
         // One feasible node: no scoring, as upstream.
         vec![
             "PreFilter Success",
+            "PostFilter Unschedulable",
             "PreFilter Success",
             "Reserve Success",
             "Permit Success",

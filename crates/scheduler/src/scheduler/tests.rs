@@ -811,3 +811,148 @@ fn node_changes_map_to_upstream_actions(#[case] new: Node, #[case] want: ActionT
 }
 
 use framework::ActionType;
+
+// ---- preemption -------------------------------------------------------------------------
+
+/// A pod of `priority` requesting `cpu`, on `node` (empty: pending).
+fn prio_pod(name: &str, priority: i32, cpu: &str, node: &str) -> framework::testing::PodBuilder {
+    let p = make_pod(name).req(&[("cpu", cpu)]).priority(priority);
+    if node.is_empty() {
+        p
+    } else {
+        p.node(node)
+    }
+}
+
+fn never_preempts(p: framework::testing::PodBuilder) -> framework::testing::PodBuilder {
+    p.with(|pod| {
+        if let Some(s) = pod.spec.as_mut() {
+            s.preemption_policy = Some("Never".into());
+        }
+    })
+}
+
+/// What one attempt of `preemptor` did on a 2-CPU node holding `low` (priority 0) and `mid`
+/// (priority 5), 1 CPU each: its outcome, the pods deleted, and the nomination written.
+#[rstest]
+#[case::the_lowest_priority_pod_is_evicted_and_the_pod_nominated(
+    prio_pod("high", 100, "1", ""),
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.",
+    vec!["low"],
+    Nomination::Set("n1".into())
+)]
+#[case::both_go_when_the_pod_needs_the_whole_node(
+    prio_pod("high", 100, "2", ""),
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.",
+    vec!["mid", "low"],
+    Nomination::Set("n1".into())
+)]
+#[case::preemption_policy_never_stays_pending(
+    never_preempts(prio_pod("high", 100, "1", "")),
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.",
+    vec![],
+    Nomination::Keep
+)]
+#[case::evicting_only_the_lower_priority_pod_does_not_make_room(
+    prio_pod("high", 3, "2", ""),
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Insufficient cpu.",
+    vec![],
+    Nomination::Keep
+)]
+#[tokio::test]
+async fn preemption_attempt(
+    #[case] preemptor: framework::testing::PodBuilder,
+    #[case] want_outcome: &str,
+    #[case] want_deleted: Vec<&str>,
+    #[case] want_nomination: Nomination,
+) {
+    let mut h = harness("preempt-attempt", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "1", "n1").obj());
+    h.cluster.apply_pod(prio_pod("mid", 5, "1", "n1").obj());
+    h.cluster.apply_pod(preemptor.obj());
+    let outcomes = h.drain().await;
+    settle().await;
+    let w = h.cluster.writes();
+    let deleted: Vec<String> = w.deletions.iter().map(|d| d.name.clone()).collect();
+    let nomination = h
+        .cluster
+        .last_status_update("default", "high")
+        .map(|u| u.nomination);
+    assert_eq!(
+        (outcomes, deleted, nomination),
+        (
+            vec![("high".to_string(), want_outcome.to_string())],
+            want_deleted.into_iter().map(String::from).collect(),
+            Some(want_nomination)
+        )
+    );
+}
+
+/// The whole flow on the loop: the preemptor is nominated, its victim deleted (with a
+/// `Preempted` event), the nominator keeps the room from a lower-priority pod, and the
+/// preemptor is bound once its backoff is over.
+#[tokio::test]
+async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
+    let mut h = harness("preempt-flow", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "2", "n1").obj());
+    h.cluster.apply_pod(prio_pod("high", 100, "2", "").obj());
+    let first = h.drain().await;
+    settle().await;
+    let nominated = h.sched.with_state(|_, q| {
+        q.nominated_pods_for_node("n1")
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect::<Vec<_>>()
+    });
+    // A latecomer of lower priority must not take the room kept for `high`.
+    h.cluster.apply_pod(prio_pod("late", 1, "1", "").obj());
+    let latecomer = h.drain().await;
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    let second = h.drain().await;
+    settle().await;
+    let w = h.cluster.writes();
+    let preempted: Vec<PodEvent> = w
+        .events
+        .iter()
+        .filter(|e| e.reason == "Preempted")
+        .cloned()
+        .collect();
+    assert_eq!(
+        (
+            first,
+            nominated,
+            latecomer,
+            second,
+            w.deletions,
+            preempted,
+            h.node_of("high"),
+            h.cluster.pod("default", "low").is_some(),
+        ),
+        (
+            vec![(
+                "high".to_string(),
+                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.".to_string()
+            )],
+            vec!["high".to_string()],
+            vec![(
+                "late".to_string(),
+                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string()
+            )],
+            vec![("high".to_string(), "assumed n1".to_string())],
+            vec![pod_ref("low")],
+            vec![PodEvent {
+                regarding: pod_ref("low"),
+                event_type: EventType::Normal,
+                reason: "Preempted".into(),
+                action: "Preempting".into(),
+                message: "Preempted by pod uid-high on node n1".into(),
+                reporting_controller: "default-scheduler".into(),
+            }],
+            Some("n1".to_string()),
+            false,
+        )
+    );
+}

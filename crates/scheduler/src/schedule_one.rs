@@ -229,7 +229,7 @@ impl ScheduleAlgorithm {
         if feasible.is_empty() {
             if fwk.has_post_filter_plugins() {
                 let start = Instant::now();
-                let runner = CycleRunner::new(fwk, &self.nominated, &mut self.rng);
+                let runner = CycleRunner::new(fwk, state, &self.nominated, &mut self.rng);
                 let (r, s) = fwk.run_post_filter_plugins(
                     state,
                     pod,

@@ -161,7 +161,7 @@ impl DefaultPreemption {
                 want,
             )
         };
-        let node_statuses = explain_nodes(snapshot, &potential, &examined);
+        let node_statuses = explain_nodes(snapshot, &examined);
         if candidates.is_empty() {
             if let Some((_, s)) = examined.iter().find(|(_, s)| s.code() == Code::Error) {
                 return (None, Status::error(s.message()));
@@ -503,25 +503,13 @@ pub fn select_candidate(candidates: &[Candidate]) -> Option<&Candidate> {
     remaining.first().copied()
 }
 
-/// Per node, why preemption did or did not help: the dry-run outcome of examined nodes,
-/// "not helpful" for nodes Filter rejected as unresolvable; nodes not examined (enough
-/// candidates were found first) are left out. In snapshot order.
-fn explain_nodes(
-    snapshot: &Snapshot,
-    potential: &[&Arc<NodeInfo>],
-    examined: &[(String, Status)],
-) -> Vec<(String, Status)> {
-    snapshot
-        .node_infos()
-        .iter()
-        .filter_map(|n| {
-            if let Some((_, s)) = examined.iter().find(|(e, _)| e == n.name()) {
-                return Some((n.name().to_string(), s.clone()));
-            }
-            let is_potential = potential.iter().any(|p| p.name() == n.name());
-            (!is_potential).then(|| (n.name().to_string(), Status::unresolvable(ERR_NOT_HELPFUL)))
-        })
-        .collect()
+/// Per node the dry run examined, why preemption did or did not help, in snapshot order.
+/// The other nodes are summed up in the message ("not helpful"): listing them would cost
+/// an entry per node of the cluster on every failed attempt.
+fn explain_nodes(snapshot: &Snapshot, examined: &[(String, Status)]) -> Vec<(String, Status)> {
+    let mut out = examined.to_vec();
+    out.sort_by_key(|(n, _)| snapshot.position(n));
+    out
 }
 
 /// Upstream's FitError message over the dry run: `0/<N> nodes are available: ` and the

@@ -198,18 +198,24 @@ impl<'a> ActiveFilters<'a> {
 /// sequential, so a `RefCell` suffices).
 pub struct CycleRunner<'a> {
     fwk: &'a Framework,
+    /// The cycle's filters (those whose PreFilter did not skip), with the nominated pods,
+    /// resolved once for every dry run.
+    filters: ActiveFilters<'a>,
     nominated: &'a NominatedPods,
     rng: std::cell::RefCell<&'a mut dyn rand::RngCore>,
 }
 
 impl<'a> CycleRunner<'a> {
+    /// A runner for the cycle whose PreFilter produced `state`.
     pub fn new(
         fwk: &'a Framework,
+        state: &CycleState,
         nominated: &'a NominatedPods,
         rng: &'a mut dyn rand::RngCore,
     ) -> Self {
         CycleRunner {
             fwk,
+            filters: fwk.active_filters(state).with_nominated(nominated, fwk),
             nominated,
             rng: std::cell::RefCell::new(rng),
         }
@@ -223,10 +229,7 @@ impl PluginsRunner for CycleRunner<'_> {
         pod: &PodInfo,
         node: &NodeInfo,
     ) -> Status {
-        self.fwk
-            .active_filters(state)
-            .with_nominated(self.nominated, self.fwk)
-            .run(state, pod, node)
+        self.filters.run(state, pod, node)
     }
 
     fn run_pre_filter_extension_add_pod(

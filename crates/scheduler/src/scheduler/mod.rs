@@ -594,6 +594,7 @@ impl Shared {
             lower.iter().map(|p| PodRef::of(&p.pod)).collect()
         };
         tracing::debug!(pod = %pod.key, %node, victims = r.victims.len(), "preempting");
+        let preemptor = pod_key(&pod.pod);
         let shared = self.clone();
         let client = self.client.clone();
         self.tasks.started();
@@ -617,6 +618,12 @@ impl Shared {
                 if let Err(e) = client.update_pod_status(&update).await {
                     tracing::debug!(error = %e, "cannot clear a nomination");
                 }
+            }
+            // The victims are gone: the preemptor need not wait out its backoff (upstream
+            // activates it when an asynchronous preemption ends).
+            let activated = shared.state().queue.activate(&preemptor);
+            if activated {
+                shared.notify();
             }
             shared.tasks.finished();
         });

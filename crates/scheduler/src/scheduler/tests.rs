@@ -832,37 +832,40 @@ fn never_preempts(p: framework::testing::PodBuilder) -> framework::testing::PodB
     })
 }
 
-/// What one attempt of `preemptor` did on a 2-CPU node holding `low` (priority 0) and `mid`
-/// (priority 5), 1 CPU each: its outcome, the pods deleted, and the nomination written.
+const PREEMPTED: &str = "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.";
+
+/// What `preemptor` went through on a 2-CPU node holding `low` (priority 0) and `mid`
+/// (priority 5), 1 CPU each: its outcomes (a preemptor is activated once its victims are
+/// gone, and placed), the pods deleted, and the nomination written.
 #[rstest]
-#[case::the_lowest_priority_pod_is_evicted_and_the_pod_nominated(
+#[case::the_lowest_priority_pod_is_evicted_and_the_pod_placed(
     prio_pod("high", 100, "1", ""),
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.",
+    vec![PREEMPTED, "assumed n1"],
     vec!["low"],
     Nomination::Set("n1".into())
 )]
 #[case::both_go_when_the_pod_needs_the_whole_node(
     prio_pod("high", 100, "2", ""),
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.",
+    vec![PREEMPTED, "assumed n1"],
     vec!["mid", "low"],
     Nomination::Set("n1".into())
 )]
 #[case::preemption_policy_never_stays_pending(
     never_preempts(prio_pod("high", 100, "1", "")),
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.",
+    vec!["unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."],
     vec![],
     Nomination::Keep
 )]
 #[case::evicting_only_the_lower_priority_pod_does_not_make_room(
     prio_pod("high", 3, "2", ""),
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Insufficient cpu.",
+    vec!["unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Insufficient cpu."],
     vec![],
     Nomination::Keep
 )]
 #[tokio::test]
 async fn preemption_attempt(
     #[case] preemptor: framework::testing::PodBuilder,
-    #[case] want_outcome: &str,
+    #[case] want_outcomes: Vec<&str>,
     #[case] want_deleted: Vec<&str>,
     #[case] want_nomination: Nomination,
 ) {
@@ -882,35 +885,35 @@ async fn preemption_attempt(
     assert_eq!(
         (outcomes, deleted, nomination),
         (
-            vec![("high".to_string(), want_outcome.to_string())],
+            want_outcomes
+                .into_iter()
+                .map(|o| ("high".to_string(), o.to_string()))
+                .collect::<Vec<_>>(),
             want_deleted.into_iter().map(String::from).collect(),
             Some(want_nomination)
         )
     );
 }
 
-/// The whole flow on the loop: the preemptor is nominated, its victim deleted (with a
-/// `Preempted` event), the nominator keeps the room from a lower-priority pod, and the
-/// preemptor is bound once its backoff is over.
+/// The whole flow on the loop: the failed attempt nominates the preemptor at once (the
+/// nominator keeps the room for it), a task deletes the victim with a `Preempted` event
+/// and then activates the preemptor, which is bound without waiting out its backoff.
 #[tokio::test]
 async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
     let mut h = harness("preempt-flow", "permit: allow", &["default-scheduler"]);
     h.cluster.apply_node(node("n1", "2"));
     h.cluster.apply_pod(prio_pod("low", 0, "2", "n1").obj());
     h.cluster.apply_pod(prio_pod("high", 100, "2", "").obj());
-    let first = h.drain().await;
-    settle().await;
+    // One cycle, without letting the deletion task run yet.
+    let first = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
     let nominated = h.sched.with_state(|_, q| {
         q.nominated_pods_for_node("n1")
             .iter()
             .map(|p| p.name().to_string())
             .collect::<Vec<_>>()
     });
-    // A latecomer of lower priority must not take the room kept for `high`.
-    h.cluster.apply_pod(prio_pod("late", 1, "1", "").obj());
-    let latecomer = h.drain().await;
-    h.clock.advance(Duration::from_secs(1));
-    h.sched.flush();
+    let low_before = h.cluster.pod("default", "low").is_some();
+    h.sched.wait_for_bindings().await;
     let second = h.drain().await;
     settle().await;
     let w = h.cluster.writes();
@@ -924,7 +927,7 @@ async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
         (
             first,
             nominated,
-            latecomer,
+            low_before,
             second,
             w.deletions,
             preempted,
@@ -932,15 +935,9 @@ async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
             h.cluster.pod("default", "low").is_some(),
         ),
         (
-            vec![(
-                "high".to_string(),
-                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.".to_string()
-            )],
+            Some(PREEMPTED.to_string()),
             vec!["high".to_string()],
-            vec![(
-                "late".to_string(),
-                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string()
-            )],
+            true,
             vec![("high".to_string(), "assumed n1".to_string())],
             vec![pod_ref("low")],
             vec![PodEvent {

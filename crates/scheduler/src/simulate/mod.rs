@@ -103,9 +103,8 @@ pub struct Options {
 /// that never ends). Permit plugins cannot make a pod wait here: a waiting pod is rejected.
 ///
 /// Preemption runs as in the scheduler: a pod that preempts is nominated and its victims are
-/// deleted from the cluster (reported with result `Preempted`); then the clock jumps past
-/// the longest backoff so that the pods the deletions may help (the preemptor first, by
-/// priority) are tried again within the run.
+/// deleted from the cluster (reported with result `Preempted`); once they are gone the
+/// scheduler moves the preemptor back to activeQ, so it is placed within the run.
 pub fn run(
     input: &ClusterInput,
     profiles: Vec<Framework>,
@@ -171,7 +170,6 @@ pub fn run(
     // Each pending pod is attempted once, and again after a preemption; the bound only
     // guards against a requeue loop.
     let limit = 4 * input.pods.len() + 1;
-    let max_backoff = SchedulerOptions::default().queue.pod_max_backoff;
     for _ in 0..limit {
         let mut explanation = Explanation::default();
         let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
@@ -220,9 +218,6 @@ pub fn run(
                     }
                 }
             }
-            // The victims are gone: let the pods their deletion may help try again now.
-            clock.advance(max_backoff);
-            sched.flush();
         }
     }
     report.pods.extend(held_back);

@@ -26,8 +26,10 @@ use std::sync::Arc;
 
 use framework::labels::LabelSelector;
 use framework::{
-    decode_args, ArgsError, Code, CycleState, Handle, NodeInfo, NodeToStatus, Plugin,
-    PluginsRunner, PodInfo, PostFilterPlugin, PostFilterResult, Snapshot, Status,
+    decode_args, ActionType, ArgsError, ClusterEventWithHint, Code, CycleState, EnqueueExtensions,
+    EventResource, Handle, NodeInfo, NodeToStatus, Plugin, PluginsRunner, PodInfo,
+    PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptingPods, QueueingHint, Snapshot,
+    Status,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -53,6 +55,8 @@ pub const ERR_TERMINATING_ON_NOMINATED: &str =
 pub const ERR_NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 /// Nodes where preemption was not tried (rejected as unresolvable, or not examined).
 pub const ERR_NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// A preemptor whose victims are still being deleted.
+pub const ERR_PREEMPTION_RUNNING: &str = "waiting for the preemption for this pod to be finished";
 /// `DisruptionTarget` condition reason of pods the scheduler preempts.
 pub const REASON_PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
 
@@ -60,25 +64,32 @@ pub const REASON_PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
 #[derive(Debug)]
 pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
+    /// Preemptions the scheduler is carrying out: their preemptors wait at PreEnqueue.
+    preempting: PreemptingPods,
 }
 
 /// Builds the plugin from `DefaultPreemptionArgs` (absent: upstream's defaults).
 pub fn new(
     args: Option<&serde_json::Value>,
-    _handle: &Handle,
+    handle: &Handle,
 ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
-    Ok(Arc::new(DefaultPreemption::from_args(args)?))
+    let mut pl = DefaultPreemption::from_args(args)?;
+    pl.preempting = handle.preempting_pods.clone();
+    Ok(Arc::new(pl))
 }
 
 impl DefaultPreemption {
-    /// Decodes and validates `args`.
+    /// Decodes and validates `args` (with a set of running preemptions of its own).
     pub fn from_args(args: Option<&serde_json::Value>) -> Result<Self, Vec<ArgsError>> {
         let args: DefaultPreemptionArgs = decode_args(args).map_err(|e| vec![e])?;
         let errs = args.validate();
         if !errs.is_empty() {
             return Err(errs);
         }
-        Ok(DefaultPreemption { args })
+        Ok(DefaultPreemption {
+            args,
+            preempting: PreemptingPods::default(),
+        })
     }
 
     pub fn args(&self) -> &DefaultPreemptionArgs {
@@ -91,8 +102,27 @@ impl Plugin for DefaultPreemption {
         NAME
     }
 
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        Some(self)
+    }
+
     fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
         Some(self)
+    }
+
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+/// A preemptor waits here while its victims are being deleted, so that it is not tried
+/// (and does not preempt again) before they are gone; the scheduler activates it then.
+impl PreEnqueuePlugin for DefaultPreemption {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if self.preempting.contains(&pod.key) {
+            return Status::unresolvable(ERR_PREEMPTION_RUNNING);
+        }
+        Status::success()
     }
 }
 
@@ -114,6 +144,19 @@ impl PostFilterPlugin for DefaultPreemption {
             result,
             Status::new(status.code(), format!("{MESSAGE_PREFIX}{message}")),
         )
+    }
+}
+
+/// Pod deletions are registered so that the queue knows this plugin may gate pods, with a
+/// hint that never requeues: the end of the preemption activates the pod, and the plugins
+/// that rejected it decide on their own events.
+impl EnqueueExtensions for DefaultPreemption {
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        vec![ClusterEventWithHint::with_hint(
+            EventResource::Pod,
+            ActionType::DELETE,
+            Arc::new(|_, _, _| Ok(QueueingHint::QueueSkip)),
+        )]
     }
 }
 

@@ -610,3 +610,21 @@ fn number_of_candidates(
 ) {
     assert_eq!(args.num_candidates(nodes), want);
 }
+
+#[rstest]
+#[case::a_pod_without_running_preemption_passes("other", Status::success())]
+#[case::a_preemptor_waits_for_its_victims(
+    "hi",
+    Status::unresolvable("waiting for the preemption for this pod to be finished")
+)]
+fn pre_enqueue_holds_back_a_running_preemption(#[case] preempting: &str, #[case] want: Status) {
+    let handle = Handle::offline();
+    let plugin = new(None, &handle).unwrap_or_else(|e| unreachable!("{e:?}"));
+    handle
+        .preempting_pods
+        .start(&format!("default/{preempting}"));
+    let got = plugin
+        .as_pre_enqueue()
+        .map(|p| p.pre_enqueue(&pod("hi", 10, "1", "").info()));
+    assert_eq!(got, Some(want));
+}

@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use framework::{
     ClusterClient, CycleState, EventType, NominatingMode, Nomination, PodEvent, PodInfo, PodRef,
-    PodScheduledCondition, PodStatusUpdate, PostFilterResult, QueuedPodInfo, Snapshot, Status,
-    WaitingPod, WaitingPods, Workloads,
+    PodScheduledCondition, PodStatusUpdate, PostFilterResult, PreemptingPods, QueuedPodInfo,
+    Snapshot, Status, WaitingPod, WaitingPods, Workloads,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -138,6 +138,8 @@ struct Shared {
     /// Signalled when a pod may have entered activeQ, and on stop.
     wake: Condvar,
     waiting_pods: WaitingPods,
+    /// Preemptors whose victims are being deleted (DefaultPreemption gates them).
+    preempting_pods: PreemptingPods,
     client: Arc<dyn ClusterClient>,
     metrics: Arc<dyn MetricsRecorder>,
     clock: Arc<dyn Clock>,
@@ -208,11 +210,16 @@ impl Scheduler {
                 Arc::new(f)
             })
             .collect();
-        let (client, waiting_pods) = match frameworks.first() {
-            Some(f) => (f.handle().client.clone(), f.handle().waiting_pods.clone()),
+        let (client, waiting_pods, preempting_pods) = match frameworks.first() {
+            Some(f) => (
+                f.handle().client.clone(),
+                f.handle().waiting_pods.clone(),
+                f.handle().preempting_pods.clone(),
+            ),
             None => (
                 Arc::new(framework::handle::NoopClient) as Arc<dyn ClusterClient>,
                 WaitingPods::default(),
+                PreemptingPods::default(),
             ),
         };
         let mut queue = PriorityQueue::new(frameworks.clone(), clock.clone(), options.queue);
@@ -240,6 +247,7 @@ impl Scheduler {
                 state: Mutex::new(state),
                 wake: Condvar::new(),
                 waiting_pods,
+                preempting_pods,
                 client,
                 metrics,
                 clock,
@@ -595,6 +603,8 @@ impl Shared {
         };
         tracing::debug!(pod = %pod.key, %node, victims = r.victims.len(), "preempting");
         let preemptor = pod_key(&pod.pod);
+        let preemptor_name = pod.key.clone();
+        self.preempting_pods.start(&preemptor_name);
         let shared = self.clone();
         let client = self.client.clone();
         self.tasks.started();
@@ -621,6 +631,7 @@ impl Shared {
             }
             // The victims are gone: the preemptor need not wait out its backoff (upstream
             // activates it when an asynchronous preemption ends).
+            shared.preempting_pods.finish(&preemptor_name);
             let activated = shared.state().queue.activate(&preemptor);
             if activated {
                 shared.notify();

@@ -953,3 +953,38 @@ async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
         )
     );
 }
+
+/// While its victims are being deleted, a preemptor that an event moves back to activeQ
+/// is held at PreEnqueue by DefaultPreemption (it must not preempt again); the end of the
+/// preemption releases and activates it.
+#[tokio::test]
+async fn a_preemptor_is_gated_until_its_preemption_ends() {
+    let mut h = harness("preempt-gate", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "2", "n1").obj());
+    h.cluster.apply_pod(prio_pod("high", 100, "2", "").obj());
+    let first = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    // Backoff over, and a node with room (NodeResourcesFit's hint requeues the pod) that
+    // its taint keeps the pod off: back to activeQ, but the gate holds it while the
+    // deletion task has not run.
+    h.clock.advance(Duration::from_secs(1));
+    h.cluster.apply_node(
+        make_node("tainted")
+            .capacity(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "110")])
+            .taint("dedicated", "other", "NoSchedule")
+            .obj(),
+    );
+    let during = h.queue_of("high");
+    h.sched.wait_for_bindings().await;
+    let after = h.queue_of("high");
+    let second = h.drain().await;
+    assert_eq!(
+        (first, during, after, second),
+        (
+            Some(PREEMPTED.to_string()),
+            Some(QueueName::Gated),
+            Some(QueueName::Active),
+            vec![("high".to_string(), "assumed n1".to_string())],
+        )
+    );
+}

@@ -292,6 +292,24 @@ impl ScheduleAlgorithm {
             diagnosis.node_to_status.set_absent_status(s);
             return Ok((Vec::new(), diagnosis));
         }
+        // A node nominated by an earlier preemption is likely the only one that fits: try it
+        // first and take it when it passes. Upstream: evaluateNominatedNode.
+        if let Some(node) = status_nominated_node(pod).and_then(|n| snapshot.get(n)) {
+            let filters = fwk
+                .active_filters(state)
+                .with_nominated(&self.nominated, fwk);
+            let mut rec = Vec::new();
+            let s = match explain.as_deref_mut() {
+                Some(_) => filters.run_explained(state, pod, node, &mut rec),
+                None => filters.run(state, pod, node),
+            };
+            if s.is_success() {
+                if let Some(e) = explain.as_deref_mut() {
+                    e.filter.push((node.name().to_string(), rec));
+                }
+                return Ok((vec![node.clone()], diagnosis));
+            }
+        }
         let all = snapshot.node_infos();
         let restricted: Vec<Arc<NodeInfo>>;
         let nodes: &[Arc<NodeInfo>] = match pre_res.as_ref().and_then(|r| r.node_names.as_ref()) {
@@ -605,6 +623,15 @@ impl FilterPass {
         }
         Ok(())
     }
+}
+
+/// The pod's `status.nominatedNodeName`, if set.
+fn status_nominated_node(pod: &PodInfo) -> Option<&str> {
+    pod.pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
 }
 
 fn plugin_label(plugins: &[&'static str]) -> &'static str {

@@ -237,6 +237,14 @@ pub fn to_table(report: &Report) -> String {
 
 fn short_reason(p: &PodReport) -> String {
     match p.result {
+        PodResult::Scheduled if !p.victims.is_empty() => {
+            let names: Vec<String> = p
+                .victims
+                .iter()
+                .map(|(ns, n)| format!("{ns}/{n}"))
+                .collect();
+            format!("preempted {}", names.join(", "))
+        }
         PodResult::Scheduled => String::new(),
         PodResult::Unschedulable => match p.reason_counts.first() {
             // The most frequent reason first: the rest are listed below the table.

@@ -609,11 +609,17 @@ impl Shared {
         let client = self.client.clone();
         self.tasks.started();
         self.runtime.spawn(async move {
-            for victim in &deletions {
-                if let Err(e) = client.delete_pod(victim).await {
-                    tracing::debug!(pod = %format!("{}/{}", victim.namespace, victim.name), error = %e, "cannot delete preemption victim");
-                }
+            // Victims are deleted in parallel, as upstream does.
+            let mut deleting = tokio::task::JoinSet::new();
+            for victim in deletions {
+                let client = client.clone();
+                deleting.spawn(async move {
+                    if let Err(e) = client.delete_pod(&victim).await {
+                        tracing::debug!(pod = %format!("{}/{}", victim.namespace, victim.name), error = %e, "cannot delete preemption victim");
+                    }
+                });
             }
+            while deleting.join_next().await.is_some() {}
             for event in &events {
                 if let Err(e) = client.record_event(event).await {
                     tracing::debug!(error = %e, reason = %event.reason, "cannot record event");

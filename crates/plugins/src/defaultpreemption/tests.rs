@@ -525,6 +525,32 @@ fn a_terminating_victim_on_the_nominated_node_makes_the_pod_wait() {
     vec!["a"],
     (vec![], vec!["a"])
 )]
+#[case::other_namespace_does_not_count(
+    vec![Arc::new(PodDisruptionBudget {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            namespace: Some("prod".into()),
+            ..Default::default()
+        },
+        ..(*pdb("db", 0)).clone()
+    })],
+    vec!["a"],
+    (vec![], vec!["a"])
+)]
+#[case::already_disrupted_pods_do_not_count(
+    vec![Arc::new(PodDisruptionBudget {
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed: 0,
+            disrupted_pods: Some(BTreeMap::from([(
+                "a".to_string(),
+                Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            )])),
+            ..Default::default()
+        }),
+        ..(*pdb("db", 0)).clone()
+    })],
+    vec!["a", "b"],
+    (vec!["b"], vec!["a"])
+)]
 fn pdb_violations(
     #[case] pdbs: Vec<Arc<PodDisruptionBudget>>,
     #[case] pods: Vec<&str>,
@@ -627,4 +653,37 @@ fn pre_enqueue_holds_back_a_running_preemption(#[case] preempting: &str, #[case]
         .as_pre_enqueue()
         .map(|p| p.pre_enqueue(&pod("hi", 10, "1", "").info()));
     assert_eq!(got, Some(want));
+}
+
+/// `(deletionTimestamp set, DisruptionTarget condition as (status, reason))`.
+#[rstest]
+#[case::running(false, None, false)]
+#[case::terminating_without_condition(true, None, true)]
+#[case::terminating_preempted_by_a_scheduler(true, Some(("True", "PreemptionByScheduler")), true)]
+#[case::terminating_for_another_reason(true, Some(("True", "EvictionByEvictionAPI")), false)]
+fn terminating_by_preemption_reads_the_disruption_target(
+    #[case] deleting: bool,
+    #[case] condition: Option<(&str, &str)>,
+    #[case] want: bool,
+) {
+    let p = make_pod("v")
+        .with(|p| {
+            if deleting {
+                p.metadata.deletion_timestamp =
+                    Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+            }
+            if let Some((status, reason)) = condition {
+                p.status = Some(PodStatus {
+                    conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                        type_: "DisruptionTarget".into(),
+                        status: status.into(),
+                        reason: Some(reason.into()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                });
+            }
+        })
+        .obj();
+    assert_eq!(terminating_by_preemption(&p), want);
 }

@@ -18,7 +18,9 @@
 //!    what could not be put back are the victims;
 //! 4. the best candidate by upstream's ordered criteria (fewest PDB violations, lowest
 //!    highest victim priority, smallest priority sum, fewest victims, latest start time of
-//!    the highest-priority victims, then the first found).
+//!    the highest-priority victims, then the first found);
+//! 5. while the loop deletes the victims, the preemptor waits at PreEnqueue (upstream's
+//!    asynchronous preemption); the loop activates it when they are gone.
 
 mod args;
 

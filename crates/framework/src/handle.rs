@@ -4,7 +4,8 @@
 //! Upstream: framework.Handle. The scheduling core never talks HTTP: `run`/`up` implement
 //! [`ClusterClient`] with kube-rs, `simulate` and `bench` in memory.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
@@ -167,6 +168,35 @@ impl ClusterClient for NoopClient {
     }
 }
 
+/// Pods whose preemption the scheduler is carrying out (victims being deleted), by pod key
+/// (`namespace/name`), shared by the scheduler and the plugins of every profile: a
+/// preemptor is held back at PreEnqueue until its preemption ends. Upstream: the
+/// preemption Evaluator's record of running preemptions (SchedulerAsyncPreemption).
+#[derive(Debug, Clone, Default)]
+pub struct PreemptingPods(Arc<Mutex<HashSet<String>>>);
+
+impl PreemptingPods {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        // The set is consistent between operations: keep going after a panic elsewhere.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The preemption of pod `key` started.
+    pub fn start(&self, key: &str) {
+        self.lock().insert(key.to_string());
+    }
+
+    /// The preemption of pod `key` ended; whether it was running.
+    pub fn finish(&self, key: &str) -> bool {
+        self.lock().remove(key)
+    }
+
+    /// Whether the preemption of pod `key` is running.
+    pub fn contains(&self, key: &str) -> bool {
+        self.lock().contains(key)
+    }
+}
+
 /// Services the framework offers to plugins.
 #[derive(Clone)]
 pub struct Handle {
@@ -174,6 +204,8 @@ pub struct Handle {
     pub client: Arc<dyn ClusterClient>,
     /// Pods waiting at Permit, shared by every profile of a scheduler.
     pub waiting_pods: WaitingPods,
+    /// Pods whose preemption is being carried out, shared by every profile of a scheduler.
+    pub preempting_pods: PreemptingPods,
 }
 
 impl std::fmt::Debug for Handle {
@@ -190,6 +222,7 @@ impl Handle {
             parallelizer,
             client,
             waiting_pods: WaitingPods::default(),
+            preempting_pods: PreemptingPods::default(),
         }
     }
 

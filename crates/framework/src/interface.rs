@@ -284,10 +284,76 @@ pub enum NominatingMode {
 }
 
 /// What a PostFilter plugin proposes (a node for the pod, after preemption).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PostFilterResult {
+    /// The node to nominate; empty with [`NominatingMode::Override`] clears a nomination.
     pub nominated_node_name: String,
     pub mode: NominatingMode,
+    /// The pods to evict from the nominated node so that the pod fits there (preemption
+    /// victims), most important first. The scheduling loop evicts them: PostFilter does no
+    /// I/O.
+    pub victims: Vec<Arc<PodInfo>>,
+    /// Why each node the plugin examined did or did not help, in the order examined: a
+    /// success whose message says what would be evicted, or the rejection. For `simulate`
+    /// and logs.
+    pub node_statuses: Vec<(String, Status)>,
+}
+
+impl PostFilterResult {
+    /// A result nominating `node` (empty: clear the nomination), with no victims.
+    pub fn nominated(node: impl Into<String>) -> Self {
+        PostFilterResult {
+            nominated_node_name: node.into(),
+            mode: NominatingMode::Override,
+            victims: Vec::new(),
+            node_statuses: Vec::new(),
+        }
+    }
+}
+
+/// What a PostFilter plugin may ask of the profile running it: its Filter plugins (with the
+/// pods nominated to the node, as a real cycle runs them) and its PreFilter extensions, on
+/// hypothetical copies of a node and of the cycle state; and the cycle's random source.
+///
+/// Upstream: framework.PluginsRunner and the parts of framework.Handle preemption uses. The
+/// runtime implements it and hands it to [`PostFilterPlugin::post_filter`], so that plugins
+/// never depend on the scheduler crate.
+pub trait PluginsRunner {
+    /// Runs the Filter plugins on `node`, counting the pods nominated to it with a priority
+    /// at least `pod`'s (a node must pass with and without them). Upstream:
+    /// RunFilterPluginsWithNominatedPods.
+    fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status;
+
+    /// Tells the PreFilter plugins (not skipped this cycle) that `to_add` now runs on `node`.
+    fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
+
+    /// Tells the PreFilter plugins (not skipped this cycle) that `to_remove` left `node`.
+    fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
+
+    /// The node `pod` is nominated to as the scheduler knows it: its own nominations reach
+    /// the pod's `status.nominatedNodeName` only once the API server has them.
+    fn nominated_node_name(&self, pod: &PodInfo) -> Option<String>;
+
+    /// A number in `0..n` (`n > 0`) from the scheduler's seeded RNG, so that random choices
+    /// are reproducible under a seed (`simulate`).
+    fn random_index(&self, n: usize) -> usize;
 }
 
 /// Runs when no node passed Filter (e.g. preemption).
@@ -298,6 +364,7 @@ pub trait PostFilterPlugin: Plugin {
         pod: &PodInfo,
         snapshot: &Snapshot,
         statuses: &NodeToStatus,
+        runner: &dyn PluginsRunner,
     ) -> (Option<PostFilterResult>, Status);
 }
 

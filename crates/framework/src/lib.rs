@@ -28,7 +28,7 @@ pub use events::{
 };
 pub use handle::{
     Binding, ClientError, ClusterClient, EventType, Handle, Nomination, PodEvent, PodRef,
-    PodScheduledCondition, PodStatusUpdate,
+    PodScheduledCondition, PodStatusUpdate, PreemptingPods,
 };
 pub use interface::*;
 pub use parallelize::Parallelizer;

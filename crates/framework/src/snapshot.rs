@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::types::{ImageStateSummary, NodeInfo, PodInfo};
 
@@ -61,6 +62,8 @@ pub struct Snapshot {
     /// Services and controllers, for default topology spreading. Shared: they change
     /// rarely and every snapshot of a cycle reads the same ones.
     workloads: Arc<Workloads>,
+    /// PodDisruptionBudgets, for preemption (upstream's PDB lister), in a stable order.
+    pdbs: Arc<Vec<Arc<PodDisruptionBudget>>>,
     /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
     /// the scheduler cache copies in only NodeInfos changed since.
     generation: u64,
@@ -214,6 +217,16 @@ impl Snapshot {
     /// The Services and controllers of the cluster.
     pub fn workloads(&self) -> &Workloads {
         &self.workloads
+    }
+
+    /// Sets the PodDisruptionBudgets.
+    pub fn set_pdbs(&mut self, pdbs: Arc<Vec<Arc<PodDisruptionBudget>>>) {
+        self.pdbs = pdbs;
+    }
+
+    /// The PodDisruptionBudgets of the cluster.
+    pub fn pdbs(&self) -> &[Arc<PodDisruptionBudget>] {
+        &self.pdbs
     }
 
     /// Every node, in node-tree order.

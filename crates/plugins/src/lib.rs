@@ -13,6 +13,7 @@ pub mod names;
 pub mod registry;
 
 pub mod defaultbinder;
+pub mod defaultpreemption;
 pub mod imagelocality;
 pub mod interpodaffinity;
 pub mod nodeaffinity;

@@ -37,6 +37,7 @@ pub fn in_tree_registry() -> Registry {
     r.insert(names::POD_TOPOLOGY_SPREAD, crate::podtopologyspread::new);
     r.insert(names::INTER_POD_AFFINITY, crate::interpodaffinity::new);
     r.insert(names::IMAGE_LOCALITY, crate::imagelocality::new);
+    r.insert(names::DEFAULT_PREEMPTION, crate::defaultpreemption::new);
     r.insert(names::DEFAULT_BINDER, crate::defaultbinder::new);
     r
 }

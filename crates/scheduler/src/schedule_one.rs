@@ -15,7 +15,9 @@ use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Sta
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::runtime::{ActiveFilters, Framework, NodeScores, NominatedPods, PluginStatus};
+use crate::runtime::{
+    ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginStatus,
+};
 
 /// Below this many nodes, every node is evaluated (upstream `minFeasibleNodesToFind`).
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -54,6 +56,8 @@ pub struct Diagnosis {
     pub pending_plugins: BTreeSet<&'static str>,
     pub pre_filter_msg: String,
     pub post_filter_msg: String,
+    /// What PostFilter proposed (preemption: a node to nominate and the victims to evict).
+    pub post_filter_result: Option<framework::PostFilterResult>,
 }
 
 impl Diagnosis {
@@ -225,10 +229,20 @@ impl ScheduleAlgorithm {
         if feasible.is_empty() {
             if fwk.has_post_filter_plugins() {
                 let start = Instant::now();
-                let (_, s) =
-                    fwk.run_post_filter_plugins(state, pod, snapshot, &diagnosis.node_to_status);
+                let runner = CycleRunner::new(fwk, state, &self.nominated, &mut self.rng);
+                let (r, s) = fwk.run_post_filter_plugins(
+                    state,
+                    pod,
+                    snapshot,
+                    &diagnosis.node_to_status,
+                    &runner,
+                );
                 fwk.observe("PostFilter", &s, start);
+                if !s.is_success() {
+                    tracing::debug!(pod = %pod.key, status = %s.message(), "PostFilter did not help");
+                }
                 diagnosis.post_filter_msg = s.message();
+                diagnosis.post_filter_result = r;
             }
             return Err(ScheduleError::Fit(Box::new(FitError {
                 num_all_nodes: snapshot.num_nodes(),
@@ -277,6 +291,24 @@ impl ScheduleAlgorithm {
             diagnosis.add_plugin_status(&s);
             diagnosis.node_to_status.set_absent_status(s);
             return Ok((Vec::new(), diagnosis));
+        }
+        // A node nominated by an earlier preemption is likely the only one that fits: try it
+        // first and take it when it passes. Upstream: evaluateNominatedNode.
+        if let Some(node) = status_nominated_node(pod).and_then(|n| snapshot.get(n)) {
+            let filters = fwk
+                .active_filters(state)
+                .with_nominated(&self.nominated, fwk);
+            let mut rec = Vec::new();
+            let s = match explain.as_deref_mut() {
+                Some(_) => filters.run_explained(state, pod, node, &mut rec),
+                None => filters.run(state, pod, node),
+            };
+            if s.is_success() {
+                if let Some(e) = explain.as_deref_mut() {
+                    e.filter.push((node.name().to_string(), rec));
+                }
+                return Ok((vec![node.clone()], diagnosis));
+            }
         }
         let all = snapshot.node_infos();
         let restricted: Vec<Arc<NodeInfo>>;
@@ -591,6 +623,15 @@ impl FilterPass {
         }
         Ok(())
     }
+}
+
+/// The pod's `status.nominatedNodeName`, if set.
+fn status_nominated_node(pod: &PodInfo) -> Option<&str> {
+    pod.pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
 }
 
 fn plugin_label(plugins: &[&'static str]) -> &'static str {

@@ -26,6 +26,8 @@ fn read(path: &Path) -> Option<String> {
 #[case::node_affinity("node_affinity")]
 #[case::bin_packing_config("bin_packing_config")]
 #[case::priority_orders_the_queue("priority_orders_the_queue")]
+#[case::preemption("preemption")]
+#[case::preemption_table("preemption_table")]
 #[case::no_nodes("no_nodes")]
 #[case::topology_spread("topology_spread")]
 #[case::system_default_spreading("system_default_spreading")]

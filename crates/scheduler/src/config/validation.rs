@@ -33,13 +33,12 @@ use super::FieldError;
 /// Upstream plugins kubesched does not implement yet. Configuration files may name them
 /// (they are in upstream's default set, so every file names them implicitly); the runtime
 /// skips them with a warning.
-const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 6] = [
+const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 5] = [
     names::VOLUME_RESTRICTIONS,
     names::NODE_VOLUME_LIMITS,
     names::VOLUME_BINDING,
     names::VOLUME_ZONE,
     names::DYNAMIC_RESOURCES,
-    names::DEFAULT_PREEMPTION,
 ];
 
 /// Plugins removed from upstream; v1 refuses them by name.

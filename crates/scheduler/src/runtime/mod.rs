@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use framework::{
-    Code, CycleState, FilterPlugin, Handle, NodeInfo, NodeScore, NodeToStatus, Plugin, PodInfo,
-    PostFilterResult, PreFilterResult, QueuedPodInfo, Snapshot, Status, MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
+    Code, CycleState, FilterPlugin, Handle, NodeInfo, NodeScore, NodeToStatus, Plugin,
+    PluginsRunner, PodInfo, PostFilterResult, PreFilterResult, QueuedPodInfo, Snapshot, Status,
+    MAX_NODE_SCORE, MIN_NODE_SCORE,
 };
 
 use crate::metrics::MetricsRecorder;
@@ -190,6 +190,83 @@ impl<'a> ActiveFilters<'a> {
             }
         }
         Status::success()
+    }
+}
+
+/// What the runtime hands PostFilter plugins: the profile's plugins with the cycle's
+/// nominated pods, and the cycle's RNG (borrowed for the PostFilter call; a dry run is
+/// sequential, so a `RefCell` suffices).
+pub struct CycleRunner<'a> {
+    fwk: &'a Framework,
+    /// The cycle's filters (those whose PreFilter did not skip), with the nominated pods,
+    /// resolved once for every dry run.
+    filters: ActiveFilters<'a>,
+    nominated: &'a NominatedPods,
+    rng: std::cell::RefCell<&'a mut dyn rand::RngCore>,
+}
+
+impl<'a> CycleRunner<'a> {
+    /// A runner for the cycle whose PreFilter produced `state`.
+    pub fn new(
+        fwk: &'a Framework,
+        state: &CycleState,
+        nominated: &'a NominatedPods,
+        rng: &'a mut dyn rand::RngCore,
+    ) -> Self {
+        CycleRunner {
+            fwk,
+            filters: fwk.active_filters(state).with_nominated(nominated, fwk),
+            nominated,
+            rng: std::cell::RefCell::new(rng),
+        }
+    }
+}
+
+impl PluginsRunner for CycleRunner<'_> {
+    fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        self.filters.run(state, pod, node)
+    }
+
+    fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        self.fwk
+            .run_pre_filter_extension_add_pod(state, pod, to_add, node)
+    }
+
+    fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        self.fwk
+            .run_pre_filter_extension_remove_pod(state, pod, to_remove, node)
+    }
+
+    fn nominated_node_name(&self, pod: &PodInfo) -> Option<String> {
+        self.nominated
+            .iter()
+            .find(|(_, pods)| pods.iter().any(|p| p.key == pod.key))
+            .map(|(node, _)| node.clone())
+    }
+
+    fn random_index(&self, n: usize) -> usize {
+        use rand::Rng;
+        if n == 0 {
+            return 0;
+        }
+        self.rng.borrow_mut().random_range(0..n)
     }
 }
 
@@ -397,6 +474,35 @@ impl Framework {
         Status::success()
     }
 
+    /// Tells every PreFilter plugin (with extensions, not skipped this cycle) that
+    /// `to_remove` left `node`. Upstream: RunPreFilterExtensionRemovePod.
+    pub fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status {
+        for pl in &self.pre_filter {
+            if state.skip_filter_plugins().contains(&pl.name()) {
+                continue;
+            }
+            let Some(ext) = pl.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
+                continue;
+            };
+            let s = ext.remove_pod(state, pod, to_remove, node);
+            if !s.is_success() {
+                return Status::error(format!(
+                    "running RemovePod on PreFilter plugin {:?}: {}",
+                    pl.name(),
+                    s.message()
+                ))
+                .with_plugin(pl.name());
+            }
+        }
+        Status::success()
+    }
+
     /// Runs Filter plugins on one node, stopping at the first rejection.
     pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         self.active_filters(state).run(state, pod, node)
@@ -422,6 +528,7 @@ impl Framework {
         pod: &PodInfo,
         snapshot: &Snapshot,
         statuses: &NodeToStatus,
+        runner: &dyn PluginsRunner,
     ) -> (Option<PostFilterResult>, Status) {
         let mut result = None;
         let mut reasons: Vec<String> = Vec::new();
@@ -430,7 +537,7 @@ impl Framework {
             let Some(p) = pl.as_post_filter() else {
                 continue;
             };
-            let (r, s) = p.post_filter(state, pod, snapshot, statuses);
+            let (r, s) = p.post_filter(state, pod, snapshot, statuses, runner);
             if s.is_success() {
                 return (r, s);
             }

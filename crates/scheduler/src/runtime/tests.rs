@@ -292,3 +292,38 @@ fn pre_filter_results_that_exclude_every_node_are_unresolvable() {
         )
     );
 }
+
+/// What a PostFilter plugin gets: the cycle's filters (a fake here: the nominated pods'
+/// effect is tested with real plugins in DefaultPreemption's and the loop's tests), the
+/// scheduler's own nominations, and draws from the cycle's seeded RNG.
+#[test]
+fn cycle_runner_runs_filters_answers_nominations_and_draws_from_the_seeded_rng() {
+    use framework::testing::{make_node, make_pod};
+    use framework::{CycleState, PluginsRunner};
+    use rand::SeedableRng;
+
+    let (f, _) = build(&spec(&[("Sort", 0), ("Bind", 0), ("F1", 0)], &[]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let pod = make_pod("p").priority(10).info();
+    let nominated: NominatedPods = HashMap::from([(
+        "n1".to_string(),
+        vec![make_pod("other").priority(10).info(), pod.clone()],
+    )]);
+    let state = CycleState::new();
+    let node = make_node("n1").info_with(&[]);
+    let draws = |seed: u64| {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let runner = CycleRunner::new(&f, &state, &nominated, &mut rng);
+        (
+            runner.run_filter_plugins_with_nominated_pods(&state, &pod, &node),
+            runner.nominated_node_name(&pod),
+            runner.nominated_node_name(&make_pod("stranger").info()),
+            (0..8).map(|_| runner.random_index(5)).collect::<Vec<_>>(),
+        )
+    };
+    let (a, b) = (draws(3), draws(3));
+    assert_eq!(
+        (a.0, a.1, a.2, a.3.iter().all(|&i| i < 5), a.3 == b.3),
+        (Status::success(), Some("n1".to_string()), None, true, true)
+    );
+}

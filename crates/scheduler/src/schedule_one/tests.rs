@@ -306,3 +306,43 @@ fn the_cycle_tells_plugins_how_many_nodes_there_are() {
     );
     assert_eq!(state.num_all_nodes(), 7);
 }
+
+/// With `status.nominatedNodeName`, the nominated node is tried first and taken when it
+/// passes, even if another node scores higher; when it does not pass, every node is
+/// evaluated as usual.
+#[rstest]
+#[case::a_fitting_nominated_node_is_taken("n0", Ok(("n0".to_string(), 1, 1)))]
+#[case::a_rejecting_nominated_node_falls_back_to_all("n2", Ok(("n1".to_string(), 3, 2)))]
+#[case::an_unknown_nominated_node_is_ignored("gone", Ok(("n1".to_string(), 3, 2)))]
+fn the_nominated_node_is_tried_first(
+    #[case] nominated: &str,
+    #[case] want: Result<(String, usize, usize), String>,
+) {
+    let f = framework_with(
+        vec![
+            Fake::named("F").rejecting(&[("n2", Status::unschedulable("no"))]),
+            Fake::named("S").scoring(&[("n0", 10), ("n1", 90), ("n2", 50)]),
+        ],
+        Parallelizer::sequential(),
+    );
+    let pod = make_pod("p")
+        .with(|p| {
+            p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                nominated_node_name: Some(nominated.to_string()),
+                ..Default::default()
+            })
+        })
+        .info();
+    let r = ScheduleAlgorithm::new(7, None).schedule_pod(
+        &f,
+        &mut CycleState::new(),
+        &pod,
+        &snapshot(3),
+        None,
+    );
+    assert_eq!(
+        r.map(|r| (r.suggested_host, r.evaluated_nodes, r.feasible_nodes))
+            .map_err(|e| e.to_string()),
+        want
+    );
+}

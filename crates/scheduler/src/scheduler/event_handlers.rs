@@ -62,6 +62,11 @@ impl EventHandler for Shared {
                     Change::Deleted(_) => st.pdbs.remove(&key),
                     Change::Added(o) | Change::Updated { new: o, .. } => st.pdbs.insert(key, o),
                 };
+                // The list cycles hand to preemption, rebuilt only when a PDB changes.
+                let mut list: Vec<(&String, &Arc<_>)> = st.pdbs.iter().collect();
+                list.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let list = list.into_iter().map(|(_, p)| p.clone()).collect();
+                st.pdb_list = Arc::new(list);
             }
             ObjectEvent::PriorityClass(c) => {
                 let mut st = self.state();

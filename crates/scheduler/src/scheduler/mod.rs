@@ -39,9 +39,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use framework::{
-    ClusterClient, CycleState, EventType, Nomination, PodEvent, PodInfo, PodRef,
-    PodScheduledCondition, PodStatusUpdate, QueuedPodInfo, Snapshot, Status, WaitingPod,
-    WaitingPods, Workloads,
+    ClusterClient, CycleState, EventType, NominatingMode, Nomination, PodEvent, PodInfo, PodRef,
+    PodScheduledCondition, PodStatusUpdate, PostFilterResult, PreemptingPods, QueuedPodInfo,
+    Snapshot, Status, WaitingPod, WaitingPods, Workloads,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -105,6 +105,8 @@ struct State {
     workloads: Arc<Workloads>,
     /// For preemption: disruption budgets by `namespace/name`, priority classes by name.
     pdbs: HashMap<String, Arc<PodDisruptionBudget>>,
+    /// `pdbs` by key, as the snapshot hands them to PostFilter plugins.
+    pdb_list: Arc<Vec<Arc<PodDisruptionBudget>>>,
     priority_classes: HashMap<String, Arc<PriorityClass>>,
     last_unschedulable_flush: Instant,
     last_assumed_cleanup: Instant,
@@ -136,6 +138,8 @@ struct Shared {
     /// Signalled when a pod may have entered activeQ, and on stop.
     wake: Condvar,
     waiting_pods: WaitingPods,
+    /// Preemptors whose victims are being deleted (DefaultPreemption gates them).
+    preempting_pods: PreemptingPods,
     client: Arc<dyn ClusterClient>,
     metrics: Arc<dyn MetricsRecorder>,
     clock: Arc<dyn Clock>,
@@ -206,11 +210,16 @@ impl Scheduler {
                 Arc::new(f)
             })
             .collect();
-        let (client, waiting_pods) = match frameworks.first() {
-            Some(f) => (f.handle().client.clone(), f.handle().waiting_pods.clone()),
+        let (client, waiting_pods, preempting_pods) = match frameworks.first() {
+            Some(f) => (
+                f.handle().client.clone(),
+                f.handle().waiting_pods.clone(),
+                f.handle().preempting_pods.clone(),
+            ),
             None => (
                 Arc::new(framework::handle::NoopClient) as Arc<dyn ClusterClient>,
                 WaitingPods::default(),
+                PreemptingPods::default(),
             ),
         };
         let mut queue = PriorityQueue::new(frameworks.clone(), clock.clone(), options.queue);
@@ -223,6 +232,7 @@ impl Scheduler {
             namespaces_version: 0,
             workloads: Arc::new(Workloads::default()),
             pdbs: HashMap::new(),
+            pdb_list: Arc::new(Vec::new()),
             priority_classes: HashMap::new(),
             last_unschedulable_flush: now,
             last_assumed_cleanup: now,
@@ -237,6 +247,7 @@ impl Scheduler {
                 state: Mutex::new(state),
                 wake: Condvar::new(),
                 waiting_pods,
+                preempting_pods,
                 client,
                 metrics,
                 clock,
@@ -411,6 +422,7 @@ impl Shared {
         pod: &PodInfo,
         status: &Status,
         message: &str,
+        nomination: Nomination,
     ) {
         let reason = if status.is_rejected() {
             "Unschedulable"
@@ -425,7 +437,7 @@ impl Shared {
                 reason: reason.into(),
                 message: message.to_string(),
             }),
-            nomination: Nomination::Keep,
+            nomination,
         };
         let event = PodEvent {
             regarding: pod_ref,
@@ -460,10 +472,25 @@ impl Shared {
     fn handle_failure(
         self: &Arc<Self>,
         fwk: &Framework,
+        qpi: QueuedPodInfo,
+        status: &Status,
+        message: &str,
+        started: Instant,
+    ) {
+        self.handle_failure_nominated(fwk, qpi, status, message, started, Nomination::Keep);
+    }
+
+    /// [`handle_failure`](Self::handle_failure), also recording what PostFilter decided
+    /// about the pod's nomination: in the queue's nominator at once (so the next cycles
+    /// keep the room for it), and in the status write.
+    fn handle_failure_nominated(
+        self: &Arc<Self>,
+        fwk: &Framework,
         mut qpi: QueuedPodInfo,
         status: &Status,
         message: &str,
         started: Instant,
+        nomination: Nomination,
     ) {
         let (result, failure) = if status.is_rejected() {
             (AttemptResult::Unschedulable, AttemptFailure::Rejected)
@@ -491,6 +518,13 @@ impl Shared {
             if let Err(e) = st.queue.add_unschedulable_if_not_present(qpi, failure) {
                 tracing::warn!(pod = %pod.key, error = %e, "cannot requeue pod");
             }
+            if !deleted {
+                match &nomination {
+                    Nomination::Set(node) => st.queue.add_nominated_pod(pod.clone(), Some(node)),
+                    Nomination::Clear => st.queue.delete_nominated_pod_if_exists(&pod.pod),
+                    Nomination::Keep => {}
+                }
+            }
             deleted
         };
         self.notify();
@@ -500,7 +534,119 @@ impl Shared {
             return;
         }
         tracing::debug!(pod = %pod.key, %message, "unable to schedule pod; waiting");
-        self.report_failure(fwk, &pod, status, message);
+        self.report_failure(fwk, &pod, status, message, nomination);
+    }
+
+    /// Carries out what PostFilter proposed for `pod` and returns the nomination to record.
+    /// With a node: the victims are evicted (a waiting victim is rejected at Permit, the
+    /// others deleted, each with a `Preempted` event) and pods of lower priority nominated
+    /// to that node lose their nomination; the API writes run on a task, never on the loop
+    /// (upstream: prepareCandidate, asynchronous as with SchedulerAsyncPreemption). With an
+    /// empty node: a nomination the pod had is cleared.
+    fn preempt(
+        self: &Arc<Self>,
+        fwk: &Framework,
+        pod: &PodInfo,
+        result: Option<&PostFilterResult>,
+    ) -> Nomination {
+        let Some(r) = result.filter(|r| r.mode == NominatingMode::Override) else {
+            return Nomination::Keep;
+        };
+        if r.nominated_node_name.is_empty() {
+            let in_status = pod
+                .pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .is_some_and(|n| !n.is_empty());
+            let in_queue = self.state().queue.nominated_node(&pod.pod).is_some();
+            return if in_status || in_queue {
+                Nomination::Clear
+            } else {
+                Nomination::Keep
+            };
+        }
+        let node = r.nominated_node_name.clone();
+        let preemptor_uid = pod.pod.metadata.uid.clone().unwrap_or_default();
+        let mut deletions: Vec<PodRef> = Vec::new();
+        let mut events: Vec<PodEvent> = Vec::new();
+        for victim in &r.victims {
+            let victim_ref = PodRef::of(&victim.pod);
+            let rejected = self.waiting_pods.reject(
+                &pod_key(&victim.pod),
+                plugins::names::DEFAULT_PREEMPTION,
+                "preempted",
+            );
+            if !rejected {
+                deletions.push(victim_ref.clone());
+            }
+            events.push(PodEvent {
+                regarding: victim_ref,
+                event_type: EventType::Normal,
+                reason: "Preempted".into(),
+                action: "Preempting".into(),
+                message: format!("Preempted by pod {preemptor_uid} on node {node}"),
+                reporting_controller: fwk.profile_name().to_string(),
+            });
+        }
+        // Pods of lower priority nominated to the node may not fit there any more.
+        let cleared: Vec<PodRef> = {
+            let mut st = self.state();
+            let lower: Vec<Arc<PodInfo>> = st
+                .queue
+                .nominated_pods_for_node(&node)
+                .into_iter()
+                .filter(|p| p.priority() < pod.priority())
+                .collect();
+            for p in &lower {
+                st.queue.delete_nominated_pod_if_exists(&p.pod);
+            }
+            lower.iter().map(|p| PodRef::of(&p.pod)).collect()
+        };
+        tracing::debug!(pod = %pod.key, %node, victims = r.victims.len(), "preempting");
+        let preemptor = pod_key(&pod.pod);
+        let preemptor_name = pod.key.clone();
+        self.preempting_pods.start(&preemptor_name);
+        let shared = self.clone();
+        let client = self.client.clone();
+        self.tasks.started();
+        self.runtime.spawn(async move {
+            // Victims are deleted in parallel, as upstream does.
+            let mut deleting = tokio::task::JoinSet::new();
+            for victim in deletions {
+                let client = client.clone();
+                deleting.spawn(async move {
+                    if let Err(e) = client.delete_pod(&victim).await {
+                        tracing::debug!(pod = %format!("{}/{}", victim.namespace, victim.name), error = %e, "cannot delete preemption victim");
+                    }
+                });
+            }
+            while deleting.join_next().await.is_some() {}
+            for event in &events {
+                if let Err(e) = client.record_event(event).await {
+                    tracing::debug!(error = %e, reason = %event.reason, "cannot record event");
+                }
+            }
+            for p in cleared {
+                let update = PodStatusUpdate {
+                    pod: p,
+                    condition: None,
+                    nomination: Nomination::Clear,
+                };
+                if let Err(e) = client.update_pod_status(&update).await {
+                    tracing::debug!(error = %e, "cannot clear a nomination");
+                }
+            }
+            // The victims are gone: the preemptor need not wait out its backoff (upstream
+            // activates it when an asynchronous preemption ends).
+            shared.preempting_pods.finish(&preemptor_name);
+            let activated = shared.state().queue.activate(&preemptor);
+            if activated {
+                shared.notify();
+            }
+            shared.tasks.finished();
+        });
+        Nomination::Set(node)
     }
 }
 
@@ -605,8 +751,14 @@ impl SchedulingLoop {
                 let mut qpi = qpi;
                 qpi.unschedulable_plugins = fit.diagnosis.unschedulable_plugins.clone();
                 qpi.pending_plugins = fit.diagnosis.pending_plugins.clone();
+                let result = fit.diagnosis.post_filter_result.as_ref();
+                if fwk.has_post_filter_plugins() {
+                    let victims = result.map_or(0, |r| r.victims.len());
+                    shared.metrics.observe_preemption(victims);
+                }
+                let nomination = shared.preempt(&fwk, &pod, result);
                 let status = Status::unschedulable(message.clone());
-                shared.handle_failure(&fwk, qpi, &status, &message, started);
+                shared.handle_failure_nominated(&fwk, qpi, &status, &message, started, nomination);
                 return attempt(
                     pod,
                     profile,
@@ -635,6 +787,7 @@ impl SchedulingLoop {
             self.namespaces_version = st.namespaces_version;
         }
         self.snapshot.set_workloads(st.workloads.clone());
+        self.snapshot.set_pdbs(st.pdb_list.clone());
         self.algorithm.set_nominated_pods(st.queue.nominated_pods());
     }
 

@@ -335,7 +335,7 @@ async fn pods_are_bound_confirmed_and_reported() {
             ("a".to_string(), "assumed n1".to_string()),
             (
                 "b".to_string(),
-                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.".to_string()
+                "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string()
             ),
         ]
     );
@@ -352,7 +352,7 @@ async fn pods_are_bound_confirmed_and_reported() {
         vec![failed(
             "b",
             "Unschedulable",
-            "0/1 nodes are available: 1 Insufficient cpu."
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         )]
     );
     assert_eq!(
@@ -369,7 +369,7 @@ async fn pods_are_bound_confirmed_and_reported() {
                 "b",
                 EventType::Warning,
                 "FailedScheduling",
-                "0/1 nodes are available: 1 Insufficient cpu.",
+                "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
                 "default-scheduler"
             ),
         ]
@@ -700,11 +700,11 @@ async fn loop_thread_schedules_until_stopped() {
 #[rstest]
 #[case::lower_priority_sees_the_nomination(
     0,
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
 )]
 #[case::equal_priority_sees_the_nomination(
     100,
-    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+    "unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
 )]
 #[case::higher_priority_ignores_it(200, "assumed n1")]
 #[tokio::test]
@@ -769,6 +769,7 @@ async fn attempts_and_queue_moves_are_measured() {
         // One feasible node: no scoring, as upstream.
         vec![
             "PreFilter Success",
+            "PostFilter Unschedulable",
             "PreFilter Success",
             "Reserve Success",
             "Permit Success",
@@ -810,3 +811,180 @@ fn node_changes_map_to_upstream_actions(#[case] new: Node, #[case] want: ActionT
 }
 
 use framework::ActionType;
+
+// ---- preemption -------------------------------------------------------------------------
+
+/// A pod of `priority` requesting `cpu`, on `node` (empty: pending).
+fn prio_pod(name: &str, priority: i32, cpu: &str, node: &str) -> framework::testing::PodBuilder {
+    let p = make_pod(name).req(&[("cpu", cpu)]).priority(priority);
+    if node.is_empty() {
+        p
+    } else {
+        p.node(node)
+    }
+}
+
+fn never_preempts(p: framework::testing::PodBuilder) -> framework::testing::PodBuilder {
+    p.with(|pod| {
+        if let Some(s) = pod.spec.as_mut() {
+            s.preemption_policy = Some("Never".into());
+        }
+    })
+}
+
+const PREEMPTED: &str = "unschedulable: 0/1 nodes are available: 1 Insufficient cpu.";
+
+/// What `preemptor` went through on a 2-CPU node holding `low` (priority 0) and `mid`
+/// (priority 5), 1 CPU each: its outcomes (a preemptor is activated once its victims are
+/// gone, and placed), the pods deleted, and the nomination written.
+#[rstest]
+#[case::the_lowest_priority_pod_is_evicted_and_the_pod_placed(
+    prio_pod("high", 100, "1", ""),
+    vec![PREEMPTED, "assumed n1"],
+    vec!["low"],
+    Nomination::Set("n1".into())
+)]
+#[case::both_go_when_the_pod_needs_the_whole_node(
+    prio_pod("high", 100, "2", ""),
+    vec![PREEMPTED, "assumed n1"],
+    vec!["mid", "low"],
+    Nomination::Set("n1".into())
+)]
+#[case::preemption_policy_never_stays_pending(
+    never_preempts(prio_pod("high", 100, "1", "")),
+    vec!["unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."],
+    vec![],
+    Nomination::Keep
+)]
+#[case::evicting_only_the_lower_priority_pod_does_not_make_room(
+    prio_pod("high", 3, "2", ""),
+    vec!["unschedulable: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Insufficient cpu."],
+    vec![],
+    Nomination::Keep
+)]
+#[tokio::test]
+async fn preemption_attempt(
+    #[case] preemptor: framework::testing::PodBuilder,
+    #[case] want_outcomes: Vec<&str>,
+    #[case] want_deleted: Vec<&str>,
+    #[case] want_nomination: Nomination,
+) {
+    let mut h = harness("preempt-attempt", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "1", "n1").obj());
+    h.cluster.apply_pod(prio_pod("mid", 5, "1", "n1").obj());
+    h.cluster.apply_pod(preemptor.obj());
+    let outcomes = h.drain().await;
+    settle().await;
+    let w = h.cluster.writes();
+    let deleted: Vec<String> = w.deletions.iter().map(|d| d.name.clone()).collect();
+    let nomination = h
+        .cluster
+        .last_status_update("default", "high")
+        .map(|u| u.nomination);
+    assert_eq!(
+        (outcomes, deleted, nomination),
+        (
+            want_outcomes
+                .into_iter()
+                .map(|o| ("high".to_string(), o.to_string()))
+                .collect::<Vec<_>>(),
+            want_deleted.into_iter().map(String::from).collect(),
+            Some(want_nomination)
+        )
+    );
+}
+
+/// The whole flow on the loop: the failed attempt nominates the preemptor at once (the
+/// nominator keeps the room for it), a task deletes the victim with a `Preempted` event
+/// and then activates the preemptor, which is bound without waiting out its backoff.
+#[tokio::test]
+async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
+    let mut h = harness("preempt-flow", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "2", "n1").obj());
+    h.cluster.apply_pod(prio_pod("high", 100, "2", "").obj());
+    // One cycle, without letting the deletion task run yet.
+    let first = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    let nominated = h.sched.with_state(|_, q| {
+        q.nominated_pods_for_node("n1")
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect::<Vec<_>>()
+    });
+    let low_before = h.cluster.pod("default", "low").is_some();
+    h.sched.wait_for_bindings().await;
+    let second = h.drain().await;
+    settle().await;
+    let w = h.cluster.writes();
+    let preempted: Vec<PodEvent> = w
+        .events
+        .iter()
+        .filter(|e| e.reason == "Preempted")
+        .cloned()
+        .collect();
+    assert_eq!(
+        (
+            first,
+            nominated,
+            low_before,
+            second,
+            w.deletions,
+            preempted,
+            h.node_of("high"),
+            h.cluster.pod("default", "low").is_some(),
+        ),
+        (
+            Some(PREEMPTED.to_string()),
+            vec!["high".to_string()],
+            true,
+            vec![("high".to_string(), "assumed n1".to_string())],
+            vec![pod_ref("low")],
+            vec![PodEvent {
+                regarding: pod_ref("low"),
+                event_type: EventType::Normal,
+                reason: "Preempted".into(),
+                action: "Preempting".into(),
+                message: "Preempted by pod uid-high on node n1".into(),
+                reporting_controller: "default-scheduler".into(),
+            }],
+            Some("n1".to_string()),
+            false,
+        )
+    );
+}
+
+/// While its victims are being deleted, a preemptor that an event moves back to activeQ
+/// is held at PreEnqueue by DefaultPreemption (it must not preempt again); the end of the
+/// preemption releases and activates it.
+#[tokio::test]
+async fn a_preemptor_is_gated_until_its_preemption_ends() {
+    let mut h = harness("preempt-gate", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "2", "n1").obj());
+    h.cluster.apply_pod(prio_pod("high", 100, "2", "").obj());
+    let first = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    // Backoff over, and a node with room (NodeResourcesFit's hint requeues the pod) that
+    // its taint keeps the pod off: back to activeQ, but the gate holds it while the
+    // deletion task has not run.
+    h.clock.advance(Duration::from_secs(1));
+    h.cluster.apply_node(
+        make_node("tainted")
+            .capacity(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "110")])
+            .taint("dedicated", "other", "NoSchedule")
+            .obj(),
+    );
+    let during = h.queue_of("high");
+    h.sched.wait_for_bindings().await;
+    let after = h.queue_of("high");
+    let second = h.drain().await;
+    assert_eq!(
+        (first, during, after, second),
+        (
+            Some(PREEMPTED.to_string()),
+            Some(QueueName::Gated),
+            Some(QueueName::Active),
+            vec![("high".to_string(), "assumed n1".to_string())],
+        )
+    );
+}

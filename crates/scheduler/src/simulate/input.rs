@@ -11,12 +11,20 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use thiserror::Error;
 
 use framework::labels::{validate_label_key, validate_label_value};
 use framework::quantity;
+
+/// The built-in PriorityClasses the API server always has.
+const SYSTEM_CLUSTER_CRITICAL: &str = "system-cluster-critical";
+const SYSTEM_CLUSTER_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
+const SYSTEM_NODE_CRITICAL_PRIORITY: i32 = 2_000_001_000;
 
 /// Input that cannot be simulated.
 #[derive(Debug, Error)]
@@ -49,6 +57,11 @@ pub struct ClusterInput {
     pub namespaces: Vec<Namespace>,
     /// Services and controllers, for PodTopologySpread's default constraints.
     pub workloads: framework::Workloads,
+    /// For preemption: disruption budgets and priority classes.
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
+    pub priority_classes: Vec<Arc<PriorityClass>>,
+    /// The file each pod came from (parallel to `pods`), to name it in errors.
+    pod_files: Vec<PathBuf>,
     /// Kinds that were present but are not used, with their counts.
     pub ignored: BTreeMap<String, usize>,
 }
@@ -65,7 +78,75 @@ impl ClusterInput {
             })?;
             input.add_text(&text, file, &mut seen)?;
         }
+        input.resolve_priorities()?;
         Ok(input)
+    }
+
+    /// Gives pods without `spec.priority` the priority (and preemption policy) of their
+    /// PriorityClass, as the API server's Priority admission does: the named class, else
+    /// the global default class (the highest if several), else priority 0. A class that
+    /// does not exist is an error, as admission rejects such a pod.
+    pub fn resolve_priorities(&mut self) -> Result<(), InputError> {
+        let default_class = self
+            .priority_classes
+            .iter()
+            .filter(|c| c.global_default == Some(true))
+            .max_by_key(|c| c.value);
+        for (i, pod) in self.pods.iter_mut().enumerate() {
+            let Some(spec) = pod.spec.as_ref() else {
+                continue;
+            };
+            if spec.priority.is_some() {
+                continue;
+            }
+            let name = spec.priority_class_name.clone().filter(|n| !n.is_empty());
+            let (class_name, value, policy) = match name.as_deref() {
+                None => match default_class {
+                    Some(c) => (
+                        c.metadata.name.clone(),
+                        c.value,
+                        c.preemption_policy.clone(),
+                    ),
+                    None => (None, 0, None),
+                },
+                Some(SYSTEM_CLUSTER_CRITICAL) => {
+                    (name.clone(), SYSTEM_CLUSTER_CRITICAL_PRIORITY, None)
+                }
+                Some(SYSTEM_NODE_CRITICAL) => (name.clone(), SYSTEM_NODE_CRITICAL_PRIORITY, None),
+                Some(n) => {
+                    let class = self
+                        .priority_classes
+                        .iter()
+                        .find(|c| c.metadata.name.as_deref() == Some(n));
+                    let Some(c) = class else {
+                        let object = format!(
+                            "Pod {}/{}",
+                            pod.metadata.namespace.as_deref().unwrap_or("default"),
+                            pod.metadata.name.as_deref().unwrap_or_default()
+                        );
+                        return Err(InputError::Object {
+                            file: self.pod_files.get(i).cloned().unwrap_or_default(),
+                            object,
+                            message: format!(
+                                "spec.priorityClassName: no PriorityClass with name {n} was found"
+                            ),
+                        });
+                    };
+                    (name.clone(), c.value, c.preemption_policy.clone())
+                }
+            };
+            let pod = Arc::make_mut(pod);
+            let spec = pod.spec.get_or_insert_with(Default::default);
+            spec.priority = Some(value);
+            if class_name.is_some() {
+                spec.priority_class_name = class_name;
+            }
+            if spec.preemption_policy.is_none() {
+                spec.preemption_policy =
+                    Some(policy.unwrap_or_else(|| "PreemptLowerPriority".to_string()));
+            }
+        }
+        Ok(())
     }
 
     /// Adds the objects of one file's text (`file` names it in errors).
@@ -141,6 +222,8 @@ impl ClusterInput {
                 | "ReplicationController"
                 | "ReplicaSet"
                 | "StatefulSet"
+                | "PodDisruptionBudget"
+                | "PriorityClass"
         ) {
             *self.ignored.entry(kind).or_insert(0) += 1;
             return Ok(());
@@ -151,7 +234,7 @@ impl ClusterInput {
                 "metadata.name is required".into(),
             ));
         }
-        let namespaced = kind != "Node" && kind != "Namespace";
+        let namespaced = !matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
         let ns = value
             .pointer("/metadata/namespace")
             .and_then(|n| n.as_str())
@@ -188,6 +271,7 @@ impl ClusterInput {
                 check_pod_quantities(&pod).map_err(|m| err(label.clone(), m))?;
                 pod.metadata.namespace = Some(ns);
                 self.pods.push(Arc::new(pod));
+                self.pod_files.push(file.to_path_buf());
             }
             "Namespace" => {
                 let ns: Namespace = decode(value).map_err(|m| err(label.clone(), m))?;
@@ -201,6 +285,16 @@ impl ClusterInput {
             "ReplicationController" => {
                 let rc: ReplicationController = decode(value).map_err(|m| err(label.clone(), m))?;
                 push_ns(&mut self.workloads.replication_controllers, ns, rc);
+            }
+            "PodDisruptionBudget" => {
+                let mut pdb: PodDisruptionBudget =
+                    decode(value).map_err(|m| err(label.clone(), m))?;
+                pdb.metadata.namespace = Some(ns);
+                self.pdbs.push(Arc::new(pdb));
+            }
+            "PriorityClass" => {
+                let pc: PriorityClass = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.priority_classes.push(Arc::new(pc));
             }
             "ReplicaSet" => {
                 let rs: ReplicaSet = decode(value).map_err(|m| err(label.clone(), m))?;
@@ -360,6 +454,64 @@ mod tests {
     )]
     fn loads(#[case] text: &str, #[case] want: Summary) {
         assert_eq!(load(text).map(|i| summary(&i)), Ok(want));
+    }
+
+    /// Name, priority and preemption policy of a pod.
+    type PodPriority = (String, Option<i32>, Option<String>);
+
+    /// Priority and preemption policy of each pod, after admission-like resolution.
+    fn priorities(text: &str) -> Result<Vec<PodPriority>, String> {
+        let mut input = load(text)?;
+        input.resolve_priorities().map_err(|e| e.to_string())?;
+        Ok(input
+            .pods
+            .iter()
+            .map(|p| {
+                let s = p.spec.clone().unwrap_or_default();
+                (
+                    p.metadata.name.clone().unwrap_or_default(),
+                    s.priority,
+                    s.preemption_policy,
+                )
+            })
+            .collect())
+    }
+
+    const CLASSES: &str = "kind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\npreemptionPolicy: Never\n---\nkind: PriorityClass\nmetadata: {name: base}\nvalue: 10\nglobalDefault: true\n---\n";
+
+    #[rstest]
+    #[case::named_class(
+        "kind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: high, containers: []}\n",
+        Ok(vec![("p".into(), Some(1000), Some("Never".into()))])
+    )]
+    #[case::global_default(
+        "kind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n",
+        Ok(vec![("p".into(), Some(10), Some("PreemptLowerPriority".into()))])
+    )]
+    #[case::explicit_priority_is_kept(
+        "kind: Pod\nmetadata: {name: p}\nspec: {priority: 7, containers: []}\n",
+        Ok(vec![("p".into(), Some(7), None)])
+    )]
+    #[case::built_in_class(
+        "kind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: system-node-critical, containers: []}\n",
+        Ok(vec![("p".into(), Some(2_000_001_000), Some("PreemptLowerPriority".into()))])
+    )]
+    #[case::unknown_class(
+        "kind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: nope, containers: []}\n",
+        Err("in.yaml: Pod default/p: spec.priorityClassName: no PriorityClass with name nope was found".into())
+    )]
+    fn pods_get_their_priority_class(
+        #[case] pods: &str,
+        #[case] want: Result<Vec<PodPriority>, String>,
+    ) {
+        assert_eq!(priorities(&format!("{CLASSES}{pods}")), want);
+    }
+
+    #[test]
+    fn pdbs_are_kept_with_their_namespace() {
+        let got = load("kind: PodDisruptionBudget\nmetadata: {name: db}\nspec: {maxUnavailable: 1, selector: {matchLabels: {app: db}}}\nstatus: {disruptionsAllowed: 1, currentHealthy: 1, desiredHealthy: 1, expectedPods: 1}\n")
+            .map(|i| i.pdbs.iter().map(|p| p.metadata.namespace.clone()).collect::<Vec<_>>());
+        assert_eq!(got, Ok(vec![Some("default".to_string())]));
     }
 
     #[test]

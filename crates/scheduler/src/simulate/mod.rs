@@ -38,6 +38,8 @@ pub enum PodResult {
     Gated,
     /// Not for any profile of this scheduler, or being deleted.
     Skipped,
+    /// A running pod evicted so that a pod of higher priority fits.
+    Preempted,
 }
 
 impl PodResult {
@@ -48,6 +50,7 @@ impl PodResult {
             PodResult::Error => "Error",
             PodResult::Gated => "Gated",
             PodResult::Skipped => "Skipped",
+            PodResult::Preempted => "Preempted",
         }
     }
 }
@@ -66,6 +69,12 @@ pub struct PodReport {
     pub reason_counts: Vec<(String, usize)>,
     /// Per-plugin, per-node detail, for pods that went through a scheduling cycle.
     pub explanation: Option<Explanation>,
+    /// The node preemption nominated the pod to, when it preempted.
+    pub nominated_node: Option<String>,
+    /// The pods it evicted, as `(namespace, name)`.
+    pub victims: Vec<(String, String)>,
+    /// Per node, why preemption did or did not help (when PostFilter tried).
+    pub preemption: Vec<(String, Status)>,
 }
 
 /// The result of a simulation.
@@ -92,6 +101,10 @@ pub struct Options {
 /// from `cluster`, the queue, the cache, the scheduling cycle and the binding cycle; the
 /// clock stands still, so each pod gets one attempt (a pod that failed waits out a backoff
 /// that never ends). Permit plugins cannot make a pod wait here: a waiting pod is rejected.
+///
+/// Preemption runs as in the scheduler: a pod that preempts is nominated and its victims are
+/// deleted from the cluster (reported with result `Preempted`); once they are gone the
+/// scheduler moves the preemptor back to activeQ, so it is placed within the run.
 pub fn run(
     input: &ClusterInput,
     profiles: Vec<Framework>,
@@ -154,8 +167,9 @@ pub fn run(
 
     let mut lp = sched.scheduling_loop();
     let mut seen: HashMap<String, usize> = HashMap::new();
-    // Each pending pod is attempted once; the bound only guards against a requeue loop.
-    let limit = 2 * input.pods.len() + 1;
+    // Each pending pod is attempted once, and again after a preemption; the bound only
+    // guards against a requeue loop.
+    let limit = 4 * input.pods.len() + 1;
     for _ in 0..limit {
         let mut explanation = Explanation::default();
         let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
@@ -173,13 +187,36 @@ pub fn run(
             }
         }
         rt.block_on(sched.wait_for_bindings());
-        let r = pod_report(&cluster, a, explanation);
+        let preempted = preempted_by(&a);
+        let mut r = pod_report(&cluster, a, explanation);
         let key = format!("{}/{}", r.namespace, r.name);
         match seen.get(&key) {
-            Some(&i) => report.pods[i] = r,
+            Some(&i) => {
+                // A retry after preemption: the report keeps what the preemption did.
+                let earlier = &report.pods[i];
+                if r.nominated_node.is_none() && !earlier.victims.is_empty() {
+                    r.nominated_node = earlier.nominated_node.clone();
+                    r.victims = earlier.victims.clone();
+                    r.preemption = earlier.preemption.clone();
+                }
+                report.pods[i] = r;
+            }
             None => {
                 seen.insert(key, report.pods.len());
                 report.pods.push(r);
+            }
+        }
+        if let Some((preemptor, node, victims)) = preempted {
+            for v in victims {
+                let victim = preempted_report(&v, &preemptor, &node);
+                let vkey = v.key.clone();
+                match seen.get(&vkey) {
+                    Some(&i) => report.pods[i] = victim,
+                    None => {
+                        seen.insert(vkey, report.pods.len());
+                        report.pods.push(victim);
+                    }
+                }
             }
         }
     }
@@ -207,6 +244,12 @@ fn load(cluster: &MemoryCluster, input: &ClusterInput, clock: &FakeClock) {
     for o in w.stateful_sets.values().flatten() {
         cluster.deliver_other(ObjectEvent::StatefulSet(Change::Added(o.clone())));
     }
+    for o in &input.priority_classes {
+        cluster.deliver_other(ObjectEvent::PriorityClass(Change::Added(o.clone())));
+    }
+    for o in &input.pdbs {
+        cluster.deliver_other(ObjectEvent::PodDisruptionBudget(Change::Added(o.clone())));
+    }
     for n in &input.nodes {
         cluster.apply_node((**n).clone());
     }
@@ -226,6 +269,42 @@ fn skipped(info: &PodInfo, scheduler_name: &str, result: PodResult, message: Str
         message: Some(message),
         reason_counts: Vec::new(),
         explanation: None,
+        nominated_node: None,
+        victims: Vec::new(),
+        preemption: Vec::new(),
+    }
+}
+
+/// The preemptor, the node and the victims of an attempt that preempted.
+fn preempted_by(a: &Attempt) -> Option<(Arc<PodInfo>, String, Vec<Arc<PodInfo>>)> {
+    let AttemptOutcome::Unschedulable { fit: Some(fit), .. } = &a.outcome else {
+        return None;
+    };
+    let r = fit.diagnosis.post_filter_result.as_ref()?;
+    if r.nominated_node_name.is_empty() || r.victims.is_empty() {
+        return None;
+    }
+    Some((
+        a.pod.clone(),
+        r.nominated_node_name.clone(),
+        r.victims.clone(),
+    ))
+}
+
+/// The report of a pod evicted by `preemptor` from `node`.
+fn preempted_report(victim: &PodInfo, preemptor: &PodInfo, node: &str) -> PodReport {
+    PodReport {
+        namespace: victim.namespace().to_string(),
+        name: victim.name().to_string(),
+        scheduler_name: scheduler_name(&victim.pod),
+        node: Some(node.to_string()),
+        result: PodResult::Preempted,
+        message: Some(format!("Preempted by pod {} on node {node}", preemptor.key)),
+        reason_counts: Vec::new(),
+        explanation: None,
+        nominated_node: None,
+        victims: Vec::new(),
+        preemption: Vec::new(),
     }
 }
 
@@ -240,6 +319,9 @@ fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> 
         message: None,
         reason_counts: Vec::new(),
         explanation: Some(explanation),
+        nominated_node: None,
+        victims: Vec::new(),
+        preemption: Vec::new(),
     };
     match a.outcome {
         AttemptOutcome::Assumed { node } => {
@@ -265,6 +347,20 @@ fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> 
             }
         }
         AttemptOutcome::Unschedulable { message, fit } => {
+            if let Some(pf) = fit
+                .as_ref()
+                .and_then(|f| f.diagnosis.post_filter_result.as_ref())
+            {
+                if !pf.nominated_node_name.is_empty() {
+                    r.nominated_node = Some(pf.nominated_node_name.clone());
+                }
+                r.victims = pf
+                    .victims
+                    .iter()
+                    .map(|v| (v.namespace().to_string(), v.name().to_string()))
+                    .collect();
+                r.preemption = pf.node_statuses.clone();
+            }
             r.result = PodResult::Unschedulable;
             r.reason_counts = fit.map(|f| f.reason_counts()).unwrap_or_default();
             r.message = Some(message);

@@ -12,6 +12,18 @@ use super::{PodReport, PodResult, Report};
 /// A map serialized in the order of its entries.
 struct Ordered<K, V>(Vec<(K, V)>);
 
+impl<K, V> Ordered<K, V> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct VictimJson<'a> {
+    namespace: &'a str,
+    name: &'a str,
+}
+
 impl<K: Serialize, V: Serialize> Serialize for Ordered<K, V> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
@@ -51,8 +63,15 @@ struct PodJson<'a> {
     node: Option<&'a str>,
     result: &'static str,
     message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nominated_node: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    victims: Vec<VictimJson<'a>>,
     pre_filter: Ordered<&'static str, StatusJson>,
     filter: Ordered<&'a str, Ordered<&'static str, StatusJson>>,
+    /// Per node, why preemption did or did not help.
+    #[serde(skip_serializing_if = "Ordered::is_empty")]
+    preemption: Ordered<&'a str, StatusJson>,
     pre_score: Ordered<&'static str, CodeJson>,
     score: Ordered<&'a str, Ordered<&'static str, i64>>,
     final_score: Ordered<&'a str, i64>,
@@ -67,8 +86,20 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
             node: p.node.as_deref(),
             result: p.result.as_str(),
             message: p.message.as_deref(),
+            nominated_node: p.nominated_node.as_deref(),
+            victims: p
+                .victims
+                .iter()
+                .map(|(namespace, name)| VictimJson { namespace, name })
+                .collect(),
             pre_filter: Ordered(Vec::new()),
             filter: Ordered(Vec::new()),
+            preemption: Ordered(
+                p.preemption
+                    .iter()
+                    .map(|(n, s)| (n.as_str(), s.into()))
+                    .collect(),
+            ),
             pre_score: Ordered(Vec::new()),
             score: Ordered(Vec::new()),
             final_score: Ordered(Vec::new()),
@@ -206,6 +237,14 @@ pub fn to_table(report: &Report) -> String {
 
 fn short_reason(p: &PodReport) -> String {
     match p.result {
+        PodResult::Scheduled if !p.victims.is_empty() => {
+            let names: Vec<String> = p
+                .victims
+                .iter()
+                .map(|(ns, n)| format!("{ns}/{n}"))
+                .collect();
+            format!("preempted {}", names.join(", "))
+        }
         PodResult::Scheduled => String::new(),
         PodResult::Unschedulable => match p.reason_counts.first() {
             // The most frequent reason first: the rest are listed below the table.

@@ -792,6 +792,23 @@ impl PriorityQueue {
         }
     }
 
+    /// Moves the pod with `key` to activeQ now (through PreEnqueue: a gate still holds it),
+    /// wherever it waits: backoffQ, unschedulablePods or gated. For a pod known to be able
+    /// to make progress, e.g. a preemptor whose victims are gone. A pod in activeQ, in
+    /// flight or not queued is left alone. Whether the pod reached activeQ. Upstream:
+    /// Activate.
+    pub fn activate(&mut self, key: &str) -> bool {
+        match self.queue_of(key) {
+            Some(QueueName::Backoff | QueueName::Unschedulable | QueueName::Gated) => {}
+            _ => return false,
+        }
+        let Some(entry) = self.take(key) else {
+            return false;
+        };
+        self.moving_for("ForceActivate");
+        self.move_to_active(entry)
+    }
+
     /// Moves every pod whose backoff has ended from backoffQ to activeQ. Upstream:
     /// flushBackoffQCompleted.
     pub fn flush_backoff_completed(&mut self) {

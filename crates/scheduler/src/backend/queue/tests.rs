@@ -293,6 +293,40 @@ fn backoff_counts_consecutive_errors_when_the_last_attempts_errored() {
 
 /// Each rejection followed by an event doubles the wait; the pod leaves backoffQ only
 /// once its expiry has passed.
+/// Where `p` is before and after `activate`, and what `activate` said.
+#[rstest]
+#[case::from_backoff("backoff", (Some(QueueName::Backoff), true, Some(QueueName::Active)))]
+#[case::from_unschedulable_pods(
+    "unschedulable",
+    (Some(QueueName::Unschedulable), true, Some(QueueName::Active))
+)]
+#[case::already_active("active", (Some(QueueName::Active), false, Some(QueueName::Active)))]
+#[case::in_flight("in_flight", (Some(QueueName::InFlight), false, Some(QueueName::InFlight)))]
+#[case::not_queued("none", (None, false, None))]
+fn activate_moves_a_waiting_pod_to_active_now(
+    #[case] start: &str,
+    #[case] want: (Option<QueueName>, bool, Option<QueueName>),
+) {
+    let (mut q, _clock) = queue();
+    if start != "none" {
+        q.add(make_pod("p").info());
+    }
+    match start {
+        "backoff" => {
+            reject(&mut q, "p", &["NodeAdd"]);
+            node_add(&mut q, make_node("n").obj());
+        }
+        "unschedulable" => reject(&mut q, "p", &["NodeAdd"]),
+        "in_flight" => {
+            q.pop();
+        }
+        _ => {}
+    }
+    let before = where_is(&q, "p");
+    let moved = q.activate(&key("p"));
+    assert_eq!((before, moved, where_is(&q, "p")), want);
+}
+
 #[test]
 fn rejected_pod_backs_off_longer_each_time_and_leaves_backoff_after_expiry() {
     let (mut q, clock) = queue();

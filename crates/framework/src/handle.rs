@@ -68,23 +68,39 @@ pub enum Nomination {
     Clear,
 }
 
-/// A status write after a scheduling attempt (upstream: updatePod in schedule_one.go): the
-/// `PodScheduled` condition and the nomination. The implementation patches `pods/status`.
+/// A status write (upstream: updatePod in schedule_one.go, and the preemption's victim
+/// patch): one condition and the nomination. The implementation patches `pods/status`;
+/// the pod's other conditions stay as they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodStatusUpdate {
     pub pod: PodRef,
-    /// `PodScheduled=False` with this reason (`Unschedulable`, `SchedulerError`) and message.
-    pub condition: Option<PodScheduledCondition>,
+    /// `PodScheduled=False` after a failed attempt (reason `Unschedulable` or
+    /// `SchedulerError`), or `DisruptionTarget=True` on a preemption victim.
+    pub condition: Option<PodCondition>,
     pub nomination: Nomination,
 }
 
-/// The `PodScheduled` condition the scheduler writes on a failed attempt.
+/// A pod condition the scheduler writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodScheduledCondition {
-    /// `"False"` (the scheduler never writes `"True"`: the binding does).
+pub struct PodCondition {
+    /// `PodScheduled` or `DisruptionTarget`.
+    pub type_: String,
+    /// `"True"` or `"False"`.
     pub status: String,
     pub reason: String,
     pub message: String,
+}
+
+impl PodCondition {
+    /// `PodScheduled=False` with `reason` and `message` (a failed scheduling attempt).
+    pub fn unscheduled(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
 }
 
 /// `Normal` or `Warning`, as core/v1 Event `type`.
@@ -173,27 +189,52 @@ impl ClusterClient for NoopClient {
 /// preemptor is held back at PreEnqueue until its preemption ends. Upstream: the
 /// preemption Evaluator's record of running preemptions (SchedulerAsyncPreemption).
 #[derive(Debug, Clone, Default)]
-pub struct PreemptingPods(Arc<Mutex<HashSet<String>>>);
+pub struct PreemptingPods(Arc<Mutex<Preemptions>>);
+
+#[derive(Debug, Default)]
+struct Preemptions {
+    preemptors: HashSet<String>,
+    /// Victims chosen but not yet seen deleted: until their deletion shows in the cache,
+    /// they count as terminating by preemption, so that a retry of their preemptor does not
+    /// choose new victims for the room they are about to free.
+    victims: HashSet<String>,
+}
 
 impl PreemptingPods {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        // The set is consistent between operations: keep going after a panic elsewhere.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Preemptions> {
+        // The sets are consistent between operations: keep going after a panic elsewhere.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The preemption of pod `key` started.
     pub fn start(&self, key: &str) {
-        self.lock().insert(key.to_string());
+        self.lock().preemptors.insert(key.to_string());
     }
 
     /// The preemption of pod `key` ended; whether it was running.
     pub fn finish(&self, key: &str) -> bool {
-        self.lock().remove(key)
+        self.lock().preemptors.remove(key)
     }
 
     /// Whether the preemption of pod `key` is running.
     pub fn contains(&self, key: &str) -> bool {
-        self.lock().contains(key)
+        self.lock().preemptors.contains(key)
+    }
+
+    /// Pods `keys` were chosen as victims and are being deleted.
+    pub fn add_victims<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+        let mut p = self.lock();
+        p.victims.extend(keys.into_iter().map(str::to_string));
+    }
+
+    /// Victim `key` is gone (or its deletion failed); whether it was a victim.
+    pub fn victim_gone(&self, key: &str) -> bool {
+        self.lock().victims.remove(key)
+    }
+
+    /// Whether pod `key` is a victim whose deletion is not yet seen.
+    pub fn is_victim(&self, key: &str) -> bool {
+        self.lock().victims.contains(key)
     }
 }
 

@@ -381,7 +381,10 @@ fn unschedulable_pod_is_reported_and_bound_when_a_node_that_fits_arrives() {
     .unwrap_or_else(|e| panic!("{e}"));
     kubectl_ok(&kubeconfig, &["apply", "-f", &small.to_string_lossy()]);
 
-    let message = "0/1 nodes are available: 1 Insufficient cpu.";
+    // More than the node's allocatable: preemption cannot help (upstream marks the
+    // rejection unresolvable), and the message says so.
+    let message = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are \
+                   available: 1 Preemption is not helpful for scheduling.";
     let events = wait_for(Duration::from_secs(30), "FailedScheduling event", || {
         let out = kubectl_ok(
             &kubeconfig,
@@ -614,4 +617,125 @@ fn up_serves_https_with_a_token_and_the_scheduler_uses_them() {
         (!n.is_empty()).then_some(n)
     });
     assert_eq!(node, "n1");
+}
+
+fn priority_class(name: &str, value: i32, never: bool) -> String {
+    let policy = if never {
+        "preemptionPolicy: Never\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: {name}\nvalue: {value}\n{policy}"
+    )
+}
+
+#[test]
+fn a_high_priority_pod_preempts_and_a_never_pod_waits() {
+    let scratch = Scratch::new("preempt");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let setup = scratch.path("setup.yaml");
+    std::fs::write(
+        &setup,
+        [
+            priority_class("low", 10, false),
+            priority_class("high", 1000, false),
+            priority_class("high-never", 1000, true),
+            node_yaml("n1", "2", &[], None),
+            pod_yaml("low-0", "1", "  priorityClassName: low\n"),
+            pod_yaml("low-1", "1", "  priorityClassName: low\n"),
+        ]
+        .join("---\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &setup.to_string_lossy()]);
+    wait_for(Duration::from_secs(30), "low pods bound", || {
+        all_bound(&kubeconfig, 2).then_some(())
+    });
+
+    let never = scratch.path("never.yaml");
+    std::fs::write(
+        &never,
+        pod_yaml("never", "1", "  priorityClassName: high-never\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &never.to_string_lossy()]);
+    let condition = wait_for(Duration::from_secs(30), "never rejected", || {
+        let c = pod_scheduled(&kubeconfig, "never");
+        c.starts_with("False/").then_some(c)
+    });
+    assert_eq!(
+        condition,
+        "False/Unschedulable/0/1 nodes are available: 1 Insufficient cpu. preemption: not \
+         eligible due to preemptionPolicy=Never."
+    );
+
+    // Watch the pods' nominations: the API server clears nominatedNodeName when it binds
+    // the pod (as upstream's does), so the nomination is seen on the way, not at the end.
+    let mut watch = Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "get",
+            "pods",
+            "--watch",
+            "-o",
+            "jsonpath={.metadata.name}={.status.nominatedNodeName}{\"\\n\"}",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting kubectl get --watch: {e}"));
+    let watch_out = watch.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let watch = Proc(watch);
+    let lines = std::thread::spawn(move || {
+        BufReader::new(watch_out)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    let high = scratch.path("high.yaml");
+    std::fs::write(&high, pod_yaml("high", "1", "  priorityClassName: high\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &high.to_string_lossy()]);
+    let nodes = wait_for(
+        Duration::from_secs(30),
+        "high bound, one victim gone",
+        || {
+            let n = pod_nodes(&kubeconfig);
+            let lows = n.keys().filter(|k| k.starts_with("default/low-")).count();
+            (n.get("default/high").is_some_and(|v| v == "n1") && lows == 1).then_some(n)
+        },
+    );
+    drop(watch);
+    let seen = lines.join().unwrap_or_default();
+    let nominated = if seen.iter().any(|l| l == "high=n1") {
+        "n1".to_string()
+    } else {
+        format!("never nominated: {seen:?}")
+    };
+    let preempted = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=Preempted",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    let uid = kubectl_ok(
+        &kubeconfig,
+        &["get", "pod", "high", "-o", "jsonpath={.metadata.uid}"],
+    );
+    assert_eq!(
+        (nominated, preempted, nodes.get("default/never").cloned(),),
+        (
+            "n1".to_string(),
+            format!("Preempted by pod {uid} on node n1"),
+            Some(String::new()),
+        ),
+        "the preemptor was nominated, one victim got the event, the Never pod still waits"
+    );
 }

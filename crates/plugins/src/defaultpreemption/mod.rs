@@ -183,9 +183,13 @@ impl DefaultPreemption {
         runner: &dyn PluginsRunner,
     ) -> (Option<PostFilterResult>, Status) {
         let nominated = runner.nominated_node_name(pod);
-        if let Err(reason) =
-            pod_eligible_to_preempt_others(pod, nominated.as_deref(), snapshot, statuses)
-        {
+        if let Err(reason) = pod_eligible_to_preempt_others(
+            pod,
+            nominated.as_deref(),
+            snapshot,
+            statuses,
+            &self.preempting,
+        ) {
             return (None, Status::unschedulable(reason));
         }
         let potential: Vec<&Arc<NodeInfo>> = statuses
@@ -233,12 +237,14 @@ impl DefaultPreemption {
 /// DefaultPreemption.PodEligibleToPreemptOthers.
 ///
 /// `nominated` is the node the scheduler itself nominated the pod to, if it knows one: the
-/// pod's `status.nominatedNodeName` may not show it yet.
+/// pod's `status.nominatedNodeName` may not show it yet. Likewise a victim whose deletion
+/// the cache does not show yet counts as terminating (`preempting`).
 pub fn pod_eligible_to_preempt_others(
     pod: &PodInfo,
     nominated: Option<&str>,
     snapshot: &Snapshot,
     statuses: &NodeToStatus,
+    preempting: &PreemptingPods,
 ) -> Result<(), &'static str> {
     let spec = pod.pod.spec.as_ref();
     if spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
@@ -260,11 +266,10 @@ pub fn pod_eligible_to_preempt_others(
     }
     if let Some(node) = snapshot.get(nominated) {
         let priority = pod.priority();
-        if node
-            .pods
-            .iter()
-            .any(|p| p.priority() < priority && terminating_by_preemption(&p.pod))
-        {
+        if node.pods.iter().any(|p| {
+            p.priority() < priority
+                && (terminating_by_preemption(&p.pod) || preempting.is_victim(&p.key))
+        }) {
             return Err(ERR_TERMINATING_ON_NOMINATED);
         }
     }

@@ -506,6 +506,42 @@ fn a_terminating_victim_on_the_nominated_node_makes_the_pod_wait() {
     );
 }
 
+/// A victim chosen by a running preemption whose deletion the snapshot does not show yet
+/// counts as terminating: the preemptor's retry must not pick a second victim for the room
+/// the first is about to free.
+#[rstest]
+#[case::a_victim_not_yet_seen_deleted_makes_the_pod_wait(
+    &["default/low"],
+    (
+        None,
+        vec![],
+        Status::unschedulable(
+            "preemption: not eligible due to a terminating pod on the nominated node."
+        )
+    )
+)]
+#[case::once_gone_the_pod_may_preempt_again(&[], (nominated_to("n1"), victims(&["low"]), Status::success()))]
+fn victims_in_flight_hold_the_preemptor_back(#[case] in_flight: &[&str], #[case] want: Outcome) {
+    let preemptor = pod("hi", 10, "2", "").with(|p| {
+        p.status = Some(PodStatus {
+            nominated_node_name: Some("n1".into()),
+            ..Default::default()
+        });
+    });
+    let plugin = DefaultPreemption::from_args(None).unwrap_or_else(|e| unreachable!("{e:?}"));
+    plugin.preempting.add_victims(in_flight.iter().copied());
+    let got = check_with(
+        plugin,
+        preemptor,
+        &["n1"],
+        vec![pod("low", 1, "2", "n1")],
+        vec![],
+        &[],
+        0,
+    );
+    assert_eq!(got, want);
+}
+
 #[rstest]
 #[case::no_pdb(vec![], vec!["a", "b", "c"], (vec![], vec!["a", "b", "c"]))]
 #[case::budget_of_one_lets_the_first_go(

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use framework::testing::{make_node, make_pod};
 use framework::{
-    Binding, ClientError, ClusterClient, EventType, Nomination, PodEvent, PodRef,
-    PodScheduledCondition, PodStatusUpdate,
+    Binding, ClientError, ClusterClient, EventType, Nomination, PodEvent, PodRef, PodStatusUpdate,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -268,7 +267,8 @@ fn status_update(condition: bool, nomination: Nomination) -> PodStatusUpdate {
             name: "web".into(),
             uid: None,
         },
-        condition: condition.then(|| PodScheduledCondition {
+        condition: condition.then(|| framework::PodCondition {
+            type_: "PodScheduled".into(),
             status: "False".into(),
             reason: "Unschedulable".into(),
             message: "0/3 nodes are available".into(),
@@ -616,7 +616,8 @@ async fn status_update_sets_pod_scheduled_and_nomination_and_keeps_other_conditi
             name: "web".into(),
             uid: None,
         },
-        condition: Some(PodScheduledCondition {
+        condition: Some(framework::PodCondition {
+            type_: "PodScheduled".into(),
             status: "False".into(),
             reason: "Unschedulable".into(),
             message: "0/1 nodes are available: 1 Insufficient cpu.".into(),

@@ -216,7 +216,7 @@ pub(crate) fn status_patch(update: &PodStatusUpdate, now: Timestamp) -> Option<V
         status.insert(
             "conditions".into(),
             json!([{
-                "type": "PodScheduled",
+                "type": c.type_,
                 "status": c.status,
                 "reason": c.reason,
                 "message": c.message,
@@ -236,7 +236,7 @@ pub(crate) fn status_patch(update: &PodStatusUpdate, now: Timestamp) -> Option<V
     (!status.is_empty()).then(|| json!({ "status": status }))
 }
 
-/// Patches the `PodScheduled` condition and the nomination of a pod.
+/// Patches one condition and the nomination of a pod.
 pub(crate) async fn patch_pod_status(
     client: &kube::Client,
     update: &PodStatusUpdate,

@@ -164,6 +164,10 @@ impl Shared {
 
     fn pod_deleted(&self, pod: &Arc<Pod>) {
         let uid = pod_key(pod);
+        // A preemption victim is gone: it no longer holds its preemptor back.
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        self.preempting_pods.victim_gone(&format!("{ns}/{name}"));
         let mut st = self.state();
         let in_cache = st.cache.get_pod(&uid).is_some();
         st.queue.delete(pod);

@@ -39,9 +39,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use framework::{
-    ClusterClient, CycleState, EventType, NominatingMode, Nomination, PodEvent, PodInfo, PodRef,
-    PodScheduledCondition, PodStatusUpdate, PostFilterResult, PreemptingPods, QueuedPodInfo,
-    Snapshot, Status, WaitingPod, WaitingPods, Workloads,
+    ClusterClient, CycleState, EventType, NominatingMode, Nomination, PodCondition, PodEvent,
+    PodInfo, PodRef, PodStatusUpdate, PostFilterResult, PreemptingPods, QueuedPodInfo, Snapshot,
+    Status, WaitingPod, WaitingPods, Workloads,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -432,7 +432,8 @@ impl Shared {
         let pod_ref = PodRef::of(&pod.pod);
         let update = PodStatusUpdate {
             pod: pod_ref.clone(),
-            condition: Some(PodScheduledCondition {
+            condition: Some(PodCondition {
+                type_: "PodScheduled".into(),
                 status: "False".into(),
                 reason: reason.into(),
                 message: message.to_string(),
@@ -604,19 +605,42 @@ impl Shared {
             lower.iter().map(|p| PodRef::of(&p.pod)).collect()
         };
         tracing::debug!(pod = %pod.key, %node, victims = r.victims.len(), "preempting");
+        self.preempting_pods
+            .add_victims(r.victims.iter().map(|v| v.key.as_str()));
         let preemptor = pod_key(&pod.pod);
         let preemptor_name = pod.key.clone();
         self.preempting_pods.start(&preemptor_name);
         let shared = self.clone();
         let client = self.client.clone();
+        let profile = fwk.profile_name().to_string();
+        let preempting = self.preempting_pods.clone();
         self.tasks.started();
         self.runtime.spawn(async move {
             // Victims are deleted in parallel, as upstream does.
             let mut deleting = tokio::task::JoinSet::new();
             for victim in deletions {
                 let client = client.clone();
+                let preempting = preempting.clone();
+                let disruption = PodStatusUpdate {
+                    pod: victim.clone(),
+                    condition: Some(PodCondition {
+                        type_: "DisruptionTarget".into(),
+                        status: "True".into(),
+                        reason: "PreemptionByScheduler".into(),
+                        message: format!(
+                            "{profile}: preempting to accommodate a higher priority pod"
+                        ),
+                    }),
+                    nomination: Nomination::Keep,
+                };
                 deleting.spawn(async move {
+                    // Upstream marks the victim before deleting it, so that its
+                    // controllers and disruption budgets see why it goes.
+                    if let Err(e) = client.update_pod_status(&disruption).await {
+                        tracing::debug!(error = %e, "cannot mark preemption victim");
+                    }
                     if let Err(e) = client.delete_pod(&victim).await {
+                        preempting.victim_gone(&format!("{}/{}", victim.namespace, victim.name));
                         tracing::debug!(pod = %format!("{}/{}", victim.namespace, victim.name), error = %e, "cannot delete preemption victim");
                     }
                 });

@@ -10,8 +10,8 @@ use std::time::Duration;
 use framework::testing::{make_node, make_pod};
 use framework::{
     ArgsError, ClientError, Code, CycleState, EventType, FilterPlugin, Handle, NodeInfo,
-    Nomination, Parallelizer, PermitPlugin, Plugin, PodEvent, PodInfo, PodRef,
-    PodScheduledCondition, PodStatusUpdate, ReservePlugin, Status,
+    Nomination, Parallelizer, PermitPlugin, Plugin, PodCondition, PodEvent, PodInfo, PodRef,
+    PodStatusUpdate, ReservePlugin, Status,
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rstest::rstest;
@@ -287,7 +287,8 @@ fn pod_ref(name: &str) -> PodRef {
 fn failed(name: &str, reason: &str, message: &str) -> PodStatusUpdate {
     PodStatusUpdate {
         pod: pod_ref(name),
-        condition: Some(PodScheduledCondition {
+        condition: Some(PodCondition {
+            type_: "PodScheduled".into(),
             status: "False".into(),
             reason: reason.into(),
             message: message.into(),
@@ -923,6 +924,27 @@ async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
         .filter(|e| e.reason == "Preempted")
         .cloned()
         .collect();
+    let marked: Vec<PodStatusUpdate> = w
+        .status_updates
+        .iter()
+        .filter(|u| u.pod.name == "low")
+        .cloned()
+        .collect();
+    assert_eq!(
+        marked,
+        vec![PodStatusUpdate {
+            pod: pod_ref("low"),
+            condition: Some(framework::PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                reason: "PreemptionByScheduler".into(),
+                message: "default-scheduler: preempting to accommodate a higher priority pod"
+                    .into(),
+            }),
+            nomination: Nomination::Keep,
+        }],
+        "the victim is marked before it is deleted"
+    );
     assert_eq!(
         (
             first,

@@ -1,4 +1,5 @@
 //! Tests of the `kubesched` binary itself, one test binary for every command.
 
 mod apiserver;
+mod bench;
 mod simulate;

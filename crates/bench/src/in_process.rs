@@ -303,10 +303,13 @@ pub fn run(
         let bound = recorder.scheduled().saturating_sub(base);
         let since_sample = now.saturating_duration_since(last_sample.0);
         if bound >= target {
+            // The run ends when the last pod was bound, not when the poll noticed.
+            let end = recorder.last_scheduled_at().max(last_sample.0).min(now);
+            let since_sample = end.saturating_duration_since(last_sample.0);
             if since_sample >= MIN_PARTIAL_SAMPLE || samples.is_empty() {
                 samples.push(rate(bound - last_sample.1, since_sample));
             }
-            break (now, bound);
+            break (end, bound);
         }
         if since_sample >= Duration::from_secs(1) {
             samples.push(rate(bound - last_sample.1, since_sample));

@@ -3,19 +3,40 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use scheduler::metrics::{AttemptResult, MetricsRecorder, PendingPods};
 
-/// Counts bound pods and keeps attempt durations (in microseconds). Called on the
-/// scheduling loop and binding tasks: a counter and one short lock per attempt.
-#[derive(Debug, Default)]
+/// Counts bound pods, notes when the last one was bound, and keeps attempt durations (in
+/// microseconds). Called on the scheduling loop and binding tasks: two atomics per bound pod
+/// and one short lock per attempt.
+#[derive(Debug)]
 pub struct BenchRecorder {
+    epoch: Instant,
     scheduled: AtomicU64,
+    /// When the last pod was bound, in nanoseconds since `epoch`.
+    last_scheduled_ns: AtomicU64,
     attempts_us: Mutex<Vec<u64>>,
 }
 
+impl Default for BenchRecorder {
+    fn default() -> Self {
+        BenchRecorder {
+            epoch: Instant::now(),
+            scheduled: AtomicU64::new(0),
+            last_scheduled_ns: AtomicU64::new(0),
+            attempts_us: Mutex::new(Vec::new()),
+        }
+    }
+}
+
 impl BenchRecorder {
+    /// When the last pod was bound (the recorder's creation when none was), so that a run's
+    /// end does not depend on how often it is polled.
+    pub fn last_scheduled_at(&self) -> Instant {
+        self.epoch + Duration::from_nanos(self.last_scheduled_ns.load(Ordering::Acquire))
+    }
+
     /// Pods bound since the start.
     pub fn scheduled(&self) -> u64 {
         self.scheduled.load(Ordering::Acquire)
@@ -43,6 +64,8 @@ impl MetricsRecorder for BenchRecorder {
     }
 
     fn observe_pod_scheduled(&self, _attempts: u32, _since_first_attempt: Duration) {
+        let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_scheduled_ns.fetch_max(ns, Ordering::AcqRel);
         self.scheduled.fetch_add(1, Ordering::AcqRel);
     }
 

@@ -102,6 +102,26 @@ enum Command {
     ///   kubesched run --kubeconfig /tmp/kubesched.kubeconfig --leader-elect=false --port 0
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
+    /// Run upstream scheduler_perf's workloads against kubesched and report throughput.
+    ///
+    /// Each workload creates upstream's nodes (4 CPU / 32Gi / 110 pods) and initial pods,
+    /// waits until those are bound, then creates the measured pods and samples every second
+    /// how many are bound: pods/s average and p50/p90/p99 (upstream's SchedulingThroughput),
+    /// scheduling-attempt latency, peak RSS, and upstream's floor for the workload.
+    ///
+    /// Modes: `in-process` drives the scheduler directly (an in-memory cluster, the default
+    /// profile, the real plugins); `http` (the default, through the local API server and
+    /// `run`'s client) needs `kubesched run`, which is not built yet: use --mode in-process.
+    ///
+    /// Examples:
+    ///   kubesched bench --mode in-process --workload SchedulingBasic
+    ///   kubesched bench --mode in-process --workload all -o json > bench.json
+    ///   kubesched bench --mode in-process --workload TopologySpreading --nodes 500 --pods 1000
+    ///
+    /// Exit status: 0 when every workload ran (skipped ones included), 1 when one timed
+    /// out, 2 for invalid flags.
+    #[command(verbatim_doc_comment)]
+    Bench(BenchArgs),
 }
 
 /// kube-scheduler's serving and leader election flags, shared by `run` and `up`.
@@ -120,6 +140,39 @@ struct SchedulerFlags {
     /// Seed for breaking ties between equally scored nodes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    /// The workload to run (upstream's test case name), or `all`.
+    #[arg(long, value_name = "NAME", default_value = "all",
+          value_parser = clap::builder::PossibleValuesParser::new(bench::workload::names_and_all()))]
+    workload: String,
+    /// How pods reach the scheduler (http needs `kubesched run`, not yet built).
+    #[arg(long, value_enum, default_value_t = BenchMode::Http)]
+    mode: BenchMode,
+    /// Nodes of the workload's main node group (default: upstream's size).
+    #[arg(long, value_name = "N")]
+    nodes: Option<usize>,
+    /// Initial pods per initial pod group (default: upstream's size).
+    #[arg(long, value_name = "N")]
+    init_pods: Option<usize>,
+    /// Measured pods (default: upstream's size).
+    #[arg(long, value_name = "N")]
+    pods: Option<usize>,
+    /// Time budget of each workload, in seconds; a workload still running then is reported
+    /// as timed out.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    timeout: u64,
+    /// Output format. Default: table on a terminal, json otherwise.
+    #[arg(short = 'o', long = "output", value_enum)]
+    output: Option<OutputFormat>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BenchMode {
+    Http,
+    InProcess,
 }
 
 #[derive(clap::Args, Debug)]
@@ -251,6 +304,7 @@ fn main() -> ExitCode {
         Command::Apiserver(args) => run_apiserver(args),
         Command::Run(args) => run_scheduler(args),
         Command::Up(args) => run_up(args),
+        Command::Bench(args) => run_bench(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -594,5 +648,85 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
     std::io::stdout()
         .write_all(text.as_bytes())
         .context("writing the report to stdout")?;
+    Ok(())
+}
+
+fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    if let BenchMode::Http = args.mode {
+        <BenchArgs as clap::Args>::augment_args(clap::Command::new("kubesched bench"))
+            .error(
+                clap::error::ErrorKind::InvalidValue,
+                "bench --mode http needs `kubesched run` (not yet built); use --mode in-process",
+            )
+            .exit();
+    }
+    let workloads: Vec<&bench::Workload> = if args.workload == "all" {
+        bench::WORKLOADS.iter().collect()
+    } else {
+        bench::workload::find(&args.workload).into_iter().collect()
+    };
+    let options = bench::RunOptions {
+        timeout: std::time::Duration::from_secs(args.timeout),
+    };
+    let show_progress = std::io::stderr().is_terminal();
+    let mut reports = Vec::new();
+    for w in workloads {
+        let sizes = bench::Sizes {
+            nodes: args.nodes.unwrap_or(w.sizes.nodes),
+            init_pods: args.init_pods.unwrap_or(w.sizes.init_pods),
+            measured_pods: args.pods.unwrap_or(w.sizes.measured_pods),
+        };
+        let mut last_shown = std::time::Instant::now();
+        let mut progress = |p: &bench::Progress| {
+            if !show_progress
+                || (p.phase != bench::Phase::Done && last_shown.elapsed().as_millis() < 100)
+            {
+                return;
+            }
+            last_shown = std::time::Instant::now();
+            let mut err = std::io::stderr().lock();
+            let _ = if p.phase == bench::Phase::Done {
+                write!(err, "\r\x1b[K")
+            } else {
+                write!(
+                    err,
+                    "\r\x1b[K{}: {} {}/{}",
+                    p.workload,
+                    p.phase.as_str(),
+                    p.done,
+                    p.total
+                )
+            };
+            let _ = err.flush();
+        };
+        let report = bench::in_process::run(w, sizes, &options, &mut progress)
+            .with_context(|| format!("running workload {}", w.name))?;
+        reports.push(report);
+    }
+    let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
+        OutputFormat::Table
+    } else {
+        OutputFormat::Json
+    });
+    let text = match format {
+        OutputFormat::Json => bench::report::to_json(&reports, args.workload == "all") + "\n",
+        OutputFormat::Table => bench::report::to_table(&reports),
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing the report to stdout")?;
+    let timed_out: Vec<&str> = reports
+        .iter()
+        .filter(|r| r.status == bench::RunStatus::TimedOut)
+        .map(|r| r.workload.as_str())
+        .collect();
+    if !timed_out.is_empty() {
+        anyhow::bail!(
+            "timed out after {} s: {}",
+            args.timeout,
+            timed_out.join(", ")
+        );
+    }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Tests of the `kubesched` binary itself, one test binary for every command.
 
 mod apiserver;
+mod bench;
 mod simulate;
 mod up;

@@ -1,0 +1,184 @@
+//! `kubesched bench` as a user runs it: the real binary at tiny sizes, its JSON parsed and
+//! checked field by field, and the flags it refuses. No timing is asserted.
+
+// The helpers below run only inside these tests: failing loudly is what they are for.
+#![allow(clippy::panic)]
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running kubesched bench: {e}"))
+}
+
+fn json(out: &Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON: {e}"))
+}
+
+/// The fields whose values depend on the machine, replaced by their JSON type, so that the
+/// rest is compared as a whole value.
+fn without_measurements(mut v: Value) -> Value {
+    for key in [
+        "podsPerSecond",
+        "attemptLatencyMs",
+        "peakRssMiB",
+        "samples",
+        "durationSeconds",
+    ] {
+        if let Some(field) = v.get_mut(key) {
+            let shape = match &*field {
+                Value::Object(o) => {
+                    let mut keys: Vec<&str> = o.keys().map(String::as_str).collect();
+                    keys.sort_unstable();
+                    format!("object {}", keys.join(","))
+                }
+                Value::Array(a) if !a.is_empty() => "non-empty array".into(),
+                Value::Number(n) if n.as_f64().is_some_and(|x| x > 0.0) => "positive".into(),
+                other => format!("unexpected {other}"),
+            };
+            *field = Value::String(shape);
+        }
+    }
+    v
+}
+
+#[test]
+fn in_process_json_has_issue_8s_fields() {
+    let out = bench(&[
+        "--mode",
+        "in-process",
+        "--workload",
+        "SchedulingBasic",
+        "--nodes",
+        "10",
+        "--init-pods",
+        "5",
+        "--pods",
+        "20",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        without_measurements(json(&out)),
+        serde_json::json!({
+            "workload": "SchedulingBasic",
+            "mode": "in-process",
+            "status": "ok",
+            "nodes": 10,
+            "initPods": 5,
+            "measuredPods": 20,
+            "scheduledPods": 20,
+            "podsPerSecond": "object average,p50,p90,p99",
+            "samples": "non-empty array",
+            "attemptLatencyMs": "object max,p50,p90,p99",
+            "peakRssMiB": "positive",
+            "clientQps": "n/a",
+            "durationSeconds": "positive",
+            "upstreamFloor": 680,
+        })
+    );
+}
+
+#[test]
+fn all_runs_every_workload_and_skips_preemption() {
+    let out = bench(&[
+        "--mode",
+        "in-process",
+        "--workload",
+        "all",
+        "--nodes",
+        "30",
+        "--init-pods",
+        "5",
+        "--pods",
+        "20",
+        "--timeout",
+        "60",
+        "-o",
+        "json",
+    ]);
+    let reports = json(&out);
+    let summary: Vec<(String, String, u64, u64)> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["workload"].as_str().unwrap().to_string(),
+                r["status"].as_str().unwrap().to_string(),
+                r["scheduledPods"].as_u64().unwrap(),
+                r["upstreamFloor"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String, u64, u64)> = [
+        ("SchedulingBasic", "ok", 20, 680),
+        ("SchedulingBasic/5000Nodes_50000Pods", "ok", 20, 810),
+        ("SchedulingDaemonset", "ok", 20, 1100),
+        ("TopologySpreading", "ok", 20, 460),
+        ("PreferredTopologySpreading", "ok", 20, 340),
+        ("SchedulingNodeAffinity", "ok", 20, 220),
+        ("SchedulingPodAntiAffinity", "ok", 20, 60),
+        ("SchedulingPodAffinity", "ok", 20, 35),
+        ("SchedulingPreferredPodAffinity", "ok", 20, 90),
+        ("SchedulingPreferredPodAntiAffinity", "ok", 20, 90),
+        ("MixedSchedulingBasePod", "ok", 20, 140),
+        ("Unschedulable", "ok", 20, 590),
+        ("SchedulingWithMixedChurn", "ok", 20, 710),
+        ("PreemptionAsync", "skipped", 0, 570),
+    ]
+    .into_iter()
+    .map(|(w, s, n, f)| (w.to_string(), s.to_string(), n, f))
+    .collect();
+    assert_eq!(summary, expected);
+    assert_eq!(reports[13]["reason"], "needs DefaultPreemption");
+}
+
+#[test]
+fn http_mode_is_refused_with_exit_2_until_run_exists() {
+    let out = bench(&["--workload", "SchedulingBasic"]);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).lines().next().map(str::to_string),
+            out.stdout.is_empty()
+        ),
+        (
+            Some(2),
+            Some(
+                "error: bench --mode http needs `kubesched run` (not yet built); use --mode in-process"
+                    .to_string()
+            ),
+            true
+        )
+    );
+}
+
+#[test]
+fn unknown_workload_exits_2_and_lists_the_workloads() {
+    let out = bench(&["--mode", "in-process", "--workload", "SchedulingEverything"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (
+            out.status.code(),
+            stderr.lines().next().map(str::to_string),
+            stderr.contains("SchedulingWithMixedChurn, PreemptionAsync, all]")
+        ),
+        (
+            Some(2),
+            Some("error: invalid value 'SchedulingEverything' for '--workload <NAME>'".to_string()),
+            true
+        )
+    );
+}

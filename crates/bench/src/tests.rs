@@ -1,0 +1,465 @@
+//! The workload definitions against upstream's sizes and floors, a smoke run of every
+//! workload at upstream's smallest sizes (so the benchmark cannot rot), and the report's
+//! arithmetic and output. No timing is asserted.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use rstest::rstest;
+
+use crate::objects::{self, Object};
+use crate::report::{self, Latency, Report, RunStatus, Throughput};
+use crate::workload::{self, ChurnMode, Sizes, WORKLOADS};
+use crate::{in_process, peak_rss, RunOptions};
+
+fn sizes(nodes: usize, init_pods: usize, measured_pods: usize) -> Sizes {
+    Sizes {
+        nodes,
+        init_pods,
+        measured_pods,
+    }
+}
+
+// ---- definitions ------------------------------------------------------------------------
+
+/// (sizes, nodes created, initial pods created, floor) as upstream's performance-config.yaml
+/// sets them for the case with a threshold.
+#[rstest]
+#[case::basic("SchedulingBasic", sizes(5000, 1000, 10000), 5000, 1000, 680)]
+#[case::basic_50000_pods(
+    "SchedulingBasic/5000Nodes_50000Pods",
+    sizes(5000, 5000, 50000),
+    5000,
+    5000,
+    810
+)]
+#[case::daemonset_adds_the_named_node(
+    "SchedulingDaemonset",
+    sizes(15000, 0, 30000),
+    15001,
+    0,
+    1100
+)]
+#[case::topology_spreading("TopologySpreading", sizes(5000, 5000, 5000), 5000, 5000, 460)]
+#[case::preferred_topology_spreading(
+    "PreferredTopologySpreading",
+    sizes(5000, 5000, 5000),
+    5000,
+    5000,
+    340
+)]
+#[case::node_affinity("SchedulingNodeAffinity", sizes(5000, 5000, 10000), 5000, 5000, 220)]
+#[case::pod_anti_affinity("SchedulingPodAntiAffinity", sizes(5000, 1000, 2000), 5000, 1000, 60)]
+#[case::pod_affinity("SchedulingPodAffinity", sizes(5000, 5000, 5000), 5000, 5000, 35)]
+#[case::preferred_pod_affinity(
+    "SchedulingPreferredPodAffinity",
+    sizes(5000, 5000, 5000),
+    5000,
+    5000,
+    90
+)]
+#[case::preferred_pod_anti_affinity(
+    "SchedulingPreferredPodAntiAffinity",
+    sizes(5000, 5000, 5000),
+    5000,
+    5000,
+    90
+)]
+#[case::mixed_has_five_initial_groups_of_2000(
+    "MixedSchedulingBasePod",
+    sizes(5000, 2000, 5000),
+    5000,
+    10000,
+    140
+)]
+#[case::unschedulable("Unschedulable", sizes(5000, 100, 10000), 5000, 100, 590)]
+#[case::mixed_churn("SchedulingWithMixedChurn", sizes(5000, 0, 10000), 5000, 0, 710)]
+#[case::preemption_async("PreemptionAsync", sizes(5000, 20000, 5000), 5000, 20000, 570)]
+fn workload_matches_upstream(
+    #[case] name: &str,
+    #[case] expected_sizes: Sizes,
+    #[case] nodes: usize,
+    #[case] init_pods: usize,
+    #[case] floor: u32,
+) {
+    let w = workload::find(name).unwrap();
+    assert_eq!(
+        (
+            w.sizes,
+            w.node_count(w.sizes),
+            w.init_pod_count(w.sizes),
+            w.upstream_floor
+        ),
+        (expected_sizes, nodes, init_pods, floor)
+    );
+}
+
+#[test]
+fn every_workload_of_issue_8_is_defined_once_in_order() {
+    let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+    assert_eq!(
+        names,
+        [
+            "SchedulingBasic",
+            "SchedulingBasic/5000Nodes_50000Pods",
+            "SchedulingDaemonset",
+            "TopologySpreading",
+            "PreferredTopologySpreading",
+            "SchedulingNodeAffinity",
+            "SchedulingPodAntiAffinity",
+            "SchedulingPodAffinity",
+            "SchedulingPreferredPodAffinity",
+            "SchedulingPreferredPodAntiAffinity",
+            "MixedSchedulingBasePod",
+            "Unschedulable",
+            "SchedulingWithMixedChurn",
+            "PreemptionAsync",
+        ]
+    );
+}
+
+/// A churn as (mode, templates, interval).
+type ChurnSummary = (ChurnMode, usize, Duration);
+
+#[test]
+fn churn_and_requirements_are_upstreams() {
+    let summary: Vec<(&str, Option<ChurnSummary>, Option<&str>)> = WORKLOADS
+        .iter()
+        .filter(|w| w.churn.is_some() || w.requires.is_some())
+        .map(|w| {
+            (
+                w.name,
+                w.churn.map(|c| (c.mode, c.templates.len(), c.interval)),
+                w.requires,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "Unschedulable",
+                Some((ChurnMode::Create, 1, Duration::from_millis(200))),
+                None
+            ),
+            (
+                "SchedulingWithMixedChurn",
+                Some((ChurnMode::Recreate, 3, Duration::from_secs(1))),
+                None
+            ),
+            (
+                "PreemptionAsync",
+                Some((ChurnMode::Create, 1, Duration::from_millis(200))),
+                Some("DefaultPreemption")
+            ),
+        ]
+    );
+}
+
+fn requests(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<(String, String)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
+        .flatten()
+        .map(|(k, Quantity(v))| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+    p.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[rstest]
+#[case::default(workload::templates::POD_DEFAULT, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::spreading(workload::templates::POD_WITH_TOPOLOGY_SPREADING, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::preferred_spreading(workload::templates::POD_WITH_PREFERRED_TOPOLOGY_SPREADING, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::node_affinity(workload::templates::POD_WITH_NODE_AFFINITY, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::anti_affinity(workload::templates::POD_WITH_POD_ANTI_AFFINITY, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::affinity(workload::templates::POD_WITH_POD_AFFINITY, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::preferred_affinity(workload::templates::POD_WITH_PREFERRED_POD_AFFINITY, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::preferred_anti_affinity(workload::templates::POD_WITH_PREFERRED_POD_ANTI_AFFINITY, &[("cpu", "100m"), ("memory", "500Mi")])]
+#[case::daemonset_requests_nothing(workload::templates::DAEMONSET_POD, &[])]
+#[case::large_cpu_fits_no_node(workload::templates::POD_HIGH_PRIORITY_LARGE_CPU, &[("cpu", "9"), ("memory", "500Mi")])]
+#[case::low_priority(workload::templates::POD_LOW_PRIORITY, &[("cpu", "900m"), ("memory", "500Mi")])]
+#[case::high_priority(workload::templates::POD_HIGH_PRIORITY, &[("cpu", "3000m"), ("memory", "500Mi")])]
+fn pod_template_requests(#[case] template: &'static str, #[case] expected: &[(&str, &str)]) {
+    let pod = objects::parse_pod(template).unwrap();
+    assert_eq!(requests(&pod), pairs(expected));
+}
+
+#[test]
+fn node_instances_are_named_labelled_and_allocatable_as_upstreams_nodes() {
+    let template = objects::parse_node(workload::templates::NODE_DEFAULT).unwrap();
+    let node = objects::node_instance(&template, 7, Some("moon-2"));
+    let status = node.status.unwrap();
+    let quantities = |m: Option<std::collections::BTreeMap<String, Quantity>>| {
+        m.unwrap_or_default()
+            .into_iter()
+            .map(|(k, Quantity(v))| (k, v))
+            .collect::<Vec<_>>()
+    };
+    let expected = pairs(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")]);
+    assert_eq!(
+        (
+            node.metadata.name,
+            node.metadata
+                .labels
+                .unwrap_or_default()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            quantities(status.capacity),
+            quantities(status.allocatable),
+        ),
+        (
+            Some("scheduler-perf-7".to_string()),
+            pairs(&[
+                ("kubernetes.io/hostname", "scheduler-perf-7"),
+                ("topology.kubernetes.io/zone", "moon-2")
+            ]),
+            expected.clone(),
+            expected,
+        )
+    );
+}
+
+#[test]
+fn every_template_parses_as_its_kind() {
+    let kinds: Vec<&str> = WORKLOADS
+        .iter()
+        .flat_map(|w| {
+            w.node_groups
+                .iter()
+                .map(|g| g.template)
+                .chain(w.init_pods.iter().map(|g| g.template))
+                .chain(std::iter::once(w.measured.template))
+                .chain(w.churn.iter().flat_map(|c| c.templates.iter().copied()))
+        })
+        .map(|t| match objects::parse(t).unwrap() {
+            Object::Node(_) => "Node",
+            Object::Pod(_) => "Pod",
+            Object::Service(_) => "Service",
+        })
+        .collect();
+    assert!(kinds.contains(&"Service"));
+    assert_eq!(kinds.len(), 50);
+}
+
+// ---- smoke runs -------------------------------------------------------------------------
+
+/// What a smoke run must show: every measured pod bound, with samples and latencies.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    status: RunStatus,
+    reason: Option<String>,
+    nodes: usize,
+    init_pods: usize,
+    measured_pods: usize,
+    scheduled_pods: usize,
+    has_throughput: bool,
+    has_latency: bool,
+    client_qps: &'static str,
+}
+
+fn outcome(r: &Report) -> Outcome {
+    Outcome {
+        status: r.status,
+        reason: r.reason.clone(),
+        nodes: r.nodes,
+        init_pods: r.init_pods,
+        measured_pods: r.measured_pods,
+        scheduled_pods: r.scheduled_pods,
+        has_throughput: r.pods_per_second.is_some() && !r.samples.is_empty(),
+        has_latency: r.attempt_latency_ms.is_some(),
+        client_qps: r.client_qps,
+    }
+}
+
+fn bound(nodes: usize, init_pods: usize, measured: usize) -> Outcome {
+    Outcome {
+        status: RunStatus::Ok,
+        reason: None,
+        nodes,
+        init_pods,
+        measured_pods: measured,
+        scheduled_pods: measured,
+        has_throughput: true,
+        has_latency: true,
+        client_qps: "n/a",
+    }
+}
+
+fn run_small(name: &str, options: RunOptions) -> Report {
+    let w = workload::find(name).unwrap();
+    let mut phases = Vec::new();
+    let r = in_process::run(w, w.small, &options, &mut |p| phases.push(p.phase)).unwrap();
+    if r.status != RunStatus::Skipped {
+        assert_eq!(phases.first(), Some(&crate::Phase::Nodes), "{phases:?}");
+    }
+    r
+}
+
+const SMOKE: RunOptions = RunOptions {
+    timeout: Duration::from_secs(60),
+};
+
+#[rstest]
+#[case::basic("SchedulingBasic", bound(5, 5, 10))]
+#[case::basic_50000_pods("SchedulingBasic/5000Nodes_50000Pods", bound(5, 5, 10))]
+#[case::daemonset("SchedulingDaemonset", bound(6, 0, 10))]
+#[case::topology_spreading("TopologySpreading", bound(5, 10, 10))]
+#[case::preferred_topology_spreading("PreferredTopologySpreading", bound(5, 10, 10))]
+#[case::node_affinity("SchedulingNodeAffinity", bound(5, 5, 10))]
+#[case::pod_anti_affinity("SchedulingPodAntiAffinity", bound(5, 1, 4))]
+#[case::pod_affinity("SchedulingPodAffinity", bound(5, 5, 10))]
+#[case::preferred_pod_affinity("SchedulingPreferredPodAffinity", bound(5, 5, 10))]
+#[case::preferred_pod_anti_affinity("SchedulingPreferredPodAntiAffinity", bound(5, 5, 10))]
+#[case::mixed("MixedSchedulingBasePod", bound(5, 10, 10))]
+#[case::unschedulable("Unschedulable", bound(5, 1, 10))]
+#[case::mixed_churn("SchedulingWithMixedChurn", bound(10, 0, 100))]
+#[case::preemption_async_is_skipped_without_default_preemption("PreemptionAsync", Outcome {
+    status: RunStatus::Skipped,
+    reason: Some("needs DefaultPreemption".into()),
+    nodes: 5,
+    init_pods: 20,
+    measured_pods: 5,
+    scheduled_pods: 0,
+    has_throughput: false,
+    has_latency: false,
+    client_qps: "n/a",
+})]
+fn smoke_run_at_upstreams_smallest_size(#[case] name: &str, #[case] expected: Outcome) {
+    assert_eq!(outcome(&run_small(name, SMOKE)), expected);
+}
+
+#[test]
+fn measured_pods_that_cannot_all_fit_time_out() {
+    // Required anti-affinity on hostname: two nodes hold two green pods, the initial one
+    // and one measured; the other three measured pods never fit.
+    let w = workload::find("SchedulingPodAntiAffinity").unwrap();
+    let options = RunOptions {
+        timeout: Duration::from_secs(2),
+    };
+    let r = in_process::run(w, sizes(2, 1, 4), &options, &mut |_| {}).unwrap();
+    assert_eq!(
+        (r.status, r.reason.as_deref(), r.scheduled_pods),
+        (
+            RunStatus::TimedOut,
+            Some("1 of 4 measured pods bound in 2s"),
+            1
+        )
+    );
+}
+
+// ---- report -----------------------------------------------------------------------------
+
+#[rstest]
+#[case::one_sample(&[700.0], Some(Throughput { average: 700.0, p50: 700.0, p90: 700.0, p99: 700.0 }))]
+#[case::nearest_rank(
+    &[10.0, 40.0, 20.0, 30.0],
+    Some(Throughput { average: 25.0, p50: 20.0, p90: 40.0, p99: 40.0 })
+)]
+#[case::none(&[], None)]
+fn throughput_summary(#[case] samples: &[f64], #[case] expected: Option<Throughput>) {
+    assert_eq!(Throughput::from_samples(samples), expected);
+}
+
+#[test]
+fn latency_percentiles_in_milliseconds() {
+    let us: Vec<u64> = (1..=100).map(|i| i * 100).collect();
+    assert_eq!(
+        Latency::from_micros(&us),
+        Some(Latency {
+            p50: 5.0,
+            p90: 9.0,
+            p99: 9.9,
+            max: 10.0
+        })
+    );
+}
+
+#[test]
+fn vm_hwm_is_read_in_mib() {
+    let status = "Name:\tkubesched\nVmPeak:\t  999 kB\nVmHWM:\t  524288 kB\nVmRSS:\t 1 kB\n";
+    assert_eq!(peak_rss::parse_vm_hwm_mib(status), Some(512.0));
+}
+
+fn sample_report() -> Report {
+    Report {
+        workload: "SchedulingBasic".into(),
+        mode: "in-process",
+        status: RunStatus::Ok,
+        reason: None,
+        nodes: 5000,
+        init_pods: 1000,
+        measured_pods: 10000,
+        scheduled_pods: 10000,
+        pods_per_second: Some(Throughput {
+            average: 6800.0,
+            p50: 6900.0,
+            p90: 7000.0,
+            p99: 7100.0,
+        }),
+        samples: vec![6800.0],
+        attempt_latency_ms: Some(Latency {
+            p50: 0.1,
+            p90: 0.2,
+            p99: 0.5,
+            max: 3.0,
+        }),
+        peak_rss_mib: Some(120.4),
+        client_qps: "n/a",
+        duration_seconds: 1.47,
+        upstream_floor: 680,
+    }
+}
+
+#[test]
+fn json_has_issue_8s_fields() {
+    let v: serde_json::Value =
+        serde_json::from_str(&report::to_json(&[sample_report()], false)).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "workload": "SchedulingBasic",
+            "mode": "in-process",
+            "status": "ok",
+            "nodes": 5000,
+            "initPods": 1000,
+            "measuredPods": 10000,
+            "scheduledPods": 10000,
+            "podsPerSecond": {"average": 6800.0, "p50": 6900.0, "p90": 7000.0, "p99": 7100.0},
+            "samples": [6800.0],
+            "attemptLatencyMs": {"p50": 0.1, "p90": 0.2, "p99": 0.5, "max": 3.0},
+            "peakRssMiB": 120.4,
+            "clientQps": "n/a",
+            "durationSeconds": 1.47,
+            "upstreamFloor": 680,
+        })
+    );
+}
+
+#[test]
+fn table_has_one_row_per_workload_with_the_ratio_to_the_floor() {
+    let skipped = Report {
+        workload: "PreemptionAsync".into(),
+        status: RunStatus::Skipped,
+        reason: Some("needs DefaultPreemption".into()),
+        pods_per_second: None,
+        samples: vec![],
+        attempt_latency_ms: None,
+        peak_rss_mib: None,
+        upstream_floor: 570,
+        ..sample_report()
+    };
+    assert_eq!(
+        report::to_table(&[sample_report(), skipped]),
+        "\
+WORKLOAD         NODES  INIT  MEASURED  PODS/S AVG  P50   P90   P99   ATTEMPT P50/P99 MS  PEAK RSS MIB  FLOOR  RATIO  STATUS
+SchedulingBasic  5000   1000  10000     6800        6900  7000  7100  0.100/0.500         120           680    10.0x  ok
+PreemptionAsync  5000   1000  10000     -           -     -     -     -                   -             570    -      skipped: needs DefaultPreemption
+"
+    );
+}

@@ -1,7 +1,9 @@
-//! `--mode in-process`: the workload drives the scheduler directly. A [`MemoryCluster`] is
-//! both the scheduler's event source and its API client; the scheduling loop runs on its own
-//! thread ([`Scheduler::start`]) with the default profile, the real in-tree plugins and the
-//! real clock; binding tasks run on a tokio runtime.
+//! The driver of a run, and `--mode in-process`: the workload drives the scheduler directly.
+//! A [`MemoryCluster`] is both the scheduler's event source and its API client; the
+//! scheduling loop runs on its own thread ([`Scheduler::start`]) with the default profile,
+//! the real in-tree plugins and the real clock; binding tasks run on a tokio runtime.
+//! `--mode http` ([`crate::http`]) plugs the local API server and `run`'s code path into the
+//! same driver through [`Target`].
 //!
 //! The run, as upstream's scheduler_perf: create the nodes; create the initial pods and wait
 //! until they are bound; then create the measured pods as fast as possible (from a thread of
@@ -18,7 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use framework::{Handle, Parallelizer};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use scheduler::clock::RealClock;
 use scheduler::config;
@@ -35,6 +37,12 @@ use crate::{peak_rss, BenchError, Phase, Progress};
 
 /// How often the bound-pod count is polled (samples are still taken once a second).
 const POLL: Duration = Duration::from_millis(5);
+
+/// Measured pods are created in chunks of this many, so that a timed-out run stops soon.
+const CREATE_CHUNK: usize = 500;
+
+/// The namespace churned objects live in.
+const CHURN_NAMESPACE: &str = "churn";
 
 /// How long the scheduler may take to finish its binding tasks after the run.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -59,17 +67,140 @@ impl Default for RunOptions {
     }
 }
 
-/// Stops the scheduler and joins its loop on every way out of [`run`].
-struct Running {
-    sched: Scheduler,
-    rt: tokio::runtime::Runtime,
-    loop_thread: Option<JoinHandle<()>>,
+/// Where a run sends its objects and reads its counts: the in-memory cluster and scheduler
+/// of `--mode in-process`, or the local API server and `run`'s scheduler of `--mode http`.
+/// Stopped (scheduler stopped, threads and tasks joined) when dropped.
+pub trait Target: Send + Sync {
+    /// `in-process` or `http`.
+    fn mode(&self) -> &'static str;
+    /// The API client's QPS limit, as reported.
+    fn client_qps(&self) -> &'static str;
+    /// Counts of bound pods and attempt durations.
+    fn recorder(&self) -> &BenchRecorder;
+    fn create_namespace(&self, name: &str);
+    fn create_nodes(&self, nodes: Vec<Node>);
+    /// Creates the pods (concurrently where that helps); returns when all were sent.
+    fn create_pods(&self, pods: Vec<Pod>);
+    fn create(&self, obj: &Object);
+    fn delete(&self, obj: Object);
+    /// Starts scheduling (after the nodes exist); returns once the scheduler is synced.
+    fn start(&self) -> Result<(), BenchError>;
 }
 
-impl Drop for Running {
+/// `--mode in-process`: a [`MemoryCluster`] and the scheduler on threads of this process.
+pub struct InProcess {
+    cluster: Arc<MemoryCluster>,
+    sched: Scheduler,
+    rt: tokio::runtime::Runtime,
+    loop_thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    recorder: Arc<BenchRecorder>,
+}
+
+impl InProcess {
+    pub fn new() -> Result<InProcess, BenchError> {
+        let cfg = config::load_str(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+            "default configuration",
+        )?;
+        let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
+        let cluster = MemoryCluster::new();
+        let handle = Handle::new(Parallelizer::new(parallelism), cluster.clone());
+        let profiles = Profiles::build(
+            &cfg,
+            &plugins::in_tree_registry(),
+            &handle,
+            "default configuration",
+        )?;
+        // One worker: binding tasks are short, and the loop needs the other core.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("bench-binding")
+            .enable_all()
+            .build()
+            .map_err(BenchError::Runtime)?;
+        let recorder = Arc::new(BenchRecorder::default());
+        let sched = Scheduler::new(
+            profiles.frameworks,
+            recorder.clone(),
+            Arc::new(RealClock),
+            rt.handle().clone(),
+            SchedulerOptions {
+                percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+                ..SchedulerOptions::default()
+            },
+        );
+        cluster.connect(sched.weak_event_handler());
+        Ok(InProcess {
+            cluster,
+            sched,
+            rt,
+            loop_thread: std::sync::Mutex::new(None),
+            recorder,
+        })
+    }
+}
+
+impl Target for InProcess {
+    fn mode(&self) -> &'static str {
+        "in-process"
+    }
+
+    fn client_qps(&self) -> &'static str {
+        "n/a"
+    }
+
+    fn recorder(&self) -> &BenchRecorder {
+        &self.recorder
+    }
+
+    fn create_namespace(&self, name: &str) {
+        self.cluster
+            .deliver_other(ObjectEvent::Namespace(Change::Added(Arc::new(Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            }))));
+    }
+
+    fn create_nodes(&self, nodes: Vec<Node>) {
+        for n in nodes {
+            self.cluster.apply_node(n);
+        }
+    }
+
+    fn create_pods(&self, pods: Vec<Pod>) {
+        for p in pods {
+            self.cluster.apply_pod(p);
+        }
+    }
+
+    fn create(&self, obj: &Object) {
+        create(&self.cluster, obj);
+    }
+
+    fn delete(&self, obj: Object) {
+        delete(&self.cluster, obj);
+    }
+
+    fn start(&self) -> Result<(), BenchError> {
+        self.sched.event_handler().synced();
+        let t = self.sched.start().map_err(BenchError::Thread)?;
+        *self.loop_thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        Ok(())
+    }
+}
+
+impl Drop for InProcess {
     fn drop(&mut self) {
         self.sched.stop();
-        if let Some(t) = self.loop_thread.take() {
+        let thread = self
+            .loop_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = thread {
             if t.join().is_err() {
                 tracing::error!("the scheduling loop panicked");
             }
@@ -126,16 +257,36 @@ impl Drop for Worker {
     }
 }
 
-/// Runs `workload` at `sizes`, reporting progress to `progress`.
+/// Runs `workload` at `sizes` in process, reporting progress to `progress`.
 pub fn run(
     workload: &Workload,
     sizes: Sizes,
     options: &RunOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, BenchError> {
+    run_on(
+        workload,
+        sizes,
+        options,
+        progress,
+        &|| Ok(Arc::new(InProcess::new()?) as Arc<dyn Target>),
+        "in-process",
+    )
+}
+
+/// Runs `workload` at `sizes` against the target `make` builds (once the workload is known
+/// to be runnable).
+pub fn run_on(
+    workload: &Workload,
+    sizes: Sizes,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(&Progress),
+    make: &dyn Fn() -> Result<Arc<dyn Target>, BenchError>,
+    mode: &'static str,
+) -> Result<Report, BenchError> {
     let mut report = Report {
         workload: workload.name.to_string(),
-        mode: "in-process",
+        mode,
         status: RunStatus::Ok,
         reason: None,
         nodes: workload.node_count(sizes),
@@ -157,39 +308,9 @@ pub fn run(
     }
     let deadline = Instant::now() + options.timeout;
     peak_rss::reset();
-
-    let cfg = config::load_str(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
-        "default configuration",
-    )?;
-    let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
-    let cluster = MemoryCluster::new();
-    let handle = Handle::new(Parallelizer::new(parallelism), cluster.clone());
-    let profiles = Profiles::build(
-        &cfg,
-        &plugins::in_tree_registry(),
-        &handle,
-        "default configuration",
-    )?;
-    // One worker: binding tasks are short, and the loop needs the other core.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("bench-binding")
-        .enable_all()
-        .build()
-        .map_err(BenchError::Runtime)?;
-    let recorder = Arc::new(BenchRecorder::default());
-    let sched = Scheduler::new(
-        profiles.frameworks,
-        recorder.clone(),
-        Arc::new(RealClock),
-        rt.handle().clone(),
-        SchedulerOptions {
-            percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
-            ..SchedulerOptions::default()
-        },
-    );
-    cluster.connect(sched.weak_event_handler());
+    let target = make()?;
+    report.client_qps = target.client_qps();
+    let recorder = target.recorder();
 
     // Namespaces first, as informers list them before pods.
     let mut namespaces: Vec<&str> = workload
@@ -198,16 +319,13 @@ pub fn run(
         .chain(std::iter::once(&workload.measured))
         .map(|g| g.namespace)
         .collect();
+    if workload.churn.is_some() {
+        namespaces.push(CHURN_NAMESPACE);
+    }
     namespaces.sort_unstable();
     namespaces.dedup();
     for ns in namespaces {
-        cluster.deliver_other(ObjectEvent::Namespace(Change::Added(Arc::new(Namespace {
-            metadata: ObjectMeta {
-                name: Some(ns.into()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        }))));
+        target.create_namespace(ns);
     }
 
     progress(&Progress::new(workload, Phase::Nodes, 0, report.nodes));
@@ -218,10 +336,13 @@ pub fn run(
             Count::Fixed(n) => n,
             Count::Nodes => sizes.nodes,
         };
-        for i in 0..count {
-            let zone = (!group.zones.is_empty()).then(|| group.zones[i % group.zones.len()]);
-            cluster.apply_node(objects::node_instance(&template, i, zone));
-        }
+        let nodes = (0..count)
+            .map(|i| {
+                let zone = (!group.zones.is_empty()).then(|| group.zones[i % group.zones.len()]);
+                objects::node_instance(&template, i, zone)
+            })
+            .collect();
+        target.create_nodes(nodes);
         created += count;
         progress(&Progress::new(
             workload,
@@ -230,13 +351,7 @@ pub fn run(
             report.nodes,
         ));
     }
-    sched.event_handler().synced();
-    let loop_thread = sched.start().map_err(BenchError::Thread)?;
-    let running = Running {
-        sched: sched.clone(),
-        rt,
-        loop_thread: Some(loop_thread),
-    };
+    target.start()?;
 
     // Initial pods, group by group, each group bound before the next (upstream's
     // createPods waits for its pods to be scheduled).
@@ -244,9 +359,11 @@ pub fn run(
     let mut bound_target = 0u64;
     for group in workload.init_pods {
         let template = objects::parse_pod(group.template)?;
-        for i in 0..sizes.init_pods {
-            cluster.apply_pod(objects::pod_instance(&template, group.namespace, i));
-        }
+        target.create_pods(
+            (0..sizes.init_pods)
+                .map(|i| objects::pod_instance(&template, group.namespace, i))
+                .collect(),
+        );
         bound_target += sizes.init_pods as u64;
         loop {
             let bound = recorder.scheduled();
@@ -266,7 +383,6 @@ pub fn run(
                     options.timeout
                 ));
                 report.peak_rss_mib = peak_rss::read_mib();
-                drop(running);
                 return Ok(report);
             }
             std::thread::sleep(POLL);
@@ -278,20 +394,24 @@ pub fn run(
     let base = recorder.scheduled();
     let measured_template = objects::parse_pod(workload.measured.template)?;
     let churn = match workload.churn {
-        Some(c) => Some(start_churn(c, cluster.clone())?),
+        Some(c) => Some(start_churn(c, target.clone())?),
         None => None,
     };
     let start = Instant::now();
     let creator = {
-        let cluster = cluster.clone();
+        let target = target.clone();
         let namespace = workload.measured.namespace;
         let count = sizes.measured_pods;
         Worker::spawn("bench-create-pods", move |_stop, stopped| {
-            for i in 0..count {
-                if stopped.load(Ordering::Acquire) {
-                    return;
-                }
-                cluster.apply_pod(objects::pod_instance(&measured_template, namespace, i));
+            let mut i = 0;
+            while i < count && !stopped.load(Ordering::Acquire) {
+                let end = (i + CREATE_CHUNK).min(count);
+                target.create_pods(
+                    (i..end)
+                        .map(|j| objects::pod_instance(&measured_template, namespace, j))
+                        .collect(),
+                );
+                i = end;
             }
         })?
     };
@@ -339,14 +459,15 @@ pub fn run(
         usize::try_from(bound).unwrap_or(usize::MAX),
         sizes.measured_pods,
     ));
-    report.scheduled_pods = usize::try_from(bound).unwrap_or(usize::MAX);
+    // The count includes churned pods bound meanwhile (a few per second at most); the
+    // report caps it at the measured pods.
+    report.scheduled_pods = usize::try_from(bound.min(target)).unwrap_or(usize::MAX);
     report.duration_seconds =
         (end.saturating_duration_since(start).as_secs_f64() * 1000.0).round() / 1000.0;
     report.pods_per_second = Throughput::from_samples(&samples);
     report.samples = samples.iter().map(|s| s.round()).collect();
     report.attempt_latency_ms = Latency::from_micros(&recorder.attempt_durations_us());
     report.peak_rss_mib = peak_rss::read_mib();
-    drop(running);
     Ok(report)
 }
 
@@ -362,14 +483,14 @@ fn rate(pods: u64, over: Duration) -> f64 {
 /// Starts the churn: every interval, one object of each template is created (and, in
 /// recreate mode, those of the previous interval deleted). Churned pods go to the
 /// `churn` namespace.
-fn start_churn(churn: Churn, cluster: Arc<MemoryCluster>) -> Result<Worker, BenchError> {
+fn start_churn(churn: Churn, target: Arc<dyn Target>) -> Result<Worker, BenchError> {
     let templates = churn
         .templates
         .iter()
         .map(|t| objects::parse(t))
         .collect::<Result<Vec<Object>, BenchError>>()?;
     Worker::spawn("bench-churn", move |stop, _| {
-        const NS: &str = "churn";
+        const NS: &str = CHURN_NAMESPACE;
         let mut previous: Vec<Object> = Vec::new();
         for i in 0.. {
             let mut current = Vec::with_capacity(templates.len());
@@ -381,12 +502,12 @@ fn start_churn(churn: Churn, cluster: Arc<MemoryCluster>) -> Result<Worker, Benc
                         Object::Service(Box::new(objects::service_instance(s, NS, i)))
                     }
                 };
-                create(&cluster, &obj);
+                target.create(&obj);
                 current.push(obj);
             }
             if churn.mode == ChurnMode::Recreate {
                 for obj in previous.drain(..) {
-                    delete(&cluster, obj);
+                    target.delete(obj);
                 }
                 previous = current;
             }

@@ -2,9 +2,10 @@
 //!
 //! Start with [`workload`] (the workloads as data: templates, sizes, churn, upstream's
 //! floors), then [`in_process`] (the driver of `--mode in-process`: an in-memory cluster and
-//! the real scheduler), [`report`] (what a run measured; JSON and table output).
-//! `--mode http` (through the local API server and `run`'s client) is not built yet.
+//! the real scheduler), [`http`] (`--mode http`: the local API server and `kubesched run`'s
+//! code path), [`report`] (what a run measured; JSON and table output).
 
+pub mod http;
 pub mod in_process;
 pub mod objects;
 pub mod recorder;
@@ -33,6 +34,9 @@ pub enum BenchError {
     /// A thread (scheduling loop, pod creation, churn) could not start.
     #[error("starting a thread: {0}")]
     Thread(#[source] std::io::Error),
+    /// `--mode http`: the local API server or the scheduler on it could not start.
+    #[error("{0}")]
+    Http(String),
 }
 
 /// The stage a run is in, for progress reports.

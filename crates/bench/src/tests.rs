@@ -150,7 +150,7 @@ fn churn_and_requirements_are_upstreams() {
             (
                 "PreemptionAsync",
                 Some((ChurnMode::Create, 1, Duration::from_millis(200))),
-                Some("DefaultPreemption")
+                None
             ),
         ]
     );
@@ -319,19 +319,47 @@ const SMOKE: RunOptions = RunOptions {
 #[case::mixed("MixedSchedulingBasePod", bound(5, 10, 10))]
 #[case::unschedulable("Unschedulable", bound(5, 1, 10))]
 #[case::mixed_churn("SchedulingWithMixedChurn", bound(10, 0, 100))]
-#[case::preemption_async_is_skipped_without_default_preemption("PreemptionAsync", Outcome {
-    status: RunStatus::Skipped,
-    reason: Some("needs DefaultPreemption".into()),
-    nodes: 5,
-    init_pods: 20,
-    measured_pods: 5,
-    scheduled_pods: 0,
-    has_throughput: false,
-    has_latency: false,
-    client_qps: "n/a",
-})]
+#[case::preemption_async("PreemptionAsync", bound(5, 20, 5))]
 fn smoke_run_at_upstreams_smallest_size(#[case] name: &str, #[case] expected: Outcome) {
     assert_eq!(outcome(&run_small(name, SMOKE)), expected);
+}
+
+/// The same smoke runs through the local API server and `run`'s code path (`--mode http`).
+#[rstest]
+#[case::basic("SchedulingBasic", bound(5, 5, 10))]
+#[case::daemonset("SchedulingDaemonset", bound(6, 0, 10))]
+#[case::topology_spreading("TopologySpreading", bound(5, 10, 10))]
+#[case::preferred_topology_spreading("PreferredTopologySpreading", bound(5, 10, 10))]
+#[case::node_affinity("SchedulingNodeAffinity", bound(5, 5, 10))]
+#[case::pod_anti_affinity("SchedulingPodAntiAffinity", bound(5, 1, 4))]
+#[case::pod_affinity("SchedulingPodAffinity", bound(5, 5, 10))]
+#[case::preferred_pod_affinity("SchedulingPreferredPodAffinity", bound(5, 5, 10))]
+#[case::preferred_pod_anti_affinity("SchedulingPreferredPodAntiAffinity", bound(5, 5, 10))]
+#[case::mixed("MixedSchedulingBasePod", bound(5, 10, 10))]
+#[case::unschedulable("Unschedulable", bound(5, 1, 10))]
+#[case::mixed_churn("SchedulingWithMixedChurn", bound(10, 0, 100))]
+#[case::preemption_async("PreemptionAsync", bound(5, 20, 5))]
+fn smoke_run_over_http(#[case] name: &str, #[case] expected: Outcome) {
+    let w = workload::find(name).unwrap();
+    let r = in_process::run_on(
+        w,
+        w.small,
+        &SMOKE,
+        &mut |_| {},
+        &|| Ok(std::sync::Arc::new(crate::http::Http::new()?) as _),
+        "http",
+    )
+    .unwrap();
+    assert_eq!(
+        (r.mode, outcome(&r)),
+        (
+            "http",
+            Outcome {
+                client_qps: "5000",
+                ..expected
+            }
+        )
+    );
 }
 
 #[test]

@@ -362,7 +362,7 @@ pub const WORKLOADS: &[Workload] = &[
             interval: Duration::from_millis(200),
         }),
         upstream_floor: 570,
-        requires: Some("DefaultPreemption"),
+        requires: None,
     },
 ];
 

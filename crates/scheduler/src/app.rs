@@ -26,7 +26,7 @@ use crate::scheduler::{Scheduler, SchedulerOptions};
 use crate::serve::{self, Health, ServeState};
 
 /// What `run` needs besides the API client.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// The loaded (defaulted, validated) configuration and where it came from.
     pub config: KubeSchedulerConfiguration,
@@ -37,6 +37,20 @@ pub struct RunOptions {
     pub leader_election: Option<LeaderElectionConfig>,
     /// Seed of the tie-breaking RNG.
     pub seed: u64,
+    /// Also report measurements here (besides `/metrics`): `kubesched bench` counts bound
+    /// pods and attempt latencies this way.
+    pub extra_metrics: Option<Arc<dyn crate::metrics::MetricsRecorder>>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("config_source", &self.config_source)
+            .field("bind_address", &self.bind_address)
+            .field("leader_election", &self.leader_election)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why `run` stopped with an error.
@@ -97,9 +111,13 @@ pub async fn run(
     for w in &profiles.warnings {
         tracing::warn!("{w}");
     }
+    let recorder: Arc<dyn crate::metrics::MetricsRecorder> = match &options.extra_metrics {
+        Some(extra) => Arc::new(crate::metrics::Tee(metrics.clone(), extra.clone())),
+        None => metrics.clone(),
+    };
     let sched = Scheduler::new(
         profiles.frameworks,
-        metrics.clone(),
+        recorder,
         Arc::new(RealClock),
         tokio::runtime::Handle::current(),
         scheduler_options(cfg, options.seed),

@@ -91,7 +91,7 @@ fn in_process_json_has_issue_8s_fields() {
 }
 
 #[test]
-fn all_runs_every_workload_and_skips_preemption() {
+fn all_runs_every_workload() {
     let out = bench(&[
         "--mode",
         "in-process",
@@ -136,32 +136,38 @@ fn all_runs_every_workload_and_skips_preemption() {
         ("MixedSchedulingBasePod", "ok", 20, 140),
         ("Unschedulable", "ok", 20, 590),
         ("SchedulingWithMixedChurn", "ok", 20, 710),
-        ("PreemptionAsync", "skipped", 0, 570),
+        ("PreemptionAsync", "ok", 20, 570),
     ]
     .into_iter()
     .map(|(w, s, n, f)| (w.to_string(), s.to_string(), n, f))
     .collect();
     assert_eq!(summary, expected);
-    assert_eq!(reports[13]["reason"], "needs DefaultPreemption");
 }
 
 #[test]
-fn http_mode_is_refused_with_exit_2_until_run_exists() {
-    let out = bench(&["--workload", "SchedulingBasic"]);
+fn http_mode_is_the_default_and_goes_through_the_api_server() {
+    let out = bench(&[
+        "--workload",
+        "SchedulingBasic",
+        "--nodes",
+        "20",
+        "--init-pods",
+        "10",
+        "--pods",
+        "50",
+        "-o",
+        "json",
+    ]);
+    let r = json(&out);
     assert_eq!(
         (
             out.status.code(),
-            String::from_utf8_lossy(&out.stderr).lines().next().map(str::to_string),
-            out.stdout.is_empty()
+            r["mode"].as_str(),
+            r["status"].as_str(),
+            r["scheduledPods"].as_u64(),
+            r["clientQps"].as_str(),
         ),
-        (
-            Some(2),
-            Some(
-                "error: bench --mode http needs `kubesched run` (not yet built); use --mode in-process"
-                    .to_string()
-            ),
-            true
-        )
+        (Some(0), Some("http"), Some("ok"), Some(50), Some("5000"))
     );
 }
 

@@ -161,18 +161,23 @@ async fn background_worker(
         match &write {
             BackgroundWrite::Status(update) => {
                 limiter.acquire().await;
-                if let Err(e) = patch_pod_status(&client, update).await {
-                    tracing::warn!(
+                match patch_pod_status(&client, update).await {
+                    Ok(()) => {}
+                    // The pod is gone (deleted, preempted): nothing to update.
+                    Err(ClientError::Api { code: 404, .. }) => {}
+                    Err(e) => tracing::warn!(
                         pod = %format!("{}/{}", update.pod.namespace, update.pod.name),
                         error = %e,
                         "updating the pod's status failed"
-                    );
+                    ),
                 }
             }
             BackgroundWrite::Event(event) => {
                 event_limiter.acquire().await;
+                // Events are best effort (upstream's recorder drops them too): a failure is
+                // worth a debug line, not a warning on every shutdown.
                 if let Err(e) = create_event(&client, event, &reporting_instance).await {
-                    tracing::warn!(
+                    tracing::debug!(
                         pod = %format!("{}/{}", event.regarding.namespace, event.regarding.name),
                         reason = %event.reason,
                         error = %e,

@@ -5,6 +5,7 @@
 //! Upstream: pkg/scheduler/metrics. Series names and labels follow upstream exactly (they are
 //! what users' dashboards and alerts query); see each method.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 mod prometheus;
@@ -116,4 +117,60 @@ impl MetricsRecorder for NoopRecorder {
     fn inc_queue_incoming_pods(&self, _: &'static str, _: &str) {}
     fn observe_preemption(&self, _: usize) {}
     fn set_cache_size(&self, _: usize, _: usize, _: usize) {}
+}
+
+/// Two recorders as one: every measurement goes to both (the Prometheus exporter and,
+/// say, a benchmark's own counters).
+#[derive(Debug, Clone)]
+pub struct Tee(pub Arc<dyn MetricsRecorder>, pub Arc<dyn MetricsRecorder>);
+
+impl MetricsRecorder for Tee {
+    fn observe_attempt(&self, profile: &str, result: AttemptResult, duration: Duration) {
+        self.0.observe_attempt(profile, result, duration);
+        self.1.observe_attempt(profile, result, duration);
+    }
+    fn observe_pod_scheduled(&self, attempts: u32, since_first_attempt: Duration) {
+        self.0.observe_pod_scheduled(attempts, since_first_attempt);
+        self.1.observe_pod_scheduled(attempts, since_first_attempt);
+    }
+    fn observe_extension_point(
+        &self,
+        profile: &str,
+        extension_point: &'static str,
+        status: &'static str,
+        duration: Duration,
+    ) {
+        self.0
+            .observe_extension_point(profile, extension_point, status, duration);
+        self.1
+            .observe_extension_point(profile, extension_point, status, duration);
+    }
+    fn observe_plugin_execution(
+        &self,
+        plugin: &'static str,
+        extension_point: &'static str,
+        status: &'static str,
+        duration: Duration,
+    ) {
+        self.0
+            .observe_plugin_execution(plugin, extension_point, status, duration);
+        self.1
+            .observe_plugin_execution(plugin, extension_point, status, duration);
+    }
+    fn set_pending_pods(&self, pending: PendingPods) {
+        self.0.set_pending_pods(pending);
+        self.1.set_pending_pods(pending);
+    }
+    fn inc_queue_incoming_pods(&self, queue: &'static str, event: &str) {
+        self.0.inc_queue_incoming_pods(queue, event);
+        self.1.inc_queue_incoming_pods(queue, event);
+    }
+    fn observe_preemption(&self, victims: usize) {
+        self.0.observe_preemption(victims);
+        self.1.observe_preemption(victims);
+    }
+    fn set_cache_size(&self, nodes: usize, pods: usize, assumed_pods: usize) {
+        self.0.set_cache_size(nodes, pods, assumed_pods);
+        self.1.set_cache_size(nodes, pods, assumed_pods);
+    }
 }

@@ -1,0 +1,313 @@
+//! `--mode http`: the workload goes through the local API server, and the scheduler is
+//! `kubesched run`'s own code path ([`scheduler::app::run`]: kube-rs informers, the
+//! `pods/binding` subresource, status and event writes) against it, over loopback HTTP, in
+//! this process. Objects are created through the API with kube-rs, many requests in flight.
+//!
+//! The client's QPS limit is raised to 5,000 (burst 5,000), as upstream's scheduler_perf
+//! raises it; the report says so.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::stream::{self, StreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, PostParams};
+use scheduler::app::{self, RunOptions as AppOptions};
+use scheduler::config;
+use scheduler::Scheduler;
+use tokio::sync::oneshot;
+
+use crate::in_process::Target;
+use crate::objects::Object;
+use crate::recorder::BenchRecorder;
+use crate::BenchError;
+
+/// The client QPS and burst the benchmark runs the scheduler with (upstream: 5,000).
+pub const CLIENT_QPS: f32 = 5000.0;
+pub const CLIENT_BURST: i32 = 5000;
+
+/// Requests the benchmark keeps in flight while creating objects.
+const IN_FLIGHT: usize = 64;
+
+/// How long the scheduler may take to list everything and sync.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
+type BoxedRun = Pin<Box<dyn Future<Output = Result<(), app::RunError>> + Send>>;
+
+/// The local API server and `run`'s scheduler, on a tokio runtime of this process.
+pub struct Http {
+    rt: tokio::runtime::Runtime,
+    server: Mutex<Option<apiserver::Server>>,
+    client: kube::Client,
+    recorder: Arc<BenchRecorder>,
+    /// The scheduler's future until `start` spawns it, then its task.
+    run: Mutex<Option<BoxedRun>>,
+    task: Mutex<Option<tokio::task::JoinHandle<Result<(), app::RunError>>>>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    started: Mutex<Option<oneshot::Receiver<Scheduler>>>,
+}
+
+impl Http {
+    pub fn new() -> Result<Http, BenchError> {
+        // Two workers: the API server, the informers and the binding tasks share them with
+        // the scheduling loop's thread.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("bench-http")
+            .enable_all()
+            .build()
+            .map_err(BenchError::Runtime)?;
+        let (server, client) = rt.block_on(async {
+            let server = apiserver::Server::start(apiserver::Config {
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                ..apiserver::Config::default()
+            })
+            .await
+            .map_err(|e| BenchError::Http(format!("starting the API server: {e}")))?;
+            let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())
+                .map_err(|e| BenchError::Http(e.to_string()))?;
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| BenchError::Http(e.to_string()))?;
+            let client =
+                kube::Client::try_from(config).map_err(|e| BenchError::Http(e.to_string()))?;
+            Ok::<_, BenchError>((server, client))
+        })?;
+        let mut cfg = config::load_str(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+            "default configuration",
+        )?;
+        cfg.client_connection.qps = CLIENT_QPS;
+        cfg.client_connection.burst = CLIENT_BURST;
+        let recorder = Arc::new(BenchRecorder::default());
+        let options = AppOptions {
+            config: cfg,
+            config_source: "default configuration".into(),
+            bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            leader_election: None,
+            seed: 1,
+            extra_metrics: Some(recorder.clone()),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (started_tx, started_rx) = oneshot::channel::<Scheduler>();
+        let run_client = client.clone();
+        let run: BoxedRun = Box::pin(async move {
+            let registry = plugins::in_tree_registry();
+            let mut started_tx = Some(started_tx);
+            app::run(
+                run_client,
+                options,
+                &registry,
+                move |s| {
+                    if let Some(tx) = started_tx.take() {
+                        let _ = tx.send(s.scheduler.clone());
+                    }
+                },
+                async {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+        });
+        Ok(Http {
+            rt,
+            server: Mutex::new(Some(server)),
+            client,
+            recorder,
+            run: Mutex::new(Some(run)),
+            task: Mutex::new(None),
+            stop: Mutex::new(Some(stop)),
+            started: Mutex::new(Some(started_rx)),
+        })
+    }
+
+    /// Sends every item through `f`, `IN_FLIGHT` at a time; failures are logged.
+    fn each<T, F, Fut>(&self, items: Vec<T>, what: &'static str, f: F)
+    where
+        T: Send + 'static,
+        F: Fn(kube::Client, T) -> Fut,
+        Fut: Future<Output = Result<(), kube::Error>>,
+    {
+        let client = self.client.clone();
+        self.rt.block_on(async {
+            stream::iter(items)
+                .map(|item| f(client.clone(), item))
+                .buffer_unordered(IN_FLIGHT)
+                .for_each(|r| async move {
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "creating {what} failed");
+                    }
+                })
+                .await;
+        });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn namespace_of(pod: &Pod) -> String {
+    pod.metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into())
+}
+
+impl Target for Http {
+    fn mode(&self) -> &'static str {
+        "http"
+    }
+
+    fn client_qps(&self) -> &'static str {
+        "5000"
+    }
+
+    fn recorder(&self) -> &BenchRecorder {
+        &self.recorder
+    }
+
+    fn create_namespace(&self, name: &str) {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        self.each(vec![ns], "namespace", |c, ns| async move {
+            match Api::<Namespace>::all(c)
+                .create(&PostParams::default(), &ns)
+                .await
+            {
+                Ok(_) => Ok(()),
+                // `default` exists from the start.
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(e),
+            }
+        });
+    }
+
+    fn create_nodes(&self, nodes: Vec<Node>) {
+        self.each(nodes, "node", |c, n| async move {
+            Api::<Node>::all(c)
+                .create(&PostParams::default(), &n)
+                .await
+                .map(drop)
+        });
+    }
+
+    fn create_pods(&self, pods: Vec<Pod>) {
+        self.each(pods, "pod", |c, p| async move {
+            Api::<Pod>::namespaced(c, &namespace_of(&p))
+                .create(&PostParams::default(), &p)
+                .await
+                .map(drop)
+        });
+    }
+
+    fn create(&self, obj: &Object) {
+        match obj {
+            Object::Node(n) => self.create_nodes(vec![(**n).clone()]),
+            Object::Pod(p) => self.create_pods(vec![(**p).clone()]),
+            Object::Service(s) => {
+                let s: Service = (**s).clone();
+                self.each(vec![s], "service", |c, s| async move {
+                    let ns = s
+                        .metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".into());
+                    Api::<Service>::namespaced(c, &ns)
+                        .create(&PostParams::default(), &s)
+                        .await
+                        .map(drop)
+                });
+            }
+        }
+    }
+
+    fn delete(&self, obj: Object) {
+        let name = |m: &ObjectMeta| m.name.clone().unwrap_or_default();
+        let ns = |m: &ObjectMeta| m.namespace.clone().unwrap_or_else(|| "default".into());
+        match obj {
+            Object::Node(n) => self.each(
+                vec![name(&n.metadata)],
+                "node deletion",
+                |c, n| async move {
+                    Api::<Node>::all(c)
+                        .delete(&n, &DeleteParams::default())
+                        .await
+                        .map(drop)
+                },
+            ),
+            Object::Pod(p) => {
+                let id = (ns(&p.metadata), name(&p.metadata));
+                self.each(vec![id], "pod deletion", |c, (ns, n)| async move {
+                    Api::<Pod>::namespaced(c, &ns)
+                        .delete(&n, &DeleteParams::default())
+                        .await
+                        .map(drop)
+                })
+            }
+            Object::Service(s) => {
+                let id = (ns(&s.metadata), name(&s.metadata));
+                self.each(vec![id], "service deletion", |c, (ns, n)| async move {
+                    Api::<Service>::namespaced(c, &ns)
+                        .delete(&n, &DeleteParams::default())
+                        .await
+                        .map(drop)
+                })
+            }
+        }
+    }
+
+    fn start(&self) -> Result<(), BenchError> {
+        let Some(run) = lock(&self.run).take() else {
+            return Ok(());
+        };
+        *lock(&self.task) = Some(self.rt.spawn(run));
+        let started = lock(&self.started).take();
+        let Some(started) = started else {
+            return Ok(());
+        };
+        self.rt.block_on(async {
+            let sched = tokio::time::timeout(SYNC_TIMEOUT, started)
+                .await
+                .map_err(|_| BenchError::Http("the scheduler did not start".into()))?
+                .map_err(|_| BenchError::Http("the scheduler stopped while starting".into()))?;
+            tokio::time::timeout(SYNC_TIMEOUT, sched.wait_synced())
+                .await
+                .map_err(|_| BenchError::Http("the scheduler's informers did not sync".into()))
+        })
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        if let Some(stop) = lock(&self.stop).take() {
+            let _ = stop.send(());
+        }
+        let task = lock(&self.task).take();
+        let server = lock(&self.server).take();
+        self.rt.block_on(async {
+            if let Some(t) = task {
+                match tokio::time::timeout(Duration::from_secs(30), t).await {
+                    Ok(Ok(Ok(()))) => {}
+                    Ok(Ok(Err(e))) => {
+                        tracing::warn!(error = %e, "the scheduler stopped with an error")
+                    }
+                    Ok(Err(e)) => tracing::warn!(error = %e, "the scheduler task failed"),
+                    Err(_) => tracing::warn!("the scheduler did not stop in 30 s"),
+                }
+            }
+            if let Some(s) = server {
+                s.shutdown().await;
+            }
+        });
+    }
+}

@@ -40,7 +40,8 @@ type BoxedRun = Pin<Box<dyn Future<Output = Result<(), app::RunError>> + Send>>;
 
 /// The local API server and `run`'s scheduler, on a tokio runtime of this process.
 pub struct Http {
-    rt: tokio::runtime::Runtime,
+    /// Taken on drop, to shut it down without waiting for leftover writes.
+    rt: Option<tokio::runtime::Runtime>,
     server: Mutex<Option<apiserver::Server>>,
     client: kube::Client,
     recorder: Arc<BenchRecorder>,
@@ -114,7 +115,7 @@ impl Http {
             .await
         });
         Ok(Http {
-            rt,
+            rt: Some(rt),
             server: Mutex::new(Some(server)),
             client,
             recorder,
@@ -132,8 +133,9 @@ impl Http {
         F: Fn(kube::Client, T) -> Fut,
         Fut: Future<Output = Result<(), kube::Error>>,
     {
+        let Some(rt) = &self.rt else { return };
         let client = self.client.clone();
-        self.rt.block_on(async {
+        rt.block_on(async {
             stream::iter(items)
                 .map(|item| f(client.clone(), item))
                 .buffer_unordered(IN_FLIGHT)
@@ -270,12 +272,13 @@ impl Target for Http {
         let Some(run) = lock(&self.run).take() else {
             return Ok(());
         };
-        *lock(&self.task) = Some(self.rt.spawn(run));
+        let Some(rt) = &self.rt else { return Ok(()) };
+        *lock(&self.task) = Some(rt.spawn(run));
         let started = lock(&self.started).take();
         let Some(started) = started else {
             return Ok(());
         };
-        self.rt.block_on(async {
+        rt.block_on(async {
             let sched = tokio::time::timeout(SYNC_TIMEOUT, started)
                 .await
                 .map_err(|_| BenchError::Http("the scheduler did not start".into()))?
@@ -294,7 +297,8 @@ impl Drop for Http {
         }
         let task = lock(&self.task).take();
         let server = lock(&self.server).take();
-        self.rt.block_on(async {
+        let Some(rt) = self.rt.take() else { return };
+        rt.block_on(async {
             if let Some(t) = task {
                 match tokio::time::timeout(Duration::from_secs(30), t).await {
                     Ok(Ok(Ok(()))) => {}
@@ -305,9 +309,10 @@ impl Drop for Http {
                     Err(_) => tracing::warn!("the scheduler did not stop in 30 s"),
                 }
             }
-            if let Some(s) = server {
-                s.shutdown().await;
-            }
         });
+        // Status and event writes still queued are dropped with the runtime, before the
+        // server goes: they would only fail against a stopped server.
+        drop(server);
+        rt.shutdown_timeout(Duration::from_secs(1));
     }
 }

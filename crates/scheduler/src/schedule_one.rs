@@ -330,11 +330,15 @@ impl ScheduleAlgorithm {
                     }
                 }
                 diagnosis.node_to_status.set_absent_status(absent);
-                restricted = all
+                // Look the named nodes up (a PreFilterResult usually names a few of many
+                // nodes), keeping the snapshot's order.
+                let mut positions: Vec<usize> = names
                     .iter()
-                    .filter(|n| names.contains(n.name()))
-                    .cloned()
+                    .filter_map(|n| snapshot.position(n.as_ref()))
                     .collect();
+                positions.sort_unstable();
+                positions.dedup();
+                restricted = positions.into_iter().map(|i| all[i].clone()).collect();
                 &restricted
             }
         };

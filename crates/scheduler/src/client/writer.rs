@@ -73,6 +73,8 @@ pub struct KubeClusterClient {
     client: kube::Client,
     limiter: Arc<RateLimiter>,
     queue: mpsc::Sender<BackgroundWrite>,
+    /// Writes dropped because the queue was full.
+    dropped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for KubeClusterClient {
@@ -104,6 +106,7 @@ impl KubeClusterClient {
             client,
             limiter,
             queue,
+            dropped: Arc::default(),
         }
     }
 
@@ -111,7 +114,18 @@ impl KubeClusterClient {
         match self.queue.try_send(write) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(w)) => {
-                tracing::warn!(write = ?w, "background write queue is full; dropping the write");
+                // One warning per thousand drops: a flood of binds must not become a flood
+                // of log lines too.
+                let dropped = self
+                    .dropped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if dropped % 1000 == 0 {
+                    tracing::warn!(
+                        dropped = dropped + 1,
+                        "background write queue is full; dropping status and event writes"
+                    );
+                }
+                tracing::debug!(write = ?w, "dropped");
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Err(ClientError::Transport(

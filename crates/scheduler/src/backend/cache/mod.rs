@@ -454,8 +454,25 @@ impl Cache {
                 pod: info.key.clone(),
             });
         };
-        // An assumed pod is replaced by the object the API server has (up-to-date status,
-        // and the node it really landed on).
+        // The usual confirmation: bound where it was assumed, with the spec and labels the
+        // scheduler assumed. The NodeInfo already counts exactly this pod, so it is left
+        // alone (replacing the pod there would copy the whole NodeInfo, which the snapshot
+        // shares: O(pods on the node) per bind); the cache's own record takes the API
+        // server's object.
+        if let Some(st) = self.pods.get_mut(&uid).filter(|st| {
+            st.assumed
+                && st.node == node
+                && st.pod.pod.spec == info.pod.spec
+                && st.pod.pod.metadata.labels == info.pod.metadata.labels
+        }) {
+            st.assumed = false;
+            st.binding_finished = false;
+            st.deadline = None;
+            st.pod = info;
+            return Ok(());
+        }
+        // Otherwise the assumed pod is replaced by the object the API server has (the node
+        // it really landed on, a spec that changed meanwhile).
         self.drop_pod(&uid);
         self.insert_pod(uid, info, node, false);
         Ok(())

@@ -116,6 +116,41 @@ fn assume_finish_binding_then_add_confirms() {
     );
 }
 
+/// Confirming an assumed pod that landed as assumed leaves the NodeInfo as it is (no copy
+/// of a node the snapshot shares); a confirmation whose spec changed meanwhile replaces it.
+#[rstest]
+#[case::same_spec_keeps_the_node_info(make_pod("web-1").req(&[("cpu", "100m")]).node("n1"), true, 100)]
+#[case::changed_spec_replaces_it(make_pod("web-1").req(&[("cpu", "300m")]).node("n1"), false, 300)]
+fn confirmation_of_an_assumed_pod(
+    #[case] confirmed: PodBuilder,
+    #[case] same_arc: bool,
+    #[case] want_milli_cpu: i64,
+) {
+    let (mut c, _) = cache(0);
+    c.add_node(node("n1"));
+    c.assume_pod(info("web-1", "n1")).unwrap();
+    let mut s = Snapshot::default();
+    c.update_snapshot(&mut s);
+    let before = s.get("n1").cloned().unwrap();
+    c.add_pod(Arc::new(confirmed.obj())).unwrap();
+    c.update_snapshot(&mut s);
+    let after = s.get("n1").cloned().unwrap();
+    assert_eq!(
+        (
+            Arc::ptr_eq(&before, &after),
+            after.requested.milli_cpu,
+            c.is_assumed_pod("uid-web-1"),
+            nodes_of(&c),
+        ),
+        (
+            same_arc,
+            want_milli_cpu,
+            false,
+            vec![row("n1", true, &["web-1"])]
+        )
+    );
+}
+
 #[test]
 fn assume_then_forget_frees_the_node() {
     let (mut c, _) = cache(0);

@@ -740,3 +740,22 @@ fn a_high_priority_pod_preempts_and_a_never_pod_waits() {
         "the preemptor was nominated, one victim got the event, the Never pod still waits"
     );
 }
+
+#[test]
+fn up_stops_cleanly_on_ctrl_c_and_sigterm() {
+    for signal in ["-INT", "-TERM"] {
+        let scratch = Scratch::new(&format!("signal{signal}"));
+        let (mut up, _kubeconfig, serving) = up(&scratch, &[]);
+        let (code, _) = get(&serving, "/healthz");
+        assert_eq!(code, 200);
+        let status = Command::new("kill")
+            .args([signal, &up.0.id().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("running kill: {e}"));
+        assert!(status.success());
+        let exited = wait_for(Duration::from_secs(20), "kubesched up to exit", || {
+            up.0.try_wait().unwrap_or_else(|e| panic!("{e}"))
+        });
+        assert_eq!((signal, exited.code()), (signal, Some(0)));
+    }
+}

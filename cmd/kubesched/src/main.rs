@@ -348,20 +348,20 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// Resolves on Ctrl-C or SIGTERM (how Kubernetes stops a container).
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// A future that resolves on Ctrl-C (SIGINT) or SIGTERM (how Kubernetes stops a
+/// container). The handlers are installed when this is called, not when the future is
+/// first polled, so a signal that arrives while the server starts is not lost (and does
+/// not kill the process with the default action). Must be called inside the runtime.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
+    })
 }
 
 /// Leader election settings: the configuration's, with the flags given on top.
@@ -454,6 +454,7 @@ fn run_scheduler(args: RunArgs) -> anyhow::Result<()> {
     });
     let options = run_options(cfg, source, &args.scheduler, le);
     runtime()?.block_on(async {
+        let shutdown = shutdown_signal()?;
         let client = scheduler::client::connect(kubeconfig.as_deref())
             .await
             .context("connecting to the API server")?;
@@ -462,7 +463,7 @@ fn run_scheduler(args: RunArgs) -> anyhow::Result<()> {
             options,
             &plugins::in_tree_registry(),
             print_serving,
-            shutdown_signal(),
+            shutdown,
         )
         .await?;
         Ok(())
@@ -473,6 +474,7 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
     let (cfg, source) = load_config(args.scheduler.config.as_ref())?;
     let options = run_options(cfg, source, &args.scheduler, None);
     runtime()?.block_on(async {
+        let shutdown = shutdown_signal()?;
         let server =
             apiserver::Server::start(server_config(&args.server, !args.no_kubelets)?).await?;
         println!("kubesched apiserver listening on {}", server.url());
@@ -507,7 +509,7 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
                 print_serving(started);
                 println!("ready; try:\n{hint}\nCtrl-C stops the API server and the scheduler.");
             },
-            shutdown_signal(),
+            shutdown,
         )
         .await;
         server.shutdown().await;
@@ -579,6 +581,7 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
+        let shutdown = shutdown_signal()?;
         let config = server_config(&args.server, args.simulate_kubelets)?;
         let server = apiserver::Server::start(config).await?;
         if let Some(path) = &args.server.kubeconfig {
@@ -588,7 +591,7 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
         println!("kubesched apiserver listening on {}", server.url());
         tokio::select! {
             r = server.wait() => r?,
-            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+            _ = shutdown => {}
         }
         Ok(())
     })

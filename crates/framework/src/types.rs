@@ -558,6 +558,21 @@ pub struct NodeInfo {
     pub generation: u64,
     /// Problems parsing the node (unparsable allocatable quantities).
     pub parse_errors: Vec<String>,
+    /// `spec.unschedulable` and whether `spec.taints` is non-empty, kept here because the
+    /// first Filter plugins ask for them on every node of every cycle: reading them from the
+    /// node object costs a cache miss per node (the `Node` is a separate allocation).
+    unschedulable: bool,
+    has_taints: bool,
+}
+
+/// `(spec.unschedulable, spec.taints is not empty)` of `node`.
+fn node_flags(node: &Node) -> (bool, bool) {
+    let spec = node.spec.as_ref();
+    (
+        spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        spec.and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| !t.is_empty()),
+    )
 }
 
 impl NodeInfo {
@@ -567,8 +582,11 @@ impl NodeInfo {
             node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
             &mut errors,
         );
+        let (unschedulable, has_taints) = node_flags(&node);
         NodeInfo {
             name: Arc::from(node.metadata.name.as_deref().unwrap_or_default()),
+            unschedulable,
+            has_taints,
             node,
             pods: Vec::new(),
             pods_with_affinity: Vec::new(),
@@ -607,6 +625,9 @@ impl NodeInfo {
     }
 
     pub fn taints(&self) -> &[Taint] {
+        if !self.has_taints {
+            return &[];
+        }
         self.node
             .spec
             .as_ref()
@@ -616,11 +637,7 @@ impl NodeInfo {
 
     /// `spec.unschedulable`.
     pub fn unschedulable(&self) -> bool {
-        self.node
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false)
+        self.unschedulable
     }
 
     /// Replaces the node object, keeping the pods.
@@ -632,6 +649,7 @@ impl NodeInfo {
         );
         self.parse_errors = errors;
         self.name = Arc::from(node.metadata.name.as_deref().unwrap_or_default());
+        (self.unschedulable, self.has_taints) = node_flags(&node);
         self.node = node;
         self.generation = next_generation();
     }

@@ -225,3 +225,32 @@ fn match_and_mismatch_label_keys_are_merged_into_affinity_selectors() {
         (true, false, false)
     );
 }
+
+/// `unschedulable()` and `taints()` answer from flags kept beside the node object; they
+/// must follow the node through `set_node`.
+#[rstest]
+#[case::plain(make_node("n").obj(), false, 0)]
+#[case::cordoned(make_node("n").unschedulable(true).obj(), true, 0)]
+#[case::tainted(make_node("n").taint("k", "v", "NoSchedule").obj(), false, 1)]
+#[case::both(
+    make_node("n").unschedulable(true).taint("k", "v", "NoSchedule").taint("x", "", "NoExecute").obj(),
+    true,
+    2
+)]
+fn node_flags_follow_the_node(#[case] node: Node, #[case] cordoned: bool, #[case] taints: usize) {
+    let fresh = NodeInfo::new(Arc::new(node.clone()));
+    let mut updated = NodeInfo::new(Arc::new(
+        make_node("n")
+            .unschedulable(!cordoned)
+            .taint("old", "", "NoSchedule")
+            .obj(),
+    ));
+    updated.set_node(Arc::new(node));
+    assert_eq!(
+        (
+            (fresh.unschedulable(), fresh.taints().len()),
+            (updated.unschedulable(), updated.taints().len())
+        ),
+        ((cordoned, taints), (cordoned, taints))
+    );
+}

@@ -684,17 +684,37 @@ fn a_high_priority_pod_preempts_and_a_never_pod_waits() {
             "jsonpath={.metadata.name}={.status.nominatedNodeName}{\"\\n\"}",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(scratch.path("watch.err")).unwrap_or_else(|e| panic!("{e}")),
+        ))
         .spawn()
         .unwrap_or_else(|e| panic!("starting kubectl get --watch: {e}"));
     let watch_out = watch.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let watch = Proc(watch);
-    let lines = std::thread::spawn(move || {
-        BufReader::new(watch_out)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<String>>()
+    let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(watch_out).lines().map_while(Result::ok) {
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
     });
+    // kubectl prints its initial list before it watches from that list's resourceVersion:
+    // once the three pods are printed, nothing that follows can be missed.
+    let mut seen: Vec<String> = Vec::new();
+    let listed = |seen: &[String]| {
+        ["low-0=", "low-1=", "never="]
+            .iter()
+            .all(|p| seen.iter().any(|l| l.starts_with(p)))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !listed(&seen) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match line_rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("kubectl get --watch listed only {seen:?}"),
+        }
+    }
     let high = scratch.path("high.yaml");
     std::fs::write(&high, pod_yaml("high", "1", "  priorityClassName: high\n"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -708,12 +728,21 @@ fn a_high_priority_pod_preempts_and_a_never_pod_waits() {
             (n.get("default/high").is_some_and(|v| v == "n1") && lows == 1).then_some(n)
         },
     );
+    // The watch may lag behind the bind: wait (bounded) for it to show the nomination.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !seen.iter().any(|l| l == "high=n1") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match line_rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
     drop(watch);
-    let seen = lines.join().unwrap_or_default();
     let nominated = if seen.iter().any(|l| l == "high=n1") {
         "n1".to_string()
     } else {
-        format!("never nominated: {seen:?}")
+        let err = std::fs::read_to_string(scratch.path("watch.err")).unwrap_or_default();
+        format!("never nominated: {seen:?}; kubectl said: {err}")
     };
     let preempted = kubectl_ok(
         &kubeconfig,

@@ -454,24 +454,9 @@ impl Framework {
         to_add: &Arc<PodInfo>,
         node: &NodeInfo,
     ) -> Status {
-        for pl in &self.pre_filter {
-            if state.skip_filter_plugins().contains(&pl.name()) {
-                continue;
-            }
-            let Some(ext) = pl.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
-                continue;
-            };
-            let s = ext.add_pod(state, pod, to_add, node);
-            if !s.is_success() {
-                return Status::error(format!(
-                    "running AddPod on PreFilter plugin {:?}: {}",
-                    pl.name(),
-                    s.message()
-                ))
-                .with_plugin(pl.name());
-            }
-        }
-        Status::success()
+        self.run_pre_filter_extensions(state, "AddPod", |ext, state| {
+            ext.add_pod(state, pod, to_add, node)
+        })
     }
 
     /// Tells every PreFilter plugin (with extensions, not skipped this cycle) that
@@ -483,6 +468,19 @@ impl Framework {
         to_remove: &Arc<PodInfo>,
         node: &NodeInfo,
     ) -> Status {
+        self.run_pre_filter_extensions(state, "RemovePod", |ext, state| {
+            ext.remove_pod(state, pod, to_remove, node)
+        })
+    }
+
+    /// Runs `call` on the PreFilter extensions of every PreFilter plugin not skipped this
+    /// cycle, stopping at the first failure (reported as an error naming `op`).
+    fn run_pre_filter_extensions(
+        &self,
+        state: &mut CycleState,
+        op: &str,
+        call: impl Fn(&dyn framework::PreFilterExtensions, &mut CycleState) -> Status,
+    ) -> Status {
         for pl in &self.pre_filter {
             if state.skip_filter_plugins().contains(&pl.name()) {
                 continue;
@@ -490,10 +488,10 @@ impl Framework {
             let Some(ext) = pl.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
                 continue;
             };
-            let s = ext.remove_pod(state, pod, to_remove, node);
+            let s = call(ext, state);
             if !s.is_success() {
                 return Status::error(format!(
-                    "running RemovePod on PreFilter plugin {:?}: {}",
+                    "running {op} on PreFilter plugin {:?}: {}",
                     pl.name(),
                     s.message()
                 ))

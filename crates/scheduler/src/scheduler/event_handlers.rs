@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::Metadata;
 
 use super::{scheduler_name, Shared, State};
+use crate::backend::cache::{is_assigned, is_terminal};
 use crate::backend::queue::{pod_key, pod_scheduling_properties_change};
 use crate::source::{Change, EventHandler, ObjectEvent};
 
@@ -278,20 +279,6 @@ fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
         "{}/{}",
         meta.namespace.as_deref().unwrap_or("default"),
         meta.name.as_deref().unwrap_or("")
-    )
-}
-
-fn is_assigned(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty())
-}
-
-fn is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
     )
 }
 

@@ -47,9 +47,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use crate::backend::cache::Cache;
-use crate::backend::queue::{
-    pod_key, AttemptFailure, PendingCounts, PriorityQueue, QueueConfig, DEFAULT_SCHEDULER_NAME,
-};
+use crate::backend::queue::{pod_key, AttemptFailure, PendingCounts, PriorityQueue, QueueConfig};
 use crate::clock::Clock;
 use crate::metrics::{AttemptResult, MetricsRecorder, PendingPods};
 use crate::runtime::Framework;
@@ -947,12 +945,7 @@ fn attempt(pod: Arc<PodInfo>, profile: String, outcome: AttemptOutcome) -> Attem
 
 /// The pod's `schedulerName` (`default-scheduler` when unset, as the API server defaults).
 pub fn scheduler_name(pod: &PodInfo) -> &str {
-    pod.pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.scheduler_name.as_deref())
-        .filter(|n| !n.is_empty())
-        .unwrap_or(DEFAULT_SCHEDULER_NAME)
+    crate::backend::queue::scheduler_name(&pod.pod)
 }
 
 fn scheduler_name_owned(qpi: &QueuedPodInfo) -> String {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use framework::{PodInfo, Status};
 
+use crate::backend::cache::{is_assigned, is_terminal};
 use crate::clock::FakeClock;
 use crate::memory::MemoryCluster;
 use crate::metrics::NoopRecorder;
@@ -119,7 +120,7 @@ pub fn run(
     let gates: HashMap<String, Status> = input
         .pods
         .iter()
-        .filter(|p| !is_terminal(p) && !has_node(p))
+        .filter(|p| !is_terminal(p) && !is_assigned(p))
         .filter_map(|p| {
             let info = PodInfo::new(p.clone());
             let fwk = profiles
@@ -148,7 +149,7 @@ pub fn run(
     let mut report = Report::default();
     let mut held_back: Vec<PodReport> = Vec::new();
     for pod in &input.pods {
-        if is_terminal(pod) || has_node(pod) {
+        if is_terminal(pod) || is_assigned(pod) {
             continue;
         }
         let info = PodInfo::new(pod.clone());
@@ -379,24 +380,5 @@ fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> 
 }
 
 fn scheduler_name(pod: &k8s_openapi::api::core::v1::Pod) -> String {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.scheduler_name.clone())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string())
-}
-
-fn has_node(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty())
-}
-
-/// Succeeded and Failed pods hold no resources and are never scheduled.
-fn is_terminal(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+    crate::backend::queue::scheduler_name(pod).to_string()
 }

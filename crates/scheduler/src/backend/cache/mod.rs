@@ -131,11 +131,19 @@ fn pod_key(pod: &Pod) -> String {
 /// Succeeded and Failed pods hold no resources. Upstream's pod informer never delivers them
 /// (a field selector drops them, so turning terminal arrives as a delete); the cache gets the
 /// same effect by treating them as absent.
-fn is_terminal(pod: &Pod) -> bool {
+pub fn is_terminal(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
     )
+}
+
+/// Whether the pod is bound to a node (`spec.nodeName` set).
+pub fn is_assigned(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
 }
 
 fn node_name(node: &Node) -> &str {

@@ -146,7 +146,8 @@ pub fn pod_key(pod: &Pod) -> String {
     }
 }
 
-fn scheduler_name(pod: &Pod) -> &str {
+/// The pod's `schedulerName` (`default-scheduler` when unset, as the API server defaults).
+pub fn scheduler_name(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.scheduler_name.as_deref())

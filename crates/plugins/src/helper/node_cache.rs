@@ -164,6 +164,17 @@ impl DomainTable {
         all
     }
 
+    /// A table with one node per domain and the given counts.
+    #[cfg(test)]
+    pub fn from_sums(sums: &[(&str, i64)]) -> Self {
+        let mut table = DomainTable::default();
+        for &(value, count) in sums {
+            let id = table.intern(value);
+            table.apply(id, count, 1);
+        }
+        table
+    }
+
     /// Makes domain `id` exist even without nodes (what upstream's map does for a value it
     /// is given a count for).
     pub fn make_present(&mut self, id: u32) {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use framework::types::AffinityTerm;
+use framework::types::{AffinityTerm, WeightedAffinityTerm};
 use framework::{
     CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterExtensions, PreFilterPlugin,
     PreFilterResult, Snapshot, Status,
@@ -381,15 +381,52 @@ impl node_cache::CountKey for ExistingKey {
     }
 }
 
-/// The topology keys, and the label keys their selectors look at, of existing pods'
-/// required anti-affinity terms; kept across cycles and updated from the nodes whose
+/// The topology keys, and the label keys their selectors look at, of existing pods' terms
+/// of one kind ([`TermSource`]); kept across cycles and updated from the nodes whose
 /// `Arc<NodeInfo>` changed (as [`node_cache`] does; the nodes are held for the same
 /// reason). Keys of pods since gone stay until the node count changes or the keys pass
 /// [`MAX_TERM_KEYS`]: a superset is exact, since an extra column counts nothing and an
 /// extra label of the incoming pod changes no selector's verdict.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct TermKeys {
     seen: Mutex<SeenTermKeys>,
+    source: TermSource,
+}
+
+/// Which terms of existing pods [`TermKeys`] collects.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum TermSource {
+    /// Required anti-affinity (PreFilter's existing-pod counts).
+    RequiredAntiAffinity,
+    /// Required affinity and preferred affinity and anti-affinity: what PreScore weighs.
+    Scoring,
+}
+
+impl TermSource {
+    /// The pods of `node` that may have such terms.
+    fn pods(self, node: &NodeInfo) -> &[Arc<PodInfo>] {
+        match self {
+            TermSource::RequiredAntiAffinity => &node.pods_with_required_anti_affinity,
+            TermSource::Scoring => &node.pods_with_affinity,
+        }
+    }
+
+    /// The terms of `pod` of this kind.
+    fn terms(self, pod: &PodInfo) -> impl Iterator<Item = &AffinityTerm> {
+        let (required, preferred): (&[AffinityTerm], [&[WeightedAffinityTerm]; 2]) = match self {
+            TermSource::RequiredAntiAffinity => (&pod.required_anti_affinity_terms, [&[], &[]]),
+            TermSource::Scoring => (
+                &pod.required_affinity_terms,
+                [
+                    &pod.preferred_affinity_terms,
+                    &pod.preferred_anti_affinity_terms,
+                ],
+            ),
+        };
+        required
+            .iter()
+            .chain(preferred.into_iter().flatten().map(|w| &w.term))
+    }
 }
 
 /// Beyond this many keys, they are collected afresh.
@@ -403,9 +440,16 @@ struct SeenTermKeys {
 }
 
 impl TermKeys {
+    pub(super) fn new(source: TermSource) -> Self {
+        TermKeys {
+            seen: Mutex::default(),
+            source,
+        }
+    }
+
     /// The topology keys (sorted, so that they do not depend on node order) and the label
     /// keys of the terms on `snapshot`'s nodes.
-    fn get(&self, snapshot: &Snapshot) -> (Vec<String>, Vec<String>) {
+    pub(super) fn get(&self, snapshot: &Snapshot) -> (Vec<String>, Vec<String>) {
         // A panic while holding the lock leaves a superset at worst: still exact.
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let seen = &mut *seen;
@@ -422,8 +466,8 @@ impl TermKeys {
                 Some(held) => *held = node.clone(),
                 None => seen.nodes.push(node.clone()),
             }
-            for existing in &node.pods_with_required_anti_affinity {
-                for term in &existing.required_anti_affinity_terms {
+            for existing in self.source.pods(node) {
+                for term in self.source.terms(existing) {
                     added |= push_new(&mut seen.topology, &term.topology_key);
                     for r in term.selector.requirements() {
                         added |= push_new(&mut seen.labels, &r.key);

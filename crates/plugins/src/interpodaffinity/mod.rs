@@ -85,6 +85,10 @@ pub struct InterPodAffinity {
     existing_cache: filtering::ExistingCountCache,
     /// The keys existing pods' required anti-affinity terms use, kept across cycles.
     term_keys: filtering::TermKeys,
+    /// PreScore's sums for the last few incoming pods, kept across cycles.
+    score_cache: scoring::ScoreCache,
+    /// The keys existing pods' terms that PreScore weighs use, kept across cycles.
+    score_term_keys: filtering::TermKeys,
 }
 
 /// Builds the plugin from `InterPodAffinityArgs` (absent: upstream's defaults).
@@ -102,7 +106,9 @@ pub fn new(
         parallelizer: handle.parallelizer.clone(),
         cache: filtering::CountCache::default(),
         existing_cache: filtering::ExistingCountCache::default(),
-        term_keys: filtering::TermKeys::default(),
+        term_keys: filtering::TermKeys::new(filtering::TermSource::RequiredAntiAffinity),
+        score_cache: scoring::ScoreCache::default(),
+        score_term_keys: filtering::TermKeys::new(filtering::TermSource::Scoring),
     }))
 }
 
@@ -302,42 +308,6 @@ impl TopologyCounts {
         }
         self.0.retain(|(_, values)| !values.is_empty());
     }
-
-    /// Adds `delta` to a pair, keeping it even at zero (a score entry exists once a term
-    /// matched, whatever the sum).
-    fn accumulate(&mut self, key: &str, value: &str, delta: i64) {
-        let values = self.values_mut(key);
-        match values.get_mut(value) {
-            Some(c) => *c += delta,
-            None => {
-                values.insert(value.to_string(), delta);
-            }
-        }
-    }
-
-    /// The sum over the node's pairs.
-    fn sum_on(&self, node_labels: &BTreeMap<String, String>) -> i64 {
-        self.0
-            .iter()
-            .filter_map(|(key, values)| values.get(node_labels.get(key)?))
-            .sum()
-    }
-}
-
-/// A topology pair and a count, borrowed from the snapshot while a scan runs; merged into
-/// [`TopologyCounts`] once the chunks are done.
-type PairCount<'a> = (&'a str, &'a str, i64);
-
-/// Appends a pair, folding it into the previous entry when that is the same pair (the
-/// usual case: pods of one node contribute the node's own label value).
-fn push_pair<'a>(out: &mut Vec<PairCount<'a>>, key: &'a str, value: &'a str, delta: i64) {
-    if let Some(last) = out.last_mut() {
-        if std::ptr::eq(last.1, value) && last.0 == key {
-            last.2 += delta;
-            return;
-        }
-    }
-    out.push((key, value, delta));
 }
 
 /// The namespaces an incoming pod's term selects through its namespaceSelector.

@@ -1,5 +1,12 @@
 //! PreScore, Score and NormalizeScore.
 //!
+//! PreScore's sums cover every node of the cluster; they are kept across cycles per
+//! [`ScoreKey`] (the incoming pod's preferred terms and resolved namespaces, the labels
+//! existing pods' terms look at, the topology keys) in the plugin's [`ScoreCache`], so that a
+//! stream of pods of one workload re-sums only the nodes changed since the last cycle (see
+//! [`helper::node_cache`](crate::helper::node_cache)). The result is exactly what summing
+//! afresh gives.
+//!
 //! Upstream: pkg/scheduler/framework/plugins/interpodaffinity/scoring.go.
 
 use std::collections::BTreeMap;
@@ -11,10 +18,13 @@ use framework::{
     Snapshot, Status, MAX_NODE_SCORE,
 };
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::helper::node_cache::{self, DomainTable};
 
 use super::{
-    affinity_parse_error, incoming_term_matches, push_pair, resolve_namespaces, InterPodAffinity,
-    PairCount, SelectedNamespaces, TopologyCounts, PARALLEL_SCAN_MIN_NODES, PRE_SCORE_STATE_KEY,
+    affinity_parse_error, incoming_term_matches, resolve_namespaces, InterPodAffinity,
+    SelectedNamespaces, PARALLEL_SCAN_MIN_NODES, PRE_SCORE_STATE_KEY,
 };
 
 impl PreScorePlugin for InterPodAffinity {
@@ -39,56 +49,36 @@ impl PreScorePlugin for InterPodAffinity {
         if let Some(err) = affinity_parse_error(pod) {
             return Status::error(format!("failed to parse pod: {err}"));
         }
-        let own_namespace = pod.namespace();
-        let scan = ScoreScan {
-            incoming: pod,
-            affinity_namespaces: resolve_namespaces(
-                pod.preferred_affinity_terms.iter().map(|w| &w.term),
-                snapshot,
-            ),
-            anti_affinity_namespaces: resolve_namespaces(
-                pod.preferred_anti_affinity_terms.iter().map(|w| &w.term),
-                snapshot,
-            ),
-            namespace_labels: snapshot.namespace_labels(own_namespace),
-            hard_pod_affinity_weight: i64::from(self.args.hard_pod_affinity_weight),
-        };
-        let nodes: Vec<&NodeInfo> = if has_preferred {
-            snapshot.node_infos().iter().map(|n| n.as_ref()).collect()
-        } else {
-            snapshot
-                .have_pods_with_affinity()
-                .map(|n| n.as_ref())
-                .collect()
-        };
-        let chunks =
-            self.parallelizer
-                .map_chunks_from(nodes.len(), PARALLEL_SCAN_MIN_NODES, |range| {
-                    let mut pairs: Vec<PairCount<'_>> = Vec::new();
-                    for node in nodes.get(range).unwrap_or_default() {
-                        let labels = node.labels();
-                        if labels.is_empty() {
-                            continue;
-                        }
-                        let pods = if has_preferred {
-                            &node.pods
-                        } else {
-                            &node.pods_with_affinity
-                        };
-                        for existing in pods {
-                            scan.existing_pod(existing, labels, &mut pairs);
-                        }
-                    }
-                    pairs
-                });
-        if chunks.iter().all(Vec::is_empty) {
+        if !has_preferred && snapshot.have_pods_with_affinity().next().is_none() {
+            // The common case: nothing to sum, without looking at a node.
             return Status::skip();
         }
-        let mut topology_score = TopologyCounts::default();
-        for (key, value, weight) in chunks.into_iter().flatten() {
-            topology_score.accumulate(key, value, weight);
+        let (existing_keys, label_keys) = self.score_term_keys.get(snapshot);
+        let key = ScoreKey::new(
+            pod,
+            snapshot,
+            existing_keys,
+            &label_keys,
+            i64::from(self.args.hard_pod_affinity_weight),
+            has_preferred,
+        );
+        if key.keys.is_empty() {
+            return Status::skip();
         }
-        state.write(PRE_SCORE_STATE_KEY, PreScoreState { topology_score });
+        let keys = key.keys.clone();
+        let tables = self.score_cache.tables(
+            key,
+            snapshot.node_infos(),
+            &self.parallelizer,
+            PARALLEL_SCAN_MIN_NODES,
+        );
+        let summed = PreScoreState {
+            columns: keys.into_iter().zip(tables).collect(),
+        };
+        if summed.is_empty() {
+            return Status::skip();
+        }
+        state.write(PRE_SCORE_STATE_KEY, summed);
         Status::success()
     }
 }
@@ -98,7 +88,7 @@ impl ScorePlugin for InterPodAffinity {
     /// negative for anti-affinity.
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         match state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) {
-            Some(s) => Ok(s.topology_score.sum_on(node.labels())),
+            Some(s) => Ok(s.sum_on(node.labels())),
             None => Err(missing_state()),
         }
     }
@@ -120,7 +110,7 @@ impl ScoreExtensions for InterPodAffinity {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
             return missing_state();
         };
-        if s.topology_score.is_empty() {
+        if s.is_empty() {
             return Status::success();
         }
         let (Some(min), Some(max)) = (
@@ -143,107 +133,205 @@ impl ScoreExtensions for InterPodAffinity {
     }
 }
 
-/// What PreScore sums once per pod for Score.
-#[derive(Debug, Clone)]
+/// What PreScore sums once per pod for Score: per topology key, the summed weights of its
+/// domains. A domain exists once a term matched there, whatever its sum (as upstream's
+/// score map keeps an entry it added to, even when the weights cancel out).
+#[derive(Debug, Clone, Default)]
 pub(super) struct PreScoreState {
-    /// Summed weights per topology pair.
-    pub(super) topology_score: TopologyCounts,
+    pub(super) columns: Vec<(String, DomainTable)>,
 }
 
-/// What PreScore's scan reads for every existing pod.
-struct ScoreScan<'a> {
-    incoming: &'a PodInfo,
-    /// The namespaceSelectors of the incoming pod's preferred terms, resolved.
+impl PreScoreState {
+    /// The sum over the node's pairs.
+    fn sum_on(&self, node_labels: &BTreeMap<String, String>) -> i64 {
+        self.columns
+            .iter()
+            .filter_map(|(key, table)| Some(table.count(table.id(node_labels.get(key)?)?)))
+            .sum()
+    }
+
+    /// Whether no term matched anywhere.
+    fn is_empty(&self) -> bool {
+        self.columns.iter().all(|(_, t)| t.present() == 0)
+    }
+
+    /// The summed pairs, sorted: what summing afresh would give.
+    #[cfg(test)]
+    pub(super) fn sorted(&self) -> Vec<(String, String, i64)> {
+        let mut pairs: Vec<(String, String, i64)> = self
+            .columns
+            .iter()
+            .flat_map(|(key, table)| {
+                table
+                    .domains()
+                    .map(move |(id, sum)| (key.clone(), table.value(id).to_string(), sum))
+            })
+            .collect();
+        pairs.sort();
+        pairs
+    }
+}
+
+/// What a node's summed weights depend on besides the node: the incoming pod's preferred
+/// terms and the namespaces they resolved to; for existing pods' terms, the incoming pod's
+/// namespace and the labels they look at, the labels of its namespace and
+/// `hardPodAffinityWeight`; and the topology keys (one column each, sorted: the incoming
+/// pod's and every key existing pods' terms use).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ScoreKey {
+    affinity_terms: Vec<WeightedAffinityTerm>,
     affinity_namespaces: Vec<SelectedNamespaces>,
-    anti_affinity_namespaces: Vec<SelectedNamespaces>,
-    /// The labels of the incoming pod's namespace, for existing pods' namespaceSelectors.
-    namespace_labels: Option<&'a BTreeMap<String, String>>,
+    anti_terms: Vec<WeightedAffinityTerm>,
+    anti_namespaces: Vec<SelectedNamespaces>,
+    /// A pod with only the incoming pod's namespace and the labels existing pods' terms'
+    /// selectors look at (their verdict depends on no other label).
+    probe: Pod,
+    namespace_labels: Option<BTreeMap<String, String>>,
     hard_pod_affinity_weight: i64,
+    /// Whether every pod counts (the incoming pod has preferred terms) or only pods with
+    /// affinity terms of their own.
+    all_pods: bool,
+    keys: Vec<String>,
 }
 
-impl<'a> ScoreScan<'a> {
-    /// Adds the weights between the incoming pod and `existing`, on the pairs of the
-    /// existing pod's node.
-    fn existing_pod(
-        &self,
-        existing: &'a PodInfo,
-        labels: &'a BTreeMap<String, String>,
-        out: &mut Vec<PairCount<'a>>,
-    ) {
-        let incoming = self.incoming;
-        let incoming_terms = incoming
+impl ScoreKey {
+    fn new(
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        existing_keys: Vec<String>,
+        label_keys: &[String],
+        hard_pod_affinity_weight: i64,
+        all_pods: bool,
+    ) -> Self {
+        let mut keys = existing_keys;
+        for weighted in pod
             .preferred_affinity_terms
+            .iter()
+            .chain(&pod.preferred_anti_affinity_terms)
+        {
+            if !keys.contains(&weighted.term.topology_key) {
+                keys.push(weighted.term.topology_key.clone());
+            }
+        }
+        keys.sort_unstable();
+        ScoreKey {
+            affinity_namespaces: resolve_namespaces(
+                pod.preferred_affinity_terms.iter().map(|w| &w.term),
+                snapshot,
+            ),
+            anti_namespaces: resolve_namespaces(
+                pod.preferred_anti_affinity_terms.iter().map(|w| &w.term),
+                snapshot,
+            ),
+            affinity_terms: pod.preferred_affinity_terms.clone(),
+            anti_terms: pod.preferred_anti_affinity_terms.clone(),
+            probe: Pod {
+                metadata: ObjectMeta {
+                    namespace: pod.pod.metadata.namespace.clone(),
+                    labels: pod.pod.metadata.labels.as_ref().map(|labels| {
+                        labels
+                            .iter()
+                            .filter(|(k, _)| label_keys.contains(k))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    }),
+                    ..ObjectMeta::default()
+                },
+                ..Pod::default()
+            },
+            namespace_labels: snapshot.namespace_labels(pod.namespace()).cloned(),
+            hard_pod_affinity_weight,
+            all_pods,
+            keys,
+        }
+    }
+
+    /// The weights between the incoming pod and `existing` on topology key `key`: added to
+    /// `sum`; whether any term with that key matched.
+    fn weigh(&self, existing: &PodInfo, key: &str, sum: &mut i64) -> bool {
+        let mut matched = false;
+        let mut add = |weight: i64| {
+            *sum += weight;
+            matched = true;
+        };
+        let incoming = self
+            .affinity_terms
             .iter()
             .zip(&self.affinity_namespaces)
             .map(|(t, s)| (t, s, 1))
             .chain(
-                incoming
-                    .preferred_anti_affinity_terms
+                self.anti_terms
                     .iter()
-                    .zip(&self.anti_affinity_namespaces)
+                    .zip(&self.anti_namespaces)
                     .map(|(t, s)| (t, s, -1)),
             );
-        for (weighted, selected, sign) in incoming_terms {
-            if incoming_term_matches(&weighted.term, selected, &existing.pod) {
-                push_weight(
-                    out,
-                    labels,
-                    &weighted.term.topology_key,
-                    i64::from(weighted.weight) * sign,
-                );
+        for (weighted, selected, sign) in incoming {
+            if weighted.term.topology_key == key
+                && incoming_term_matches(&weighted.term, selected, &existing.pod)
+            {
+                add(i64::from(weighted.weight) * sign);
             }
         }
+        let namespace_labels = self.namespace_labels.as_ref();
         if self.hard_pod_affinity_weight > 0 {
             for term in &existing.required_affinity_terms {
-                if term.matches(&incoming.pod, self.namespace_labels) {
-                    push_weight(
-                        out,
-                        labels,
-                        &term.topology_key,
-                        self.hard_pod_affinity_weight,
-                    );
+                if term.topology_key == key && term.matches(&self.probe, namespace_labels) {
+                    add(self.hard_pod_affinity_weight);
                 }
             }
         }
-        self.existing_preferred(&existing.preferred_affinity_terms, 1, labels, out);
-        self.existing_preferred(&existing.preferred_anti_affinity_terms, -1, labels, out);
+        let existing_terms = existing
+            .preferred_affinity_terms
+            .iter()
+            .map(|t| (t, 1))
+            .chain(
+                existing
+                    .preferred_anti_affinity_terms
+                    .iter()
+                    .map(|t| (t, -1)),
+            );
+        for (weighted, sign) in existing_terms {
+            if weighted.term.topology_key == key
+                && weighted.term.matches(&self.probe, namespace_labels)
+            {
+                add(i64::from(weighted.weight) * sign);
+            }
+        }
+        matched
+    }
+}
+
+impl node_cache::CountKey for ScoreKey {
+    fn columns(&self) -> usize {
+        self.keys.len()
     }
 
-    /// The existing pod's preferred terms that select the incoming pod, with `sign`.
-    fn existing_preferred(
-        &self,
-        terms: &'a [WeightedAffinityTerm],
-        sign: i64,
-        labels: &'a BTreeMap<String, String>,
-        out: &mut Vec<PairCount<'a>>,
-    ) {
-        for weighted in terms {
-            if weighted
-                .term
-                .matches(&self.incoming.pod, self.namespace_labels)
-            {
-                push_weight(
-                    out,
-                    labels,
-                    &weighted.term.topology_key,
-                    i64::from(weighted.weight) * sign,
-                );
+    /// Per key, the weights summed over the node's pods; `None` where no term with that key
+    /// matched or the node lacks the key.
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+        let labels = node.labels();
+        let pods = if self.all_pods {
+            &node.pods
+        } else {
+            &node.pods_with_affinity
+        };
+        for key in &self.keys {
+            let Some(value) = labels.get(key).filter(|_| !pods.is_empty()) else {
+                f(None);
+                continue;
+            };
+            let mut sum = 0;
+            let mut matched = false;
+            for existing in pods {
+                matched |= self.weigh(existing, key, &mut sum);
             }
+            f(matched.then_some((value.as_str(), sum)));
         }
     }
 }
 
-/// Adds `weight` on the node's pair for `key`, when the node has that label.
-fn push_weight<'a>(
-    out: &mut Vec<PairCount<'a>>,
-    labels: &'a BTreeMap<String, String>,
-    key: &'a str,
-    weight: i64,
-) {
-    if let Some(value) = labels.get(key) {
-        push_pair(out, key, value, weight);
-    }
-}
+/// PreScore's sums for the last few incoming pods, kept across cycles.
+pub(super) type ScoreCache = node_cache::CountCache<ScoreKey>;
 
 /// Whether the pod's spec has preferred pod affinity or anti-affinity terms (read from the
 /// spec, as upstream does, so a term that failed to compile still counts).

@@ -17,6 +17,7 @@ use rstest::rstest;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::helper::node_cache::DomainTable;
 
 const HOST: &str = "kubernetes.io/hostname";
 const ZONE: &str = "zone";
@@ -172,7 +173,9 @@ fn plugin_with(args: InterPodAffinityArgs, parallelizer: Parallelizer) -> InterP
         parallelizer,
         cache: filtering::CountCache::default(),
         existing_cache: filtering::ExistingCountCache::default(),
-        term_keys: filtering::TermKeys::default(),
+        term_keys: filtering::TermKeys::new(filtering::TermSource::RequiredAntiAffinity),
+        score_cache: scoring::ScoreCache::default(),
+        score_term_keys: filtering::TermKeys::new(filtering::TermSource::Scoring),
     }
 }
 
@@ -883,12 +886,9 @@ fn score_without_pre_score_state_is_an_error() {
     );
 }
 
-fn normalize_with(topology_score: TopologyCounts, raw: &[i64]) -> (Status, Vec<i64>) {
+fn normalize_with(summed: scoring::PreScoreState, raw: &[i64]) -> (Status, Vec<i64>) {
     let mut state = CycleState::new();
-    state.write(
-        PRE_SCORE_STATE_KEY,
-        scoring::PreScoreState { topology_score },
-    );
+    state.write(PRE_SCORE_STATE_KEY, summed);
     let nodes: Vec<NodeInfo> = raw
         .iter()
         .enumerate()
@@ -903,10 +903,17 @@ fn normalize_with(topology_score: TopologyCounts, raw: &[i64]) -> (Status, Vec<i
     (status, scores.iter().map(|s| s.score).collect())
 }
 
-fn some_scores() -> TopologyCounts {
-    let mut t = TopologyCounts::default();
-    t.accumulate(ZONE, "a", 1);
-    t
+fn summed(columns: &[(&str, &[(&str, i64)])]) -> scoring::PreScoreState {
+    scoring::PreScoreState {
+        columns: columns
+            .iter()
+            .map(|(key, sums)| (key.to_string(), DomainTable::from_sums(sums)))
+            .collect(),
+    }
+}
+
+fn some_scores() -> scoring::PreScoreState {
+    summed(&[(ZONE, &[("a", 1)])])
 }
 
 #[rstest]
@@ -923,10 +930,7 @@ fn normalizes(#[case] raw: Vec<i64>, #[case] want: Vec<i64>) {
 
 #[test]
 fn normalize_leaves_scores_when_nothing_was_summed() {
-    assert_eq!(
-        normalize_with(TopologyCounts::default(), &[3, 1]),
-        (ok(), vec![3, 1])
-    );
+    assert_eq!(normalize_with(summed(&[]), &[3, 1]), (ok(), vec![3, 1]));
 }
 
 // ---- args ----
@@ -1119,15 +1123,17 @@ fn counts_drop_pairs_that_reach_zero() {
 }
 
 #[test]
-fn nodes_are_looked_up_by_their_own_pairs() {
-    let mut c = TopologyCounts::default();
-    c.accumulate(ZONE, "a", 3);
-    c.accumulate(HOST, "n1", -1);
-    c.accumulate(HOST, "n2", 0);
-    let n1: Node = zoned("n1", "a").obj();
-    let n2: Node = zoned("n2", "b").obj();
-    let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
-    assert_eq!((c.sum_on(&labels(&n1)), c.sum_on(&labels(&n2))), (2, 0));
+fn nodes_are_scored_by_their_own_pairs() {
+    let sums = summed(&[(HOST, &[("n1", -1), ("n2", 0)]), (ZONE, &[("a", 3)])]);
+    let n1: Node = zoned("n1", "a").label(HOST, "n1").obj();
+    let n2: Node = zoned("n2", "b").label(HOST, "n2").obj();
+    let n3: Node = make_node("n3").obj();
+    let score = |n: &Node| {
+        let mut state = CycleState::new();
+        state.write(PRE_SCORE_STATE_KEY, sums.clone());
+        plugin().score(&state, &web().info(), &NodeInfo::new(Arc::new(n.clone())))
+    };
+    assert_eq!((score(&n1), score(&n2), score(&n3)), (Ok(2), Ok(0), Ok(0)));
 }
 
 #[test]
@@ -1343,4 +1349,170 @@ fn cached_counts_equal_fresh_counts_across_cycles() {
         assert!(got.iter().flat_map(|v| &v.1).any(|c| !c[kind].is_empty()));
     }
     assert!(got.iter().any(|v| v.2.first() != v.2.last()));
+}
+
+/// PreScore's outcome, summed pairs and every node's raw score.
+type ScoreView = (Status, Vec<(String, String, i64)>, Vec<i64>);
+
+fn score_view(pl: &InterPodAffinity, pod: &PodInfo, snap: &Snapshot) -> ScoreView {
+    let mut state = CycleState::new();
+    let nodes = snap.node_infos();
+    let status = pl.pre_score(&mut state, pod, snap, nodes);
+    let Some(summed) = state.read::<scoring::PreScoreState>(PRE_SCORE_STATE_KEY) else {
+        return (status, Vec::new(), Vec::new());
+    };
+    let scores = nodes
+        .iter()
+        .map(|n| pl.score(&state, pod, n).unwrap_or(i64::MIN))
+        .collect();
+    (status, summed.sorted(), scores)
+}
+
+/// PreScore and Score of one plugin kept across cycles against a fresh plugin each cycle,
+/// for nine incoming pods (more than the cache keeps) twice each, while pods with and without terms
+/// are assumed and removed, older snapshots are scored against again, a node is
+/// relabelled and namespace labels change.
+#[test]
+fn cached_sums_equal_fresh_sums_across_cycles() {
+    let nodes: Vec<NodeBuilder> = (0..9)
+        .map(|i| zoned(&format!("n{i}"), &format!("z{}", i % 3)).label(HOST, &format!("n{i}")))
+        .chain([make_node("bare")])
+        .collect();
+    let mut snap = snapshot(
+        &nodes,
+        vec![
+            running("d0", "db", "n0"),
+            running("w0", "web", "n1").label("tier", "x"),
+            running("c0", "cache", "bare"),
+            running("o0", "db", "n4").namespace("other"),
+            running("a0", "api", "n2").affinity(vec![term(&[("app", "web")], ZONE)]),
+            running("p0", "api", "n7")
+                .preferred_affinity(vec![(3, term(&[("pod-name", "a")], HOST))]),
+            running("p1", "api", "n5")
+                .namespace("other")
+                .preferred_anti_affinity(vec![(
+                    7,
+                    with_namespace_selector(term(&[("app", "web")], ZONE), &[("team", "a")]),
+                )]),
+        ],
+    );
+    snap.set_namespace_labels(ns_labels(&[("other", &[("team", "a")])]));
+    let incoming = [
+        web().preferred_affinity(vec![(5, term(&[("app", "db")], ZONE))]),
+        web().preferred_anti_affinity(vec![
+            (2, term(&[("app", "db")], ZONE)),
+            (4, term(&[("app", "web")], HOST)),
+        ]),
+        // Weights that cancel: the pairs exist with a sum of zero.
+        web()
+            .preferred_affinity(vec![(5, term(&[("app", "db")], HOST))])
+            .preferred_anti_affinity(vec![(5, term(&[("app", "db")], HOST))]),
+        web().preferred_affinity(vec![(
+            1,
+            with_namespace_selector(term(&[("app", "db")], ZONE), &[("team", "a")]),
+        )]),
+        web().preferred_affinity(vec![(
+            9,
+            in_namespaces(term(&[("app", "db")], HOST), &["other"]),
+        )]),
+        // No preferred terms: only existing pods' terms count.
+        web(),
+        make_pod("other").label("app", "db"),
+        web().label("pod-name", "a"),
+        web().label("pod-name", "b").label("tier", "x"),
+    ]
+    .map(PodBuilder::info);
+    let cached = plugin();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    let mut older: Vec<Snapshot> = Vec::new();
+    for step in 0..40_usize {
+        // Each pod twice in a row, so that the second cycle refreshes the first's sums.
+        let pod = &incoming[(step / 2) % incoming.len()];
+        let mut at = |s: &Snapshot| {
+            got.push(score_view(&cached, pod, s));
+            want.push(score_view(&plugin(), pod, s));
+        };
+        at(&snap);
+        if let Some(old) = older.get(step % 3) {
+            at(old);
+        }
+        if step % 4 == 0 {
+            older.push(snap.clone());
+        }
+        let node = format!("n{}", (step * 5) % 9);
+        let name = format!("q{step}");
+        let app = ["db", "web", "cache"][step % 3];
+        match step % 5 {
+            0 => {
+                snap.assume_pod(running(&name, app, &node).info(), &node);
+            }
+            1 => {
+                let attracting = running(&name, "api", &node)
+                    .affinity(vec![term(&[("app", app)], HOST)])
+                    .preferred_affinity(vec![(2, term(&[("app", "web")], ZONE))]);
+                snap.assume_pod(attracting.info(), &node);
+            }
+            2 => {
+                // From step 7 on, a label key no earlier term selects on.
+                let first = if step >= 7 {
+                    ("tier", "x")
+                } else {
+                    ("app", "web")
+                };
+                let repelling = running(&name, "api", &node)
+                    .preferred_anti_affinity(vec![(6, term(&[first], HOST))]);
+                snap.assume_pod(repelling.info(), &node);
+            }
+            3 => {
+                snap.remove_pod(
+                    &format!("default/q{}", step - 3),
+                    &format!("n{}", ((step - 3) * 5) % 9),
+                );
+            }
+            _ => {
+                snap.assume_pod(
+                    running(&name, app, "bare").namespace("other").info(),
+                    "bare",
+                );
+            }
+        }
+        if step == 12 {
+            snap.set_namespace_labels(ns_labels(&[("default", &[("team", "a")])]));
+        }
+        if step == 20 {
+            // A relabelled node: every node is new to the cache.
+            let relabelled: Vec<NodeBuilder> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    if i == 2 {
+                        n.clone().label(ZONE, "z0")
+                    } else {
+                        n.clone()
+                    }
+                })
+                .collect();
+            let pods: Vec<Arc<PodInfo>> = snap
+                .node_infos()
+                .iter()
+                .flat_map(|n| n.pods.iter().cloned())
+                .collect();
+            let labels = ns_labels(&[("default", &[("team", "a")])]);
+            snap = Snapshot::new(
+                relabelled
+                    .iter()
+                    .map(|n| Arc::new(n.clone().obj()))
+                    .collect(),
+                pods,
+            );
+            snap.set_namespace_labels(labels);
+        }
+    }
+    assert_eq!(got, want);
+    // Sums were seen, including a pair summing to zero, and PreScore skipped at times.
+    assert!(got
+        .iter()
+        .any(|v| v.0.is_success() && v.2.iter().any(|&s| s != 0)));
+    assert!(got.iter().any(|v| v.1.iter().any(|p| p.2 == 0)));
+    assert!(got.iter().any(|v| v.0 == Status::skip()));
 }

@@ -13,6 +13,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod load;
 
+/// mimalloc rather than glibc's malloc: the API server, the informers and the scheduler
+/// allocate and free many small objects across threads, where glibc's arenas spent a fifth
+/// of the benchmark's API-side time growing and consolidating the heap (docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use framework::{Handle, Parallelizer};
 use scheduler::app;
 use scheduler::client::leader::LeaderElectionConfig;

@@ -31,27 +31,23 @@ pub fn system_priority_classes() -> Vec<Value> {
 pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     use k8s_openapi::api::{apps, coordination, core, policy, scheduling};
     fn try_as<T: serde::de::DeserializeOwned>(v: &Value) -> Result<(), String> {
-        serde_json::from_value::<T>(v.clone())
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())
     }
-    let mut v = obj.clone();
-    v["apiVersion"] = json!(info.api_version());
-    v["kind"] = json!(info.kind);
+    let v = &*with_type_meta(info, obj);
     let result = match (info.group, info.kind) {
-        ("", "Namespace") => try_as::<core::v1::Namespace>(&v),
-        ("", "Node") => try_as::<core::v1::Node>(&v),
-        ("", "Pod") => try_as::<core::v1::Pod>(&v),
-        ("", "Event") => try_as::<core::v1::Event>(&v),
-        ("", "Service") => try_as::<core::v1::Service>(&v),
-        ("", "ConfigMap") => try_as::<core::v1::ConfigMap>(&v),
-        ("", "ReplicationController") => try_as::<core::v1::ReplicationController>(&v),
-        ("apps", "ReplicaSet") => try_as::<apps::v1::ReplicaSet>(&v),
-        ("apps", "StatefulSet") => try_as::<apps::v1::StatefulSet>(&v),
-        ("coordination.k8s.io", _) => try_as::<coordination::v1::Lease>(&v),
-        ("scheduling.k8s.io", _) => try_as::<scheduling::v1::PriorityClass>(&v),
-        ("policy", _) => try_as::<policy::v1::PodDisruptionBudget>(&v),
-        ("events.k8s.io", _) => try_as::<k8s_openapi::api::events::v1::Event>(&v),
+        ("", "Namespace") => try_as::<core::v1::Namespace>(v),
+        ("", "Node") => try_as::<core::v1::Node>(v),
+        ("", "Pod") => try_as::<core::v1::Pod>(v),
+        ("", "Event") => try_as::<core::v1::Event>(v),
+        ("", "Service") => try_as::<core::v1::Service>(v),
+        ("", "ConfigMap") => try_as::<core::v1::ConfigMap>(v),
+        ("", "ReplicationController") => try_as::<core::v1::ReplicationController>(v),
+        ("apps", "ReplicaSet") => try_as::<apps::v1::ReplicaSet>(v),
+        ("apps", "StatefulSet") => try_as::<apps::v1::StatefulSet>(v),
+        ("coordination.k8s.io", _) => try_as::<coordination::v1::Lease>(v),
+        ("scheduling.k8s.io", _) => try_as::<scheduling::v1::PriorityClass>(v),
+        ("policy", _) => try_as::<policy::v1::PodDisruptionBudget>(v),
+        ("events.k8s.io", _) => try_as::<k8s_openapi::api::events::v1::Event>(v),
         _ => Ok(()),
     };
     result.map_err(|e| {
@@ -62,30 +58,43 @@ pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     })
 }
 
+/// `obj` with the resource's apiVersion and kind, which the typed forms require: borrowed
+/// when it has them already (every create and update has been through [`check_kind`]), a
+/// copy otherwise.
+fn with_type_meta<'a>(info: &ResourceInfo, obj: &'a Value) -> std::borrow::Cow<'a, Value> {
+    let api_version = info.api_version();
+    let has = |field: &str, want: &str| obj.get(field).and_then(Value::as_str) == Some(want);
+    if has("apiVersion", &api_version) && has("kind", info.kind) {
+        return std::borrow::Cow::Borrowed(obj);
+    }
+    let mut v = obj.clone();
+    v["apiVersion"] = json!(api_version);
+    v["kind"] = json!(info.kind);
+    std::borrow::Cow::Owned(v)
+}
+
 /// The kind's k8s-openapi form of `obj` (decoded and encoded again), when the kind has one.
 fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Result<Value, String>> {
     use k8s_openapi::api::{apps, coordination, core, policy, scheduling};
     fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Result<Value, String> {
-        let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        let typed = T::deserialize(v).map_err(|e| e.to_string())?;
         serde_json::to_value(typed).map_err(|e| e.to_string())
     }
-    let mut v = obj.clone();
-    v["apiVersion"] = json!(info.api_version());
-    v["kind"] = json!(info.kind);
+    let v = &*with_type_meta(info, obj);
     Some(match (info.group, info.kind) {
-        ("", "Namespace") => rt::<core::v1::Namespace>(&v),
-        ("", "Node") => rt::<core::v1::Node>(&v),
-        ("", "Pod") => rt::<core::v1::Pod>(&v),
-        ("", "Event") => rt::<core::v1::Event>(&v),
-        ("", "Service") => rt::<core::v1::Service>(&v),
-        ("", "ConfigMap") => rt::<core::v1::ConfigMap>(&v),
-        ("", "ReplicationController") => rt::<core::v1::ReplicationController>(&v),
-        ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(&v),
-        ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(&v),
-        ("coordination.k8s.io", _) => rt::<coordination::v1::Lease>(&v),
-        ("scheduling.k8s.io", _) => rt::<scheduling::v1::PriorityClass>(&v),
-        ("policy", _) => rt::<policy::v1::PodDisruptionBudget>(&v),
-        ("events.k8s.io", _) => rt::<k8s_openapi::api::events::v1::Event>(&v),
+        ("", "Namespace") => rt::<core::v1::Namespace>(v),
+        ("", "Node") => rt::<core::v1::Node>(v),
+        ("", "Pod") => rt::<core::v1::Pod>(v),
+        ("", "Event") => rt::<core::v1::Event>(v),
+        ("", "Service") => rt::<core::v1::Service>(v),
+        ("", "ConfigMap") => rt::<core::v1::ConfigMap>(v),
+        ("", "ReplicationController") => rt::<core::v1::ReplicationController>(v),
+        ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(v),
+        ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(v),
+        ("coordination.k8s.io", _) => rt::<coordination::v1::Lease>(v),
+        ("scheduling.k8s.io", _) => rt::<scheduling::v1::PriorityClass>(v),
+        ("policy", _) => rt::<policy::v1::PodDisruptionBudget>(v),
+        ("events.k8s.io", _) => rt::<k8s_openapi::api::events::v1::Event>(v),
         _ => return None,
     })
 }

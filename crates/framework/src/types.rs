@@ -542,7 +542,7 @@ pub struct NodeInfo {
     node: Arc<Node>,
     /// Shared, so that per-node records (statuses, scores) copy a pointer, not the name.
     name: Arc<str>,
-    pub pods: Vec<Arc<PodInfo>>,
+    pub pods: PodList,
     /// Pods on this node with any pod (anti-)affinity term.
     pub pods_with_affinity: Vec<Arc<PodInfo>>,
     /// Pods on this node with a required anti-affinity term.
@@ -588,7 +588,7 @@ impl NodeInfo {
             unschedulable,
             has_taints,
             node,
-            pods: Vec::new(),
+            pods: PodList::default(),
             pods_with_affinity: Vec::new(),
             pods_with_required_anti_affinity: Vec::new(),
             used_ports: Vec::new(),
@@ -674,7 +674,9 @@ impl NodeInfo {
         let Some(i) = self.pods.iter().position(|p| p.key == key) else {
             return false;
         };
-        let pod = self.pods.swap_remove(i);
+        let Some(pod) = self.pods.swap_remove(i) else {
+            return false;
+        };
         self.update(&pod, -1);
         true
     }
@@ -747,6 +749,9 @@ impl NodeScore<'_> {
         self.node.name()
     }
 }
+
+mod pod_list;
+pub use pod_list::{Iter as PodListIter, PodList};
 
 #[cfg(test)]
 mod tests;

@@ -310,20 +310,26 @@ impl node_cache::CountKey for ScoreKey {
     /// matched or the node lacks the key.
     fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
         let labels = node.labels();
-        let pods = if self.all_pods {
-            &node.pods
+        let has_pods = if self.all_pods {
+            !node.pods.is_empty()
         } else {
-            &node.pods_with_affinity
+            !node.pods_with_affinity.is_empty()
         };
         for key in &self.keys {
-            let Some(value) = labels.get(key).filter(|_| !pods.is_empty()) else {
+            let Some(value) = labels.get(key).filter(|_| has_pods) else {
                 f(None);
                 continue;
             };
             let mut sum = 0;
             let mut matched = false;
-            for existing in pods {
-                matched |= self.weigh(existing, key, &mut sum);
+            if self.all_pods {
+                for existing in &node.pods {
+                    matched |= self.weigh(existing, key, &mut sum);
+                }
+            } else {
+                for existing in &node.pods_with_affinity {
+                    matched |= self.weigh(existing, key, &mut sum);
+                }
             }
             f(matched.then_some((value.as_str(), sum)));
         }

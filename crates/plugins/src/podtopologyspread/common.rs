@@ -379,12 +379,16 @@ pub(super) fn has_all_keys(labels: &BTreeMap<String, String>, constraints: &[Con
 
 /// How many of `pods` in namespace `ns`, not terminating, `selector` matches. A selector that
 /// selects everything counts nothing, as upstream (`selector.Empty()`).
-pub(super) fn count_matching(pods: &[Arc<PodInfo>], selector: &LabelSelector, ns: &str) -> i64 {
+pub(super) fn count_matching<'a>(
+    pods: impl IntoIterator<Item = &'a Arc<PodInfo>>,
+    selector: &LabelSelector,
+    ns: &str,
+) -> i64 {
     if selector.is_everything() {
         return 0;
     }
     let n = pods
-        .iter()
+        .into_iter()
         .filter(|p| {
             p.pod.metadata.deletion_timestamp.is_none()
                 && p.namespace() == ns

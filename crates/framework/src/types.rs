@@ -666,6 +666,26 @@ impl NodeInfo {
         self.pods.push(pod);
     }
 
+    /// Puts `new` where `old` is (found by address, from the most recently added pod back):
+    /// the same pod as the API server has it, with the spec and labels `old` was counted
+    /// with, so the node's sums stay. Returns whether `old` was there.
+    pub fn replace_pod(&mut self, old: &Arc<PodInfo>, new: Arc<PodInfo>) -> bool {
+        let Some(i) = self.pods.rposition(|p| Arc::ptr_eq(p, old)) else {
+            return false;
+        };
+        for list in [
+            &mut self.pods_with_affinity,
+            &mut self.pods_with_required_anti_affinity,
+        ] {
+            if let Some(slot) = list.iter_mut().rev().find(|p| Arc::ptr_eq(p, old)) {
+                *slot = new.clone();
+            }
+        }
+        self.pods.set(i, new);
+        self.generation = next_generation();
+        true
+    }
+
     /// Removes the pod with `key` (`namespace/name`); returns whether it was there.
     pub fn remove_pod(&mut self, key: &str) -> bool {
         self.pods_with_affinity.retain(|p| p.key != key);

@@ -79,6 +79,31 @@ impl PodList {
         Some(std::mem::replace(slot, last))
     }
 
+    /// Puts `pod` at `i`; the pod that was there, or `None` (and nothing changes) when `i`
+    /// is out of range.
+    pub fn set(&mut self, i: usize, pod: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
+        if i >= self.len {
+            return None;
+        }
+        let slot = Arc::make_mut(self.chunks.get_mut(i / CHUNK)?).get_mut(i % CHUNK)?;
+        Some(std::mem::replace(slot, pod))
+    }
+
+    /// The position of the last pod for which `f` holds (recently added pods are found
+    /// first).
+    pub fn rposition(&self, mut f: impl FnMut(&Arc<PodInfo>) -> bool) -> Option<usize> {
+        let mut i = self.len;
+        for chunk in self.chunks.iter().rev() {
+            for pod in chunk.iter().rev() {
+                i -= 1;
+                if f(pod) {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
     /// The position of the first pod for which `f` holds.
     pub fn position(&self, f: impl FnMut(&Arc<PodInfo>) -> bool) -> Option<usize> {
         self.iter().position(f)
@@ -192,6 +217,36 @@ mod tests {
         for (copy, names_then) in &copies {
             assert_eq!(&names(copy), names_then);
         }
+    }
+
+    #[test]
+    fn set_replaces_only_in_this_copy() {
+        let all = pods(CHUNK + 3);
+        let mut list: PodList = all.iter().cloned().collect();
+        let copy = list.clone();
+        let new = pods(1).remove(0);
+        let found = list.rposition(|p| Arc::ptr_eq(p, &all[CHUNK + 1]));
+        let replaced = found.and_then(|i| list.set(i, new.clone()));
+        assert_eq!(
+            (
+                found,
+                replaced.map(|p| Arc::ptr_eq(&p, &all[CHUNK + 1])),
+                list.get(CHUNK + 1).map(|p| Arc::ptr_eq(p, &new)),
+                copy.get(CHUNK + 1).map(|p| Arc::ptr_eq(p, &all[CHUNK + 1])),
+                list.set(CHUNK + 3, new.clone()).is_some(),
+                list.rposition(|p| p.key == "nothing"),
+                list.len(),
+            ),
+            (
+                Some(CHUNK + 1),
+                Some(true),
+                Some(true),
+                Some(true),
+                false,
+                None,
+                CHUNK + 3
+            )
+        );
     }
 
     #[test]

@@ -116,36 +116,43 @@ fn assume_finish_binding_then_add_confirms() {
     );
 }
 
-/// Confirming an assumed pod that landed as assumed leaves the NodeInfo as it is (no copy
-/// of a node the snapshot shares); a confirmation whose spec changed meanwhile replaces it.
+/// Confirming an assumed pod puts the API server's object on the node in the assumed copy's
+/// place (a new NodeInfo for the snapshot), and the node's sums follow the confirmed spec.
 #[rstest]
-#[case::same_spec_keeps_the_node_info(make_pod("web-1").req(&[("cpu", "100m")]).node("n1"), true, 100)]
-#[case::changed_spec_replaces_it(make_pod("web-1").req(&[("cpu", "300m")]).node("n1"), false, 300)]
-fn confirmation_of_an_assumed_pod(
-    #[case] confirmed: PodBuilder,
-    #[case] same_arc: bool,
-    #[case] want_milli_cpu: i64,
-) {
+#[case::same_spec(make_pod("web-1").req(&[("cpu", "100m")]).node("n1"), 100)]
+#[case::changed_spec(make_pod("web-1").req(&[("cpu", "300m")]).node("n1"), 300)]
+fn confirmation_of_an_assumed_pod(#[case] confirmed: PodBuilder, #[case] want_milli_cpu: i64) {
     let (mut c, _) = cache(0);
     c.add_node(node("n1"));
     c.assume_pod(info("web-1", "n1")).unwrap();
     let mut s = Snapshot::default();
     c.update_snapshot(&mut s);
     let before = s.get("n1").cloned().unwrap();
-    c.add_pod(Arc::new(confirmed.obj())).unwrap();
+    let confirmed = Arc::new(confirmed.obj());
+    c.add_pod(confirmed.clone()).unwrap();
     c.update_snapshot(&mut s);
     let after = s.get("n1").cloned().unwrap();
+    let holds = |n: &NodeInfo| n.pods.first().map(|p| Arc::ptr_eq(&p.pod, &confirmed));
     assert_eq!(
         (
             Arc::ptr_eq(&before, &after),
+            holds(&before),
+            holds(&after),
+            after.pods.len(),
             after.requested.milli_cpu,
             c.is_assumed_pod("uid-web-1"),
+            c.get_pod("uid-web-1")
+                .map(|p| Arc::ptr_eq(&p.pod, &confirmed)),
             nodes_of(&c),
         ),
         (
-            same_arc,
+            false,
+            Some(false),
+            Some(true),
+            1,
             want_milli_cpu,
             false,
+            Some(true),
             vec![row("n1", true, &["web-1"])]
         )
     );

@@ -384,10 +384,40 @@ pub trait PreScorePlugin: Plugin {
 pub trait ScorePlugin: Plugin {
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status>;
 
+    /// Scores `nodes` into `out` (same length, same order), stopping at the first error.
+    /// The runtime calls this, once per plugin and run of nodes; the default calls
+    /// [`score`](Self::score) for each node. A plugin overrides it to look its PreScore
+    /// state up once per call instead of once per node; the scores must be the ones
+    /// `score` gives.
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        score_each(self, state, pod, nodes, out)
+    }
+
     /// NormalizeScore, for plugins whose raw scores are not already in 0..=100.
     fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {
         None
     }
+}
+
+/// [`ScorePlugin::score`] for each node in turn: the default
+/// [`score_nodes`](ScorePlugin::score_nodes), for an override to fall back on.
+pub fn score_each<P: ScorePlugin + ?Sized>(
+    plugin: &P,
+    state: &CycleState,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    out: &mut [i64],
+) -> Result<(), Status> {
+    for (node, o) in nodes.iter().zip(out.iter_mut()) {
+        *o = plugin.score(state, pod, node)?;
+    }
+    Ok(())
 }
 
 /// Rescales a plugin's raw scores into `MIN_NODE_SCORE..=MAX_NODE_SCORE`.

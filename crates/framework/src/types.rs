@@ -222,6 +222,9 @@ pub struct PodInfo {
     pub preferred_anti_affinity_terms: Vec<WeightedAffinityTerm>,
     /// Problems found while computing the above (unparsable quantities, broken selectors).
     pub parse_errors: Vec<String>,
+    /// `spec.priority` (0 when unset), kept here because the scheduling queue compares it
+    /// on every heap operation.
+    priority: i32,
 }
 
 impl PodInfo {
@@ -245,6 +248,7 @@ impl PodInfo {
             preferred_affinity_terms: Vec::new(),
             preferred_anti_affinity_terms: Vec::new(),
             parse_errors: errors,
+            priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
         };
         if let Some(aff) = pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) {
             let mut affinity_errors = Vec::new();
@@ -299,7 +303,7 @@ impl PodInfo {
 
     /// `spec.priority`, 0 when unset.
     pub fn priority(&self) -> i32 {
-        self.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+        self.priority
     }
 
     /// This pod as it is once bound to `node` (what the scheduler cache assumes): a copy of

@@ -98,6 +98,22 @@ impl ScorePlugin for ImageLocality {
         };
         Ok(score_with(s, node))
     }
+
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
+            return framework::score_each(self, state, pod, nodes, out);
+        };
+        for (node, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = score_with(s, node);
+        }
+        Ok(())
+    }
 }
 
 /// The node's score from the pod's normalized images and the cluster size.

@@ -35,7 +35,7 @@ fn scores(
         .as_pre_score()
         .map(|ps| ps.pre_score(&mut state, &pod, snap, &nodes));
     assert_eq!(pre, Some(Status::success()));
-    nodes
+    let each: Vec<(String, Result<i64, Status>)> = nodes
         .iter()
         .map(|n| {
             let score = match p.as_score() {
@@ -44,7 +44,15 @@ fn scores(
             };
             (n.name().to_string(), score)
         })
-        .collect()
+        .collect();
+    // Scoring all nodes in one call gives the same scores.
+    if let (Some(s), true) = (p.as_score(), each.iter().all(|(_, r)| r.is_ok())) {
+        let mut batch = vec![0; nodes.len()];
+        assert_eq!(s.score_nodes(&state, &pod, &nodes, &mut batch), Ok(()));
+        let want: Vec<i64> = each.iter().filter_map(|(_, r)| r.clone().ok()).collect();
+        assert_eq!(batch, want);
+    }
+    each
 }
 
 fn ok(list: &[(&str, i64)]) -> Vec<(String, Result<i64, Status>)> {

@@ -127,10 +127,20 @@ fn run_scores(
         }
     }
     let score = plugin.as_score().ok_or("no Score")?;
-    nodes
+    let each: Vec<i64> = nodes
         .iter()
         .map(|n| score.score(&state, pod, n).map_err(|s| s.to_string()))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    // Scoring all nodes in one call gives the same scores.
+    let arcs: Vec<Arc<NodeInfo>> = nodes.iter().cloned().map(Arc::new).collect();
+    let mut batch = vec![0; arcs.len()];
+    score
+        .score_nodes(&state, pod, &arcs, &mut batch)
+        .map_err(|s| s.to_string())?;
+    if batch != each {
+        return Err(format!("score_nodes gave {batch:?}, score gave {each:?}"));
+    }
+    Ok(each)
 }
 
 // ---- plugin surface ----

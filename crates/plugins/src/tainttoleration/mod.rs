@@ -109,13 +109,23 @@ impl ScorePlugin for TaintToleration {
                 "failed to read {PRE_SCORE_STATE_KEY:?} from cycleState: not found"
             )));
         };
-        let untolerated = node
-            .taints()
-            .iter()
-            .filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE)
-            .filter(|t| !tolerations_tolerate_taint(&s.prefer_no_schedule, t))
-            .count();
-        Ok(i64::try_from(untolerated).unwrap_or(i64::MAX))
+        Ok(untolerated_prefer_no_schedule(s, node))
+    }
+
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
+            return framework::score_each(self, state, pod, nodes, out);
+        };
+        for (node, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = untolerated_prefer_no_schedule(s, node);
+        }
+        Ok(())
     }
 
     fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {
@@ -209,6 +219,17 @@ fn has_untolerated_do_not_schedule_taint(taints: &[Taint], tolerations: &[Tolera
         .iter()
         .filter(|t| t.effect == EFFECT_NO_SCHEDULE || t.effect == EFFECT_NO_EXECUTE)
         .any(|t| !tolerations_tolerate_taint(tolerations, t))
+}
+
+/// The number of the node's `PreferNoSchedule` taints the pod does not tolerate.
+fn untolerated_prefer_no_schedule(s: &PreScoreState, node: &NodeInfo) -> i64 {
+    let untolerated = node
+        .taints()
+        .iter()
+        .filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE)
+        .filter(|t| !tolerations_tolerate_taint(&s.prefer_no_schedule, t))
+        .count();
+    i64::try_from(untolerated).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -248,6 +248,10 @@ fn run_scoring(pod: &PodInfo, nodes: &[NodeInfo]) -> Result<Vec<i64>, Status> {
             score: pl.score(&state, pod, node)?,
         });
     }
+    // Scoring all nodes in one call gives the same raw scores.
+    let mut batch = vec![0; arcs.len()];
+    pl.score_nodes(&state, pod, &arcs, &mut batch)?;
+    assert_eq!(batch, scores.iter().map(|s| s.score).collect::<Vec<_>>());
     let status = pl.normalize_score(&state, pod, &mut scores);
     assert_eq!(status, Status::success());
     Ok(scores.iter().map(|s| s.score).collect())

@@ -611,39 +611,43 @@ impl Framework {
             .collect();
         let np = plugins.len();
         let n = nodes.len();
+        // Plugin-major: `raw[j * n + i]` is plugin j's score of node i, so that each plugin
+        // scores a run of nodes in one call (its state looked up once, its code hot).
         let mut raw = vec![0i64; n * np];
-        if np > 0 && n > 0 {
-            let chunks: Vec<Result<Vec<i64>, Status>> =
-                self.handle
-                    .parallelizer
-                    .map_chunks_from(n, PARALLEL_SCORE_MIN_NODES, |range| {
-                        let mut out = Vec::with_capacity(range.len() * np);
-                        for i in range {
-                            for (pl, _) in &plugins {
-                                let Some(p) = pl.as_score() else {
-                                    out.push(0);
-                                    continue;
-                                };
-                                match p.score(state, pod, &nodes[i]) {
-                                    Ok(v) => out.push(v),
-                                    Err(s) => {
-                                        return Err(Status::error(format!(
-                                            "running Score plugins: plugin {:?} failed with: {}",
-                                            pl.name(),
-                                            s.message()
-                                        ))
-                                        .with_plugin(pl.name()))
-                                    }
-                                }
-                            }
-                        }
-                        Ok(out)
-                    });
-            let mut at = 0;
-            for c in chunks {
-                let c = c?;
-                raw[at..at + c.len()].copy_from_slice(&c);
-                at += c.len();
+        let score_run = |range: std::ops::Range<usize>, cols: &mut [i64]| {
+            let len = range.len();
+            for (j, (pl, _)) in plugins.iter().enumerate() {
+                let Some(p) = pl.as_score() else { continue };
+                let out = &mut cols[j * len..(j + 1) * len];
+                p.score_nodes(state, pod, &nodes[range.clone()], out)
+                    .map_err(|s| {
+                        Status::error(format!(
+                            "running Score plugins: plugin {:?} failed with: {}",
+                            pl.name(),
+                            s.message()
+                        ))
+                        .with_plugin(pl.name())
+                    })?;
+            }
+            Ok::<(), Status>(())
+        };
+        let parallel = self.handle.parallelizer.threads() > 1 && n >= PARALLEL_SCORE_MIN_NODES;
+        if np > 0 && n > 0 && !parallel {
+            score_run(0..n, &mut raw)?;
+        } else if np > 0 && n > 0 {
+            let chunks: Vec<(std::ops::Range<usize>, Result<Vec<i64>, Status>)> =
+                self.handle.parallelizer.map_chunks(n, |range| {
+                    let mut cols = vec![0i64; range.len() * np];
+                    let r = score_run(range.clone(), &mut cols).map(|()| cols);
+                    (range, r)
+                });
+            for (range, cols) in chunks {
+                let cols = cols?;
+                let len = range.len();
+                for j in 0..np {
+                    raw[j * n + range.start..j * n + range.end]
+                        .copy_from_slice(&cols[j * len..(j + 1) * len]);
+                }
             }
         }
         // NormalizeScore, plugin by plugin.
@@ -656,7 +660,7 @@ impl Framework {
                 .enumerate()
                 .map(|(i, node)| NodeScore {
                     node,
-                    score: raw[i * np + j],
+                    score: raw[j * n + i],
                 })
                 .collect();
             let s = ext.normalize_score(state, pod, &mut list);
@@ -669,13 +673,14 @@ impl Framework {
                 .with_plugin(pl.name()));
             }
             for (i, ns) in list.iter().enumerate() {
-                raw[i * np + j] = ns.score;
+                raw[j * n + i] = ns.score;
             }
         }
         let mut totals = vec![0i64; n];
-        for (i, total) in totals.iter_mut().enumerate() {
-            for (j, (pl, w)) in plugins.iter().enumerate() {
-                let s = raw[i * np + j];
+        let mut scores = vec![0i64; n * np];
+        for (j, (pl, w)) in plugins.iter().enumerate() {
+            for (i, total) in totals.iter_mut().enumerate() {
+                let s = raw[j * n + i];
                 if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&s) {
                     return Err(Status::error(format!(
                         "applying score defaultWeights on Score plugins: plugin {:?} returns an invalid score {s}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
@@ -683,11 +688,12 @@ impl Framework {
                     )));
                 }
                 *total += s * w;
+                scores[i * np + j] = s;
             }
         }
         Ok(NodeScores {
             plugins: plugins.iter().map(|(p, _)| p.name()).collect(),
-            scores: raw,
+            scores,
             totals,
         })
     }

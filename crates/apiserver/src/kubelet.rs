@@ -254,7 +254,7 @@ pub async fn run(store: Arc<Store>) {
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = k.store.watch(pods.storage, None) else {
+        let Ok(start) = k.store.watch_all(pods.storage, None) else {
             return;
         };
         let mut live = start.live;
@@ -267,8 +267,8 @@ pub async fn run(store: Arc<Store>) {
         loop {
             match live.recv().await {
                 Ok(ev) if ev.kind == EventType::Deleted => {}
-                Ok(ev) if ev.storage == pods.storage => k.pod(&ev.object),
-                Ok(ev) if ev.storage == nodes.storage => k.node(&ev.object),
+                Ok(ev) if ev.storage == pods.storage => k.pod(&ev.object()),
+                Ok(ev) if ev.storage == nodes.storage => k.node(&ev.object()),
                 Ok(_) => {}
                 // Fell behind: relist.
                 Err(RecvError::Lagged(_)) => break,

@@ -33,7 +33,7 @@ fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
 pub async fn run(store: Arc<Store>) {
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = store.watch("namespaces", None) else {
+        let Ok(start) = store.watch_all("namespaces", None) else {
             return;
         };
         let mut live = start.live;
@@ -45,15 +45,16 @@ pub async fn run(store: Arc<Store>) {
         loop {
             match live.recv().await {
                 Ok(ev) if ev.storage == "namespaces" => {
-                    let name = meta(&ev.object, "name");
+                    let obj = ev.object();
+                    let name = meta(&obj, "name");
                     if ev.kind == EventType::Deleted {
                         pending.remove(name);
-                    } else if terminating(&ev.object) {
+                    } else if terminating(&obj) {
                         finalize(&store, &mut pending, name);
                     }
                 }
                 Ok(ev) if ev.kind == EventType::Deleted && !pending.is_empty() => {
-                    let ns = meta(&ev.object, "namespace");
+                    let ns = ev.attrs.namespace.as_str();
                     if pending.contains(ns) && store.remove_namespace_if_empty(ns) {
                         pending.remove(ns);
                     }

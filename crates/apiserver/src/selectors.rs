@@ -3,9 +3,12 @@
 //!
 //! Upstream: staging/src/k8s.io/apimachinery/pkg/labels/selector.go and pkg/fields.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use serde_json::Value;
 
-use crate::resources::ResourceInfo;
+use crate::resources::{ResourceInfo, RESOURCES};
 use crate::status::ApiError;
 
 /// One label requirement.
@@ -129,7 +132,11 @@ impl LabelSelector {
     /// Whether the object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels");
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+
+    /// Whether labels looked up with `get` satisfy every requirement.
+    fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|r| match r {
             LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
             LabelReq::NotEq(k, v) => get(k) != Some(v.as_str()),
@@ -146,9 +153,19 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector: `(field, value, equal?)` terms, ANDed.
+/// A parsed field selector: terms, ANDed.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(Vec<(String, String, bool)>);
+pub struct FieldSelector(Vec<FieldTerm>);
+
+/// One `field=value` or `field!=value` term, with the field's JSON pointer resolved once
+/// (watches test every event against it).
+#[derive(Debug, Clone, PartialEq)]
+struct FieldTerm {
+    field: String,
+    pointer: String,
+    value: String,
+    eq: bool,
+}
 
 impl FieldSelector {
     /// Parses `a=b,c!=d,e==` and checks every field is supported by `info`.
@@ -178,7 +195,12 @@ impl FieldSelector {
                     "field label not supported: {field}"
                 )));
             }
-            terms.push((field.to_string(), value.trim().to_string(), eq));
+            terms.push(FieldTerm {
+                field: field.to_string(),
+                pointer: pointer_of(field),
+                value: value.trim().to_string(),
+                eq,
+            });
         }
         Ok(FieldSelector(terms))
     }
@@ -187,7 +209,14 @@ impl FieldSelector {
     pub fn matches(&self, obj: &Value) -> bool {
         self.0
             .iter()
-            .all(|(f, v, eq)| (field_value(obj, f) == *v) == *eq)
+            .all(|t| field_value_is(obj, &t.field, &t.pointer, &t.value) == t.eq)
+    }
+
+    /// Whether the attributes satisfy every term.
+    fn matches_attrs(&self, attrs: &Attrs) -> bool {
+        self.0
+            .iter()
+            .all(|t| (attrs.field(&t.field) == t.value) == t.eq)
     }
 
     /// Whether the selector has no term.
@@ -196,13 +225,10 @@ impl FieldSelector {
     }
 }
 
-/// The string value of a selectable field: absent is `""`, booleans are `true`/`false`.
-fn field_value(obj: &Value, field: &str) -> String {
-    let path = match field {
-        "source" => "/source/component".to_string(),
-        f => format!("/{}", f.replace('.', "/")),
-    };
-    match obj.pointer(&path) {
+/// The string value of a selectable field, as field selectors compare it: absent is `""`
+/// (`"false"` for the two boolean fields), booleans are `true`/`false`.
+fn field_string(obj: &Value, field: &str, pointer: &str) -> String {
+    match obj.pointer(pointer) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Bool(b)) => b.to_string(),
         Some(Value::Number(n)) => n.to_string(),
@@ -211,6 +237,107 @@ fn field_value(obj: &Value, field: &str) -> String {
             _ => String::new(),
         },
         Some(other) => other.to_string(),
+    }
+}
+
+/// A field's JSON pointer.
+fn pointer_of(field: &str) -> String {
+    match field {
+        "source" => "/source/component".to_string(),
+        f => format!("/{}", f.replace('.', "/")),
+    }
+}
+
+/// The selectable fields of the resources kept under `storage` (every version's, with
+/// `metadata.name` and `metadata.namespace`), with their JSON pointers.
+fn selectable_fields(storage: &str) -> &'static [(&'static str, String)] {
+    type Table = HashMap<&'static str, Vec<(&'static str, String)>>;
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE
+        .get_or_init(|| {
+            let mut table = Table::new();
+            for r in RESOURCES {
+                let fields = table.entry(r.storage).or_default();
+                for &f in ["metadata.name", "metadata.namespace"]
+                    .iter()
+                    .chain(r.fields)
+                {
+                    if !fields.iter().any(|(x, _)| *x == f) {
+                        fields.push((f, pointer_of(f)));
+                    }
+                }
+            }
+            table
+        })
+        .get(storage)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// What label and field selectors read of one object, copied out of it once per write:
+/// the event log keeps these and the encoded object rather than the object (a decoded
+/// object takes several times the memory of its JSON).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attrs {
+    /// `metadata.namespace` (empty for cluster-scoped objects).
+    pub namespace: String,
+    labels: Vec<(String, String)>,
+    /// The value of every selectable field of the object's resource, as compared.
+    fields: Vec<(&'static str, String)>,
+}
+
+impl Attrs {
+    /// The attributes of `obj`, an object kept under `storage`.
+    pub fn of(storage: &str, obj: &Value) -> Attrs {
+        let labels = obj
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Attrs {
+            namespace: obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            labels,
+            fields: selectable_fields(storage)
+                .iter()
+                .map(|(f, pointer)| (*f, field_string(obj, f, pointer)))
+                .collect(),
+        }
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn field(&self, field: &str) -> &str {
+        self.fields
+            .iter()
+            .find(|(f, _)| *f == field)
+            .map_or("", |(_, v)| v.as_str())
+    }
+}
+
+/// Whether a selectable field's string value is `want`: absent is `""`, booleans are
+/// `true`/`false`. Compares in place: watches call this for every event.
+fn field_value_is(obj: &Value, field: &str, pointer: &str, want: &str) -> bool {
+    match obj.pointer(pointer) {
+        Some(Value::String(s)) => s == want,
+        Some(Value::Bool(b)) => want == if *b { "true" } else { "false" },
+        Some(Value::Number(n)) => n.to_string() == want,
+        None | Some(Value::Null) => match field {
+            "spec.hostNetwork" | "spec.unschedulable" => want == "false",
+            _ => want.is_empty(),
+        },
+        Some(other) => other.to_string() == want,
     }
 }
 
@@ -227,6 +354,11 @@ impl Selector {
     /// Whether the object passes both selectors.
     pub fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(obj) && self.fields.matches(obj)
+    }
+
+    /// Whether an object with these attributes passes both selectors.
+    pub fn matches_attrs(&self, attrs: &Attrs) -> bool {
+        self.labels.matches_with(|k| attrs.label(k)) && self.fields.matches_attrs(attrs)
     }
 }
 
@@ -260,6 +392,13 @@ mod tests {
     fn label_selector(#[case] sel: &str, #[case] want: bool) {
         let s = LabelSelector::parse(sel).expect("parses");
         assert_eq!(s.matches(&labeled()), want, "{sel}");
+        // The event log's attributes of the object answer the same.
+        let attrs = Attrs::of("pods", &labeled());
+        assert_eq!(
+            s.matches_with(|k| attrs.label(k)),
+            want,
+            "{sel} on attributes"
+        );
     }
 
     #[rstest]
@@ -285,6 +424,11 @@ mod tests {
         let info = lookup("", "v1", "pods").expect("pods");
         let s = FieldSelector::parse(sel, info).expect("parses");
         assert_eq!(s.matches(&labeled()), want, "{sel}");
+        assert_eq!(
+            s.matches_attrs(&Attrs::of(info.storage, &labeled())),
+            want,
+            "{sel} on attributes"
+        );
     }
 
     #[test]
@@ -307,6 +451,32 @@ mod tests {
         let info = lookup("", "v1", "events").expect("events");
         let s = FieldSelector::parse("source=kubesched,involvedObject.namespace=", info)
             .expect("parses");
-        assert!(s.matches(&json!({"source": {"component": "kubesched"}, "involvedObject": {}})));
+        let event = json!({"source": {"component": "kubesched"}, "involvedObject": {}});
+        assert!(s.matches(&event));
+        assert!(s.matches_attrs(&Attrs::of(info.storage, &event)));
+    }
+
+    #[test]
+    fn attrs_keep_namespace_labels_and_the_resource_fields() {
+        let attrs = Attrs::of("pods", &labeled());
+        assert_eq!(
+            attrs,
+            Attrs {
+                namespace: "ns".into(),
+                labels: vec![("app".into(), "web".into()), ("tier".into(), "fe".into())],
+                fields: vec![
+                    ("metadata.name", "p".into()),
+                    ("metadata.namespace", "ns".into()),
+                    ("spec.nodeName", "n1".into()),
+                    ("spec.schedulerName", String::new()),
+                    ("spec.restartPolicy", String::new()),
+                    ("spec.serviceAccountName", String::new()),
+                    ("spec.hostNetwork", "false".into()),
+                    ("status.phase", "Running".into()),
+                    ("status.podIP", String::new()),
+                    ("status.nominatedNodeName", String::new()),
+                ],
+            }
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! subscribes under the same lock sees every later event exactly once and in order.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::body::Bytes;
 
@@ -15,6 +15,7 @@ use tokio::sync::broadcast;
 
 use crate::meta;
 use crate::resources::ResourceInfo;
+use crate::selectors::Attrs;
 use crate::status::ApiError;
 use crate::wal::{Wal, WalError, OP_DELETE, OP_PUT};
 
@@ -40,7 +41,9 @@ impl EventType {
     }
 }
 
-/// One write, as kept in the event log.
+/// One write, as kept in the event log: the object encoded once (every watcher sends
+/// the same bytes) and what selectors read of it, not the decoded object, so that the log
+/// does not keep old versions of objects alive in their larger decoded form.
 #[derive(Debug)]
 pub struct WatchEvent {
     /// Storage key of the resource.
@@ -49,13 +52,38 @@ pub struct WatchEvent {
     pub kind: EventType,
     /// The write's resourceVersion.
     pub rv: u64,
-    /// The object after the write.
-    pub object: Arc<Value>,
-    /// The object before the write (for selector transitions), on updates.
-    pub previous: Option<Arc<Value>>,
-    /// The object's JSON, encoded once by the first watcher that sends it and shared by the
-    /// rest (every watcher of a resource sends the same bytes).
-    pub encoded: OnceLock<Bytes>,
+    /// The object after the write, as JSON.
+    pub encoded: Bytes,
+    /// What selectors read of the object after the write.
+    pub attrs: Attrs,
+    /// What selectors read of the object before the write (for selector transitions), on
+    /// updates.
+    pub previous: Option<Attrs>,
+}
+
+impl WatchEvent {
+    fn new(
+        storage: &'static str,
+        kind: EventType,
+        rv: u64,
+        object: &Value,
+        previous: Option<&Value>,
+    ) -> Self {
+        WatchEvent {
+            storage,
+            kind,
+            rv,
+            encoded: Bytes::from(serde_json::to_vec(object).unwrap_or_default()),
+            attrs: Attrs::of(storage, object),
+            previous: previous.map(|p| Attrs::of(storage, p)),
+        }
+    }
+
+    /// The object after the write, decoded again (for the few watchers that need more
+    /// than its bytes: table output, version conversion, the in-server controllers).
+    pub fn object(&self) -> Value {
+        serde_json::from_slice(&self.encoded).unwrap_or(Value::Null)
+    }
 }
 
 type Key = (String, String);
@@ -67,6 +95,12 @@ struct Inner {
     log: VecDeque<Arc<WatchEvent>>,
     /// Highest resourceVersion no longer in the log: watches from below it are expired.
     compacted: u64,
+    /// Live events, one channel per watched resource (made by its first watch), so that a
+    /// write wakes only the watchers of its own resource.
+    channels: HashMap<&'static str, broadcast::Sender<Arc<WatchEvent>>>,
+    /// Live events of every resource, for the in-server controllers ([`Store::watch_all`]);
+    /// made by the first of them.
+    all: Option<broadcast::Sender<Arc<WatchEvent>>>,
 }
 
 /// Where a new watch starts.
@@ -85,7 +119,8 @@ pub struct WatchStart {
 /// The store. Cheap to share behind an `Arc`.
 pub struct Store {
     inner: Mutex<Inner>,
-    events: broadcast::Sender<Arc<WatchEvent>>,
+    /// How far a live watcher may fall behind its resource's events before it is dropped.
+    watch_buffer: usize,
     log_capacity: usize,
     /// The write-ahead log under `--data-dir`; every write is appended to it under the lock.
     wal: Option<Wal>,
@@ -211,10 +246,9 @@ impl Store {
     /// An empty store whose event log keeps the last `log_capacity` writes, and whose live
     /// watchers may fall `watch_buffer` events behind before they are dropped.
     pub fn new(log_capacity: usize, watch_buffer: usize) -> Self {
-        let (events, _) = broadcast::channel(watch_buffer.max(1));
         Store {
             inner: Mutex::new(Inner::default()),
-            events,
+            watch_buffer: watch_buffer.max(1),
             log_capacity: log_capacity.max(1),
             wal: None,
         }
@@ -268,17 +302,14 @@ impl Store {
 
     fn record(&self, inner: &mut Inner, event: WatchEvent) {
         if let Some(wal) = &self.wal {
-            let json = Bytes::from(serde_json::to_vec(&*event.object).unwrap_or_default());
             let op = if event.kind == EventType::Deleted {
                 OP_DELETE
             } else {
                 OP_PUT
             };
-            if wal.append(op, event.rv, event.storage, &json) {
+            if wal.append(op, event.rv, event.storage, &event.encoded) {
                 wal.compact(event.rv, inner.objects.clone());
             }
-            // Watchers send the same bytes.
-            let _ = event.encoded.set(json);
         }
         let event = Arc::new(event);
         if inner.log.len() >= self.log_capacity {
@@ -288,7 +319,12 @@ impl Store {
         }
         inner.log.push_back(event.clone());
         // No receivers is fine: nobody is watching.
-        let _ = self.events.send(event);
+        if let Some(tx) = inner.channels.get(event.storage) {
+            let _ = tx.send(event.clone());
+        }
+        if let Some(tx) = &inner.all {
+            let _ = tx.send(event);
+        }
     }
 
     /// One object.
@@ -411,14 +447,7 @@ impl Store {
             .insert(key(ns, &name), obj.clone());
         self.record(
             &mut inner,
-            WatchEvent {
-                storage: info.storage,
-                kind: EventType::Added,
-                rv,
-                object: obj.clone(),
-                previous: None,
-                encoded: OnceLock::new(),
-            },
+            WatchEvent::new(info.storage, EventType::Added, rv, &obj, None),
         );
         Ok(obj)
     }
@@ -502,14 +531,7 @@ impl Store {
             }
             self.record(
                 &mut inner,
-                WatchEvent {
-                    storage: info.storage,
-                    kind: EventType::Deleted,
-                    rv,
-                    object: new.clone(),
-                    previous: Some(current),
-                    encoded: OnceLock::new(),
-                },
+                WatchEvent::new(info.storage, EventType::Deleted, rv, &new, Some(&*current)),
             );
             return Ok(new);
         }
@@ -520,14 +542,7 @@ impl Store {
             .insert(key(ns, name), new.clone());
         self.record(
             &mut inner,
-            WatchEvent {
-                storage: info.storage,
-                kind: EventType::Modified,
-                rv,
-                object: new.clone(),
-                previous: Some(current),
-                encoded: OnceLock::new(),
-            },
+            WatchEvent::new(info.storage, EventType::Modified, rv, &new, Some(&*current)),
         );
         Ok(new)
     }
@@ -595,14 +610,13 @@ impl Store {
                         .insert(key(ns, name), marked.clone());
                     self.record(
                         &mut inner,
-                        WatchEvent {
-                            storage: info.storage,
-                            kind: EventType::Modified,
+                        WatchEvent::new(
+                            info.storage,
+                            EventType::Modified,
                             rv,
-                            object: marked.clone(),
-                            previous: Some(current),
-                            encoded: OnceLock::new(),
-                        },
+                            &marked,
+                            Some(&*current),
+                        ),
                     );
                     return Ok(marked);
                 }
@@ -635,14 +649,13 @@ impl Store {
                 .insert(key(ns, name), marked.clone());
             self.record(
                 &mut inner,
-                WatchEvent {
-                    storage: info.storage,
-                    kind: EventType::Modified,
+                WatchEvent::new(
+                    info.storage,
+                    EventType::Modified,
                     rv,
-                    object: marked.clone(),
-                    previous: Some(current),
-                    encoded: OnceLock::new(),
-                },
+                    &marked,
+                    Some(&*current),
+                ),
             );
             return Ok(marked);
         }
@@ -669,14 +682,13 @@ impl Store {
                 .insert(key(ns, name), last.clone());
             self.record(
                 &mut inner,
-                WatchEvent {
-                    storage: info.storage,
-                    kind: EventType::Modified,
+                WatchEvent::new(
+                    info.storage,
+                    EventType::Modified,
                     rv,
-                    object: last.clone(),
-                    previous: Some(current),
-                    encoded: OnceLock::new(),
-                },
+                    &last,
+                    Some(&*current),
+                ),
             );
             return Ok(last);
         }
@@ -686,14 +698,7 @@ impl Store {
         }
         self.record(
             &mut inner,
-            WatchEvent {
-                storage: info.storage,
-                kind: EventType::Deleted,
-                rv,
-                object: last.clone(),
-                previous: Some(current),
-                encoded: OnceLock::new(),
-            },
+            WatchEvent::new(info.storage, EventType::Deleted, rv, &last, Some(&*current)),
         );
         Ok(last)
     }
@@ -774,14 +779,7 @@ impl Store {
         }
         self.record(
             &mut inner,
-            WatchEvent {
-                storage: "namespaces",
-                kind: EventType::Deleted,
-                rv,
-                object: Arc::new(last),
-                previous: Some(current),
-                encoded: OnceLock::new(),
-            },
+            WatchEvent::new("namespaces", EventType::Deleted, rv, &last, Some(&*current)),
         );
         true
     }
@@ -807,9 +805,40 @@ impl Store {
 
     /// Starts a watch on `storage`: from `None` (`""`/`0`) with the current objects, or from
     /// a resourceVersion with the logged events after it. Too old a resourceVersion is 410.
+    /// The live events are `storage`'s only.
     pub fn watch(&self, storage: &'static str, from: Option<u64>) -> Result<WatchStart, ApiError> {
-        let inner = self.lock();
-        let live = self.events.subscribe();
+        let mut inner = self.lock();
+        let buffer = self.watch_buffer;
+        let live = inner
+            .channels
+            .entry(storage)
+            .or_insert_with(|| broadcast::channel(buffer).0)
+            .subscribe();
+        Self::start_watch(&inner, storage, from, live)
+    }
+
+    /// Like [`watch`](Self::watch), but the live events are every resource's: for the
+    /// in-server controllers, which follow deletions across resources.
+    pub fn watch_all(
+        &self,
+        storage: &'static str,
+        from: Option<u64>,
+    ) -> Result<WatchStart, ApiError> {
+        let mut inner = self.lock();
+        let buffer = self.watch_buffer;
+        let live = inner
+            .all
+            .get_or_insert_with(|| broadcast::channel(buffer).0)
+            .subscribe();
+        Self::start_watch(&inner, storage, from, live)
+    }
+
+    fn start_watch(
+        inner: &Inner,
+        storage: &'static str,
+        from: Option<u64>,
+        live: broadcast::Receiver<Arc<WatchEvent>>,
+    ) -> Result<WatchStart, ApiError> {
         match from {
             None => Ok(WatchStart {
                 initial: inner

@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::{rv_of, to_wire, ObjectPath, Req};
 use crate::resources::ResourceInfo;
-use crate::selectors::Selector;
+use crate::selectors::{Attrs, Selector};
 use crate::status::ApiError;
 use crate::store::{EventType, WatchEvent};
 use crate::table;
@@ -66,6 +66,10 @@ impl WatchFilter {
             && self.sel.matches(obj)
     }
 
+    fn matches_attrs(&self, attrs: &Attrs) -> bool {
+        self.ns.as_deref().is_none_or(|ns| attrs.namespace == ns) && self.sel.matches_attrs(attrs)
+    }
+
     fn encode(&self, kind: &str, obj: &Value) -> Bytes {
         let wire = to_wire(self.info, obj);
         if self.table {
@@ -80,8 +84,8 @@ impl WatchFilter {
         if ev.storage != self.info.storage {
             return None;
         }
-        let now = self.matches(&ev.object);
-        let before = ev.previous.as_deref().is_some_and(|p| self.matches(p));
+        let now = self.matches_attrs(&ev.attrs);
+        let before = ev.previous.as_ref().is_some_and(|p| self.matches_attrs(p));
         let kind = match ev.kind {
             EventType::Added if now => "ADDED",
             EventType::Modified if now && before => "MODIFIED",
@@ -91,11 +95,9 @@ impl WatchFilter {
             _ => return None,
         };
         if self.table || self.info.group == "events.k8s.io" {
-            return Some(self.encode(kind, &ev.object));
+            return Some(self.encode(kind, &ev.object()));
         }
-        let object = ev
-            .encoded
-            .get_or_init(|| Bytes::from(serde_json::to_vec(&*ev.object).unwrap_or_default()));
+        let object = &ev.encoded;
         let mut line = Vec::with_capacity(object.len() + 32);
         line.extend_from_slice(b"{\"type\":\"");
         line.extend_from_slice(kind.as_bytes());

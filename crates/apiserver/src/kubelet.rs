@@ -261,8 +261,8 @@ pub async fn run(store: Arc<Store>) {
         for n in k.store.list(nodes, None).0 {
             k.node(&n);
         }
-        for p in start.initial {
-            k.pod(&p);
+        for p in &start.initial {
+            k.pod(&crate::store::decode(p));
         }
         loop {
             match live.recv().await {

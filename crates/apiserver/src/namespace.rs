@@ -39,8 +39,9 @@ pub async fn run(store: Arc<Store>) {
         let mut live = start.live;
         // Namespaces being terminated, by name.
         let mut pending: HashSet<String> = HashSet::new();
-        for ns in start.initial.iter().filter(|n| terminating(n)) {
-            finalize(&store, &mut pending, meta(ns, "name"));
+        let initial = start.initial.iter().map(crate::store::decode);
+        for ns in initial.filter(|n| terminating(n)) {
+            finalize(&store, &mut pending, meta(&ns, "name"));
         }
         loop {
             match live.recv().await {

@@ -91,7 +91,9 @@ type Key = (String, String);
 #[derive(Default)]
 struct Inner {
     rv: u64,
-    objects: HashMap<&'static str, BTreeMap<Key, Arc<Value>>>,
+    /// Every object as JSON: what lists and watches send, and several times smaller than
+    /// the decoded tree; decoded when a request needs the object.
+    objects: HashMap<&'static str, BTreeMap<Key, Bytes>>,
     log: VecDeque<Arc<WatchEvent>>,
     /// Highest resourceVersion no longer in the log: watches from below it are expired.
     compacted: u64,
@@ -107,7 +109,7 @@ struct Inner {
 #[derive(Debug)]
 pub struct WatchStart {
     /// Current objects, for a watch from `""`/`0` or with `sendInitialEvents`.
-    pub initial: Vec<Arc<Value>>,
+    pub initial: Vec<Bytes>,
     /// Logged events after the requested resourceVersion.
     pub backlog: Vec<Arc<WatchEvent>>,
     /// Live events after the snapshot.
@@ -132,6 +134,11 @@ impl std::fmt::Debug for Store {
             .field("log_capacity", &self.log_capacity)
             .finish_non_exhaustive()
     }
+}
+
+/// A stored object, decoded (it was encoded by the store, so it decodes).
+pub fn decode(json: &Bytes) -> Arc<Value> {
+    Arc::new(serde_json::from_slice(json).unwrap_or(Value::Null))
 }
 
 fn key(ns: &str, name: &str) -> Key {
@@ -329,29 +336,34 @@ impl Store {
 
     /// One object.
     pub fn get(&self, info: &ResourceInfo, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.lock()
+        let json = self
+            .lock()
             .objects
             .get(info.storage)
             .and_then(|m| m.get(&key(ns, name)))
-            .cloned()
+            .cloned();
+        json.as_ref().map(decode)
     }
 
     /// All objects of a resource (in one namespace, or all), sorted by namespace and name,
     /// with the resourceVersion of the snapshot.
     pub fn list(&self, info: &ResourceInfo, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
-        let inner = self.lock();
-        let items = match inner.objects.get(info.storage) {
-            None => Vec::new(),
-            Some(m) => match ns {
-                None => m.values().cloned().collect(),
-                Some(ns) => m
-                    .range(key(ns, "")..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-            },
+        let (items, rv): (Vec<Bytes>, u64) = {
+            let inner = self.lock();
+            let items = match inner.objects.get(info.storage) {
+                None => Vec::new(),
+                Some(m) => match ns {
+                    None => m.values().cloned().collect(),
+                    Some(ns) => m
+                        .range(key(ns, "")..)
+                        .take_while(|((n, _), _)| n == ns)
+                        .map(|(_, v)| v.clone())
+                        .collect(),
+                },
+            };
+            (items, inner.rv)
         };
-        (items, inner.rv)
+        (items.iter().map(decode).collect(), rv)
     }
 
     /// Creates an object: assigns the name from `generateName` if needed, uid,
@@ -379,6 +391,7 @@ impl Store {
                 .objects
                 .get("namespaces")
                 .and_then(|m| m.get(&key("", ns)))
+                .map(decode)
                 .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some())
         {
             return Err(ApiError::namespace_terminating(info, name_of(&obj), ns));
@@ -440,15 +453,13 @@ impl Store {
             return Ok(obj);
         }
         inner.rv = rv;
+        let event = WatchEvent::new(info.storage, EventType::Added, rv, &obj, None);
         inner
             .objects
             .entry(info.storage)
             .or_default()
-            .insert(key(ns, &name), obj.clone());
-        self.record(
-            &mut inner,
-            WatchEvent::new(info.storage, EventType::Added, rv, &obj, None),
-        );
+            .insert(key(ns, &name), event.encoded.clone());
+        self.record(&mut inner, event);
         Ok(obj)
     }
 
@@ -469,7 +480,7 @@ impl Store {
             .objects
             .get(info.storage)
             .and_then(|m| m.get(&key(ns, name)))
-            .cloned()
+            .map(decode)
             .ok_or_else(|| ApiError::not_found(info, name))?;
         let mut new = f(&current)?;
         if !new.is_object() {
@@ -535,15 +546,13 @@ impl Store {
             );
             return Ok(new);
         }
+        let event = WatchEvent::new(info.storage, EventType::Modified, rv, &new, Some(&*current));
         inner
             .objects
             .entry(info.storage)
             .or_default()
-            .insert(key(ns, name), new.clone());
-        self.record(
-            &mut inner,
-            WatchEvent::new(info.storage, EventType::Modified, rv, &new, Some(&*current)),
-        );
+            .insert(key(ns, name), event.encoded.clone());
+        self.record(&mut inner, event);
         Ok(new)
     }
 
@@ -564,7 +573,7 @@ impl Store {
             .objects
             .get(info.storage)
             .and_then(|m| m.get(&key(ns, name)))
-            .cloned()
+            .map(decode)
             .ok_or_else(|| ApiError::not_found(info, name))?;
         let (uid, rv_pre) = preconditions;
         if let Some(uid) = uid {
@@ -603,21 +612,19 @@ impl Store {
                     inner.rv = rv;
                     set_meta(&mut marked, "resourceVersion", json!(rv.to_string()));
                     let marked = Arc::new(marked);
+                    let event = WatchEvent::new(
+                        info.storage,
+                        EventType::Modified,
+                        rv,
+                        &marked,
+                        Some(&*current),
+                    );
                     inner
                         .objects
                         .entry(info.storage)
                         .or_default()
-                        .insert(key(ns, name), marked.clone());
-                    self.record(
-                        &mut inner,
-                        WatchEvent::new(
-                            info.storage,
-                            EventType::Modified,
-                            rv,
-                            &marked,
-                            Some(&*current),
-                        ),
-                    );
+                        .insert(key(ns, name), event.encoded.clone());
+                    self.record(&mut inner, event);
                     return Ok(marked);
                 }
             }
@@ -642,21 +649,19 @@ impl Store {
             }
             marked["status"]["phase"] = json!("Terminating");
             let marked = Arc::new(marked);
+            let event = WatchEvent::new(
+                info.storage,
+                EventType::Modified,
+                rv,
+                &marked,
+                Some(&*current),
+            );
             inner
                 .objects
                 .entry(info.storage)
                 .or_default()
-                .insert(key(ns, name), marked.clone());
-            self.record(
-                &mut inner,
-                WatchEvent::new(
-                    info.storage,
-                    EventType::Modified,
-                    rv,
-                    &marked,
-                    Some(&*current),
-                ),
-            );
+                .insert(key(ns, name), event.encoded.clone());
+            self.record(&mut inner, event);
             return Ok(marked);
         }
         let has_finalizers = current
@@ -675,21 +680,19 @@ impl Store {
             set_meta(&mut last, "deletionTimestamp", json!(meta::now_rfc3339()));
             set_meta(&mut last, "deletionGracePeriodSeconds", json!(0));
             let last = Arc::new(last);
+            let event = WatchEvent::new(
+                info.storage,
+                EventType::Modified,
+                rv,
+                &last,
+                Some(&*current),
+            );
             inner
                 .objects
                 .entry(info.storage)
                 .or_default()
-                .insert(key(ns, name), last.clone());
-            self.record(
-                &mut inner,
-                WatchEvent::new(
-                    info.storage,
-                    EventType::Modified,
-                    rv,
-                    &last,
-                    Some(&*current),
-                ),
-            );
+                .insert(key(ns, name), event.encoded.clone());
+            self.record(&mut inner, event);
             return Ok(last);
         }
         let last = Arc::new(last);
@@ -756,7 +759,7 @@ impl Store {
             .objects
             .get("namespaces")
             .and_then(|m| m.get(&key("", name)))
-            .cloned()
+            .map(decode)
         else {
             return true;
         };

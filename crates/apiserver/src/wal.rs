@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use axum::body::Bytes;
 use serde_json::Value;
 
 /// Record op: the object exists with this state.
@@ -258,7 +259,7 @@ fn sync_dir(dir: &Path) -> Result<(), WalError> {
 }
 
 /// Objects by storage key, then (namespace, name).
-pub type Objects = HashMap<&'static str, BTreeMap<(String, String), Arc<Value>>>;
+pub type Objects = HashMap<&'static str, BTreeMap<(String, String), Bytes>>;
 
 /// What recovery found.
 #[derive(Debug, Default)]
@@ -294,7 +295,7 @@ fn apply(objects: &mut Objects, path: &Path, offset: u64, r: &Record) -> Result<
             objects
                 .entry(storage)
                 .or_default()
-                .insert(key, Arc::new(obj));
+                .insert(key, Bytes::copy_from_slice(&r.object));
         }
         OP_DELETE => {
             if let Some(m) = objects.get_mut(storage) {
@@ -346,9 +347,8 @@ pub fn write_snapshot(dir: &Path, rv: u64, objects: &Objects) -> Result<(), WalE
     let mut buf = Vec::new();
     encode_record(&mut buf, OP_SNAPSHOT, rv, "", count.to_string().as_bytes());
     for (storage, m) in objects {
-        for obj in m.values() {
-            let json = serde_json::to_vec(&**obj).unwrap_or_default();
-            encode_record(&mut buf, OP_PUT, rv, storage, &json);
+        for json in m.values() {
+            encode_record(&mut buf, OP_PUT, rv, storage, json);
         }
     }
     let path = dir.join(snapshot_name(rv));
@@ -751,7 +751,7 @@ mod tests {
                 let map = objects.entry("pods").or_default();
                 map.insert(
                     ("default".into(), name.clone()),
-                    Arc::new(serde_json::from_slice(&json).expect("json")),
+                    Bytes::copy_from_slice(&json),
                 );
                 let op = if rv % 5 == 0 {
                     map.remove(&("default".into(), name.clone()));

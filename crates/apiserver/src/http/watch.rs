@@ -14,7 +14,7 @@ use super::{rv_of, to_wire, ObjectPath, Req};
 use crate::resources::ResourceInfo;
 use crate::selectors::{Attrs, Selector};
 use crate::status::ApiError;
-use crate::store::{EventType, WatchEvent};
+use crate::store::{self, EventType, WatchEvent};
 use crate::table;
 
 /// How long a watch without `timeoutSeconds` stays open (upstream: 30 to 60 minutes).
@@ -158,8 +158,9 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
     tokio::spawn(async move {
         let mut last_rv = start.rv;
         let mut live = start.live;
-        for obj in start.initial.iter().filter(|o| filter.matches(o)) {
-            if tx.send(filter.encode("ADDED", obj)).await.is_err() {
+        let initial = start.initial.iter().map(store::decode);
+        for obj in initial.filter(|o| filter.matches(o)) {
+            if tx.send(filter.encode("ADDED", &obj)).await.is_err() {
                 return;
             }
         }

@@ -215,6 +215,42 @@ fn scores_are_normalized_then_weighted() {
 }
 
 #[test]
+fn parallel_scoring_gives_the_sequential_scores() {
+    // Above PARALLEL_SCORE_MIN_NODES the nodes are scored in chunks on the pool and the
+    // chunks' columns merged back: the result must be the one-thread result.
+    let n = super::PARALLEL_SCORE_MIN_NODES + 500;
+    let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+    let scores = |m: i64| -> Vec<(&str, i64)> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.as_str(), (i as i64 * m) % 101))
+            .collect()
+    };
+    let mut normalized = Fake::named("N").scoring(&scores(7));
+    normalized.normalize = true;
+    let registry = FakeRegistry::with(vec![normalized, Fake::named("R").scoring(&scores(13))]);
+    let s = spec(&[("Sort", 0), ("Bind", 0), ("N", 2), ("R", 1)], &[]);
+    let nodes: Vec<_> = names
+        .iter()
+        .map(|n| std::sync::Arc::new(framework::testing::make_node(n).info_with(&[])))
+        .collect();
+    let pod = framework::testing::make_pod("p").info();
+    let run = |handle: Handle| {
+        let (f, _) =
+            Framework::build(&s, &registry, handle, &[]).unwrap_or_else(|e| panic!("{e:?}"));
+        f.run_score_plugins(&framework::CycleState::new(), &pod, &nodes)
+    };
+    let parallel = Handle::new(
+        framework::Parallelizer::new(4),
+        Handle::offline().client.clone(),
+    );
+    let sequential = run(Handle::offline());
+    assert_eq!(sequential.as_ref().map(|s| s.totals.len()), Ok(n));
+    assert_eq!(run(parallel), sequential);
+}
+
+#[test]
 fn out_of_range_scores_are_errors() {
     let registry = FakeRegistry::with(vec![Fake::named("R").scoring(&[("n1", 101)])]);
     let s = spec(&[("Sort", 0), ("Bind", 0), ("R", 1)], &[]);

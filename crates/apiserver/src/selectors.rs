@@ -227,8 +227,9 @@ impl FieldSelector {
 
 /// The string value of a selectable field, as field selectors compare it: absent is `""`
 /// (`"false"` for the two boolean fields), booleans are `true`/`false`.
-fn field_string(obj: &Value, field: &str, pointer: &str) -> String {
-    match obj.pointer(pointer) {
+fn field_string(obj: &Value, field: &str, path: &[String]) -> String {
+    let value = path.iter().try_fold(obj, |v, segment| v.get(segment));
+    match value {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Bool(b)) => b.to_string(),
         Some(Value::Number(n)) => n.to_string(),
@@ -249,9 +250,10 @@ fn pointer_of(field: &str) -> String {
 }
 
 /// The selectable fields of the resources kept under `storage` (every version's, with
-/// `metadata.name` and `metadata.namespace`), with their JSON pointers.
-fn selectable_fields(storage: &str) -> &'static [(&'static str, String)] {
-    type Table = HashMap<&'static str, Vec<(&'static str, String)>>;
+/// `metadata.name` and `metadata.namespace`), with their paths in the object (split once:
+/// every write reads them).
+fn selectable_fields(storage: &str) -> &'static [(&'static str, Vec<String>)] {
+    type Table = HashMap<&'static str, Vec<(&'static str, Vec<String>)>>;
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE
         .get_or_init(|| {
@@ -263,7 +265,8 @@ fn selectable_fields(storage: &str) -> &'static [(&'static str, String)] {
                     .chain(r.fields)
                 {
                     if !fields.iter().any(|(x, _)| *x == f) {
-                        fields.push((f, pointer_of(f)));
+                        let path = pointer_of(f).split('/').skip(1).map(String::from).collect();
+                        fields.push((f, path));
                     }
                 }
             }
@@ -306,7 +309,7 @@ impl Attrs {
             labels,
             fields: selectable_fields(storage)
                 .iter()
-                .map(|(f, pointer)| (*f, field_string(obj, f, pointer)))
+                .map(|(f, path)| (*f, field_string(obj, f, path)))
                 .collect(),
         }
     }

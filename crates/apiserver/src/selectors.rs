@@ -340,7 +340,8 @@ fn field_value_is(obj: &Value, field: &str, pointer: &str, want: &str) -> bool {
             "spec.hostNetwork" | "spec.unschedulable" => want == "false",
             _ => want.is_empty(),
         },
-        Some(other) => other.to_string() == want,
+        // An array or object compares as its JSON text, as `field_string` renders it.
+        Some(other) => matches!(serde_json::to_string(other), Ok(text) if text == want),
     }
 }
 

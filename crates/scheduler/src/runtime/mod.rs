@@ -635,12 +635,12 @@ impl Framework {
         if np > 0 && n > 0 && !parallel {
             score_run(0..n, &mut raw)?;
         } else if np > 0 && n > 0 {
-            let chunks: Vec<(std::ops::Range<usize>, Result<Vec<i64>, Status>)> =
-                self.handle.parallelizer.map_chunks(n, |range| {
-                    let mut cols = vec![0i64; range.len() * np];
-                    let r = score_run(range.clone(), &mut cols).map(|()| cols);
-                    (range, r)
-                });
+            // Each chunk's columns, with the chunk's range.
+            let chunks = self.handle.parallelizer.map_chunks(n, |range| {
+                let mut cols = vec![0i64; range.len() * np];
+                let r = score_run(range.clone(), &mut cols).map(|()| cols);
+                (range, r)
+            });
             for (range, cols) in chunks {
                 let cols = cols?;
                 let len = range.len();

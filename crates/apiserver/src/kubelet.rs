@@ -254,7 +254,7 @@ pub async fn run(store: Arc<Store>) {
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = k.store.watch_all(pods.storage, None) else {
+        let Ok(start) = k.store.watch(pods.storage, None) else {
             return;
         };
         let mut live = start.live;

@@ -33,7 +33,7 @@ fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
 pub async fn run(store: Arc<Store>) {
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = store.watch_all("namespaces", None) else {
+        let Ok(start) = store.watch("namespaces", None) else {
             return;
         };
         let mut live = start.live;

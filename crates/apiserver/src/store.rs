@@ -97,12 +97,6 @@ struct Inner {
     log: VecDeque<Arc<WatchEvent>>,
     /// Highest resourceVersion no longer in the log: watches from below it are expired.
     compacted: u64,
-    /// Live events, one channel per watched resource (made by its first watch), so that a
-    /// write wakes only the watchers of its own resource.
-    channels: HashMap<&'static str, broadcast::Sender<Arc<WatchEvent>>>,
-    /// Live events of every resource, for the in-server controllers ([`Store::watch_all`]);
-    /// made by the first of them.
-    all: Option<broadcast::Sender<Arc<WatchEvent>>>,
 }
 
 /// Where a new watch starts.
@@ -121,8 +115,9 @@ pub struct WatchStart {
 /// The store. Cheap to share behind an `Arc`.
 pub struct Store {
     inner: Mutex<Inner>,
-    /// How far a live watcher may fall behind its resource's events before it is dropped.
-    watch_buffer: usize,
+    /// Live events of every resource. One channel, not one per resource: each channel's
+    /// ring is allocated whole when it is made (about 5 MB at the default 100,000 events).
+    events: broadcast::Sender<Arc<WatchEvent>>,
     log_capacity: usize,
     /// The write-ahead log under `--data-dir`; every write is appended to it under the lock.
     wal: Option<Wal>,
@@ -253,9 +248,10 @@ impl Store {
     /// An empty store whose event log keeps the last `log_capacity` writes, and whose live
     /// watchers may fall `watch_buffer` events behind before they are dropped.
     pub fn new(log_capacity: usize, watch_buffer: usize) -> Self {
+        let (events, _) = broadcast::channel(watch_buffer.max(1));
         Store {
             inner: Mutex::new(Inner::default()),
-            watch_buffer: watch_buffer.max(1),
+            events,
             log_capacity: log_capacity.max(1),
             wal: None,
         }
@@ -326,12 +322,7 @@ impl Store {
         }
         inner.log.push_back(event.clone());
         // No receivers is fine: nobody is watching.
-        if let Some(tx) = inner.channels.get(event.storage) {
-            let _ = tx.send(event.clone());
-        }
-        if let Some(tx) = &inner.all {
-            let _ = tx.send(event);
-        }
+        let _ = self.events.send(event);
     }
 
     /// One object.
@@ -808,40 +799,11 @@ impl Store {
 
     /// Starts a watch on `storage`: from `None` (`""`/`0`) with the current objects, or from
     /// a resourceVersion with the logged events after it. Too old a resourceVersion is 410.
-    /// The live events are `storage`'s only.
+    /// The live events are every resource's (the in-server controllers follow deletions
+    /// across resources); an HTTP watch skips the others'.
     pub fn watch(&self, storage: &'static str, from: Option<u64>) -> Result<WatchStart, ApiError> {
-        let mut inner = self.lock();
-        let buffer = self.watch_buffer;
-        let live = inner
-            .channels
-            .entry(storage)
-            .or_insert_with(|| broadcast::channel(buffer).0)
-            .subscribe();
-        Self::start_watch(&inner, storage, from, live)
-    }
-
-    /// Like [`watch`](Self::watch), but the live events are every resource's: for the
-    /// in-server controllers, which follow deletions across resources.
-    pub fn watch_all(
-        &self,
-        storage: &'static str,
-        from: Option<u64>,
-    ) -> Result<WatchStart, ApiError> {
-        let mut inner = self.lock();
-        let buffer = self.watch_buffer;
-        let live = inner
-            .all
-            .get_or_insert_with(|| broadcast::channel(buffer).0)
-            .subscribe();
-        Self::start_watch(&inner, storage, from, live)
-    }
-
-    fn start_watch(
-        inner: &Inner,
-        storage: &'static str,
-        from: Option<u64>,
-        live: broadcast::Receiver<Arc<WatchEvent>>,
-    ) -> Result<WatchStart, ApiError> {
+        let inner = self.lock();
+        let live = self.events.subscribe();
         match from {
             None => Ok(WatchStart {
                 initial: inner

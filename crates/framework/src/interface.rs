@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cycle_state::CycleState;
+use crate::cycle_state::{CycleState, StateData};
 use crate::events::ClusterEventWithHint;
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
@@ -416,6 +416,32 @@ pub fn score_each<P: ScorePlugin + ?Sized>(
 ) -> Result<(), Status> {
     for (node, o) in nodes.iter().zip(out.iter_mut()) {
         *o = plugin.score(state, pod, node)?;
+    }
+    Ok(())
+}
+
+/// A [`score_nodes`](ScorePlugin::score_nodes) for a plugin whose score of a node depends
+/// on its PreScore state under `key` and the node only: looks the state up once and scores
+/// each node with `score`; without the state (PreScore disabled), falls back to
+/// [`score_each`].
+pub fn score_nodes_with_state<P, T>(
+    plugin: &P,
+    key: &'static str,
+    state: &CycleState,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    out: &mut [i64],
+    score: impl Fn(&T, &NodeInfo) -> i64,
+) -> Result<(), Status>
+where
+    P: ScorePlugin + ?Sized,
+    T: StateData,
+{
+    let Some(s) = state.read::<T>(key) else {
+        return score_each(plugin, state, pod, nodes, out);
+    };
+    for (node, o) in nodes.iter().zip(out.iter_mut()) {
+        *o = score(s, node);
     }
     Ok(())
 }

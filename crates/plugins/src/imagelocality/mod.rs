@@ -106,13 +106,15 @@ impl ScorePlugin for ImageLocality {
         nodes: &[Arc<NodeInfo>],
         out: &mut [i64],
     ) -> Result<(), Status> {
-        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
-            return framework::score_each(self, state, pod, nodes, out);
-        };
-        for (node, o) in nodes.iter().zip(out.iter_mut()) {
-            *o = score_with(s, node);
-        }
-        Ok(())
+        framework::score_nodes_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            out,
+            score_with,
+        )
     }
 }
 

@@ -105,17 +105,22 @@ impl ScorePlugin for BalancedAllocation {
         nodes: &[Arc<NodeInfo>],
         out: &mut [i64],
     ) -> Result<(), Status> {
-        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
-            return framework::score_each(self, state, pod, nodes, out);
-        };
         if self.resources.is_empty() {
             return Err(Status::error("resources not found"));
         }
-        let request = |i: usize| s.pod_requests.get(i).copied().unwrap_or(0);
-        for (node, o) in nodes.iter().zip(out.iter_mut()) {
-            *o = balanced_resource_score(&self.resources, node, request);
-        }
-        Ok(())
+        framework::score_nodes_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            out,
+            |s: &PreScoreState, node| {
+                balanced_resource_score(&self.resources, node, |i| {
+                    s.pod_requests.get(i).copied().unwrap_or(0)
+                })
+            },
+        )
     }
 }
 

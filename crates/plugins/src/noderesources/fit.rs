@@ -202,17 +202,20 @@ impl ScorePlugin for Fit {
         nodes: &[Arc<NodeInfo>],
         out: &mut [i64],
     ) -> Result<(), Status> {
-        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
-            return framework::score_each(self, state, pod, nodes, out);
-        };
         if self.resources.is_empty() {
             return Err(Status::error("resources not found"));
         }
-        let request = |i: usize| s.pod_requests.get(i).copied().unwrap_or(0);
-        for (node, o) in nodes.iter().zip(out.iter_mut()) {
-            *o = self.score_node(node, request);
-        }
-        Ok(())
+        framework::score_nodes_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            out,
+            |s: &PreScoreState, node| {
+                self.score_node(node, |i| s.pod_requests.get(i).copied().unwrap_or(0))
+            },
+        )
     }
 }
 

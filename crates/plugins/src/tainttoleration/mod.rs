@@ -119,13 +119,15 @@ impl ScorePlugin for TaintToleration {
         nodes: &[Arc<NodeInfo>],
         out: &mut [i64],
     ) -> Result<(), Status> {
-        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
-            return framework::score_each(self, state, pod, nodes, out);
-        };
-        for (node, o) in nodes.iter().zip(out.iter_mut()) {
-            *o = untolerated_prefer_no_schedule(s, node);
-        }
-        Ok(())
+        framework::score_nodes_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            out,
+            untolerated_prefer_no_schedule,
+        )
     }
 
     fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {

@@ -3,4 +3,5 @@
 mod apiserver;
 mod bench;
 mod simulate;
+mod support;
 mod up;

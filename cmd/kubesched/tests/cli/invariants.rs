@@ -630,12 +630,17 @@ fn check_capacity<'a>(
         }
         names.push(s(p, "/metadata/name").to_string());
     }
+    names.sort();
     (0..3)
         .filter(|i| used[*i] > cap[*i])
         .map(|i| {
+            // Shown in the units a reader compares: millicores, MiB, pods.
+            let unit = [1.0, 1024.0 * 1024.0 * 1000.0, 1000.0][i];
             format!(
-                "{when}: node {name} overcommitted in {}: {} of {} (thousandths) by {names:?}",
-                RESOURCES[i], used[i], cap[i]
+                "{when}: node {name} overcommitted in {}: {} of {} by {names:?}",
+                RESOURCES[i],
+                used[i] / unit,
+                cap[i] / unit
             )
         })
         .collect()
@@ -686,6 +691,33 @@ fn check_history(
         }
     }
     (out, deleted)
+}
+
+/// What the test saw of the cluster.
+struct Observed {
+    /// Nodes by name; the workload never changes them.
+    nodes: BTreeMap<String, Value>,
+    /// (type, pod) of every pod watch event, in the server's order.
+    history: Vec<(String, Value)>,
+    /// The pods, events, listed once the scheduler settled.
+    pods: Vec<Value>,
+    events: Vec<Value>,
+}
+
+/// Every invariant violation in what was observed, history first.
+fn check(o: &Observed) -> Vec<String> {
+    let (mut out, deleted) = check_history(&o.history, &o.nodes);
+    // Nothing outranks the highest priority, and the test deletes no pod itself.
+    for pod in deleted.values() {
+        if s(pod, "/spec/priorityClassName") == TOP {
+            out.push(format!(
+                "pod {} of the highest priority was deleted",
+                key(pod)
+            ));
+        }
+    }
+    out.extend(check_final(&o.pods, &o.nodes, &o.events, &deleted));
+    out
 }
 
 /// The final state: capacity per node, placement per pod, zone skew per spread group, and
@@ -879,17 +911,20 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
         ));
     }
     violations.extend(breaks.iter().map(|b| format!("the pod watch broke: {b}")));
-    let (v, deleted) = check_history(&history, &nodes);
-    violations.extend(v);
-    for pod in deleted.values() {
-        if s(pod, "/spec/priorityClassName") == TOP {
-            violations.push(format!(
-                "pod {} of the highest priority was deleted",
-                key(pod)
-            ));
-        }
-    }
-    violations.extend(check_final(&pods, &nodes, &events, &deleted));
+    let observed = Observed {
+        nodes,
+        history,
+        pods,
+        events,
+    };
+    violations.extend(check(&observed));
+    let Observed {
+        nodes,
+        history,
+        pods,
+        events,
+    } = observed;
+    let deleted = history.iter().filter(|(k, _)| k == "DELETED").count();
 
     let bound = pods
         .iter()
@@ -904,9 +939,9 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
          ({preempted} Preempted events), {} watch events; created in {created:?}, \
          settled={settled} after {:?}, {:?} in all",
         nodes.len(),
-        pods.len() + deleted.len(),
+        pods.len() + deleted,
         pods.len() - bound,
-        deleted.len(),
+        deleted,
         history.len(),
         start.elapsed(),
         started.elapsed(),
@@ -917,4 +952,225 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
         violations.len(),
         violations.join("\n")
     );
+}
+
+/// The checks themselves, on small hand-made states: each invariant is reported when it is
+/// broken, and a valid state gives no report.
+mod checks {
+    use rstest::rstest;
+    use serde_json::{json, Value};
+
+    use super::{check, Observed};
+
+    /// n-a: zone-a, gold, 4 cpu, 3 pods. n-b: zone-b, silver, tainted NoSchedule.
+    /// n-c: zone-b, silver, tainted PreferNoSchedule.
+    fn nodes() -> Vec<Value> {
+        let node = |name: &str, zone: &str, tier: &str, taint: Option<&str>| {
+            let taints: Vec<Value> = taint
+                .map(|e| json!({"key": "dedicated", "value": "infra", "effect": e}))
+                .into_iter()
+                .collect();
+            json!({
+                "metadata": {"name": name, "labels": {
+                    "kubernetes.io/hostname": name,
+                    "topology.kubernetes.io/zone": zone,
+                    "tier": tier,
+                }},
+                "spec": {"taints": taints},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "3"}},
+            })
+        };
+        vec![
+            node("n-a", "zone-a", "gold", None),
+            node("n-b", "zone-b", "silver", Some("NoSchedule")),
+            node("n-c", "zone-b", "silver", Some("PreferNoSchedule")),
+        ]
+    }
+
+    /// A low-priority pod requesting `cpu` and 256Mi; bound and Running when `node` is
+    /// not empty, else rejected as the scheduler reports it.
+    fn pod(name: &str, node: &str, cpu: &str) -> Value {
+        let mut p = json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {
+                "priorityClassName": "e2e-low",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}],
+            },
+            "status": {"phase": "Pending"},
+        });
+        if node.is_empty() {
+            p["status"]["conditions"] =
+                json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]);
+        } else {
+            p["spec"]["nodeName"] = json!(node);
+            p["status"]["phase"] = json!("Running");
+        }
+        p
+    }
+
+    /// `p` with the JSON at `pointer` (whose parents exist or are objects to create) set.
+    fn with(mut p: Value, pointer: &str, v: Value) -> Value {
+        let mut at = &mut p;
+        for part in pointer.trim_start_matches('/').split('/') {
+            at = &mut at[part];
+        }
+        *at = v;
+        p
+    }
+
+    fn spread(p: Value) -> Value {
+        let c = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": "web"}}}]);
+        let p = with(p, "/metadata/labels", json!({"app": "web"}));
+        let p = with(p, "/spec/priorityClassName", json!("e2e-top"));
+        with(p, "/spec/topologySpreadConstraints", c)
+    }
+
+    fn tier_in(p: Value, tier: &str) -> Value {
+        let terms = json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "tier", "operator": "In", "values": [tier]}]}]});
+        with(
+            p,
+            "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+            terms,
+        )
+    }
+
+    fn failed(pod: &str) -> Value {
+        json!({"reason": "FailedScheduling",
+               "involvedObject": {"namespace": "default", "name": pod, "uid": format!("uid-{pod}")}})
+    }
+
+    /// The history a watch would have recorded of `pods` created unbound and bound one by
+    /// one (resourceVersions 1, 2, ... in that order), then `extra`; events are the
+    /// FailedScheduling events listed at the end.
+    #[rstest]
+    #[case::valid_placements_and_a_reported_pending_pod(
+        vec![pod("a", "n-a", "1"), pod("c", "n-c", "1"), pod("wait", "", "9")],
+        vec![],
+        vec![failed("wait")],
+        vec![],
+    )]
+    #[case::a_binding_that_changes_node_is_a_pod_bound_twice(
+        vec![pod("a", "n-a", "1")],
+        vec![("MODIFIED", pod("a", "n-c", "1"))],
+        vec![],
+        vec!["at resourceVersion 3: pod default/a (uid-a) was bound to n-a and is now on \"n-c\""],
+    )]
+    #[case::a_node_over_its_pod_limit(
+        vec![pod("a", "n-a", "100m"), pod("b", "n-a", "100m"), pod("c", "n-a", "100m"), pod("d", "n-a", "100m")],
+        vec![],
+        vec![],
+        vec![
+            "at resourceVersion 8: node n-a overcommitted in pods: 4 of 3 by [\"a\", \"b\", \"c\", \"d\"]",
+            "at the end: node n-a overcommitted in pods: 4 of 3 by [\"a\", \"b\", \"c\", \"d\"]",
+        ],
+    )]
+    #[case::a_pod_being_deleted_still_occupies_its_node(
+        vec![with(pod("old", "n-a", "3"), "/metadata/deletionTimestamp", json!("2026-01-01T00:00:00Z")), pod("new", "n-a", "1500m")],
+        vec![],
+        vec![],
+        vec![
+            "at resourceVersion 4: node n-a overcommitted in cpu: 4500 of 4000 by [\"new\", \"old\"]",
+            "at the end: node n-a overcommitted in cpu: 4500 of 4000 by [\"new\", \"old\"]",
+        ],
+    )]
+    #[case::an_untolerated_no_schedule_taint(
+        vec![pod("a", "n-b", "1"), with(pod("ok", "n-b", "1"), "/spec/tolerations", json!([{"key": "dedicated", "operator": "Exists"}]))],
+        vec![],
+        vec![],
+        vec![
+            "at resourceVersion 2: pod default/a on n-b does not tolerate [\"dedicated=infra:NoSchedule\"]",
+            "at the end: pod default/a on n-b does not tolerate [\"dedicated=infra:NoSchedule\"]",
+        ],
+    )]
+    #[case::a_required_node_affinity_not_met(
+        vec![tier_in(pod("a", "n-c", "1"), "gold")],
+        vec![],
+        vec![],
+        vec![
+            "at resourceVersion 2: pod default/a on n-c violates its required node affinity or selector",
+            "at the end: pod default/a on n-c violates its required node affinity or selector",
+        ],
+    )]
+    #[case::a_spread_group_over_its_max_skew(
+        vec![spread(pod("a", "n-a", "1")), spread(pod("b", "n-a", "1"))],
+        vec![],
+        vec![],
+        vec!["at the end: spread group {\"matchLabels\":{\"app\":\"web\"}} has zone skew 2 > maxSkew 1: {\"zone-a\": 2, \"zone-b\": 0}"],
+    )]
+    #[case::spread_domains_are_only_the_zones_the_affinity_allows(
+        vec![tier_in(spread(pod("a", "n-a", "1")), "gold"), tier_in(spread(pod("b", "n-a", "1")), "gold")],
+        vec![],
+        vec![],
+        vec![],
+    )]
+    #[case::a_pending_pod_without_a_condition_or_an_event(
+        vec![with(pod("wait", "", "9"), "/status/conditions", json!([]))],
+        vec![],
+        vec![],
+        vec![
+            "at the end: pending pod default/wait has PodScheduled None, not False/Unschedulable",
+            "at the end: pending pod default/wait has no FailedScheduling event",
+        ],
+    )]
+    #[case::a_deleted_pod_of_the_highest_priority(
+        vec![spread(pod("a", "n-a", "1")), spread(pod("b", "n-c", "1"))],
+        vec![("DELETED", spread(pod("b", "n-c", "1")))],
+        vec![],
+        vec![
+            "pod default/b of the highest priority was deleted",
+            "at the end: spread group {\"matchLabels\":{\"app\":\"web\"}} lost pod default/b, so its skew cannot be checked",
+        ],
+    )]
+    fn check_reports_each_broken_invariant(
+        #[case] pods: Vec<Value>,
+        #[case] extra: Vec<(&str, Value)>,
+        #[case] events: Vec<Value>,
+        #[case] want: Vec<&str>,
+    ) {
+        let mut history = Vec::new();
+        let mut rv = 0;
+        let mut record = |kind: &str, p: &Value| {
+            rv += 1;
+            let p = with(
+                p.clone(),
+                "/metadata/resourceVersion",
+                json!(rv.to_string()),
+            );
+            history.push((kind.to_string(), p));
+        };
+        for p in &pods {
+            let unbound = with(p.clone(), "/spec/nodeName", json!(""));
+            record("ADDED", &unbound);
+            if !super::s(p, "/spec/nodeName").is_empty() {
+                record("MODIFIED", p);
+            }
+        }
+        for (kind, p) in &extra {
+            record(kind, p);
+        }
+        let final_pods = if extra.iter().any(|(k, _)| *k == "DELETED") {
+            pods.into_iter()
+                .filter(|p| {
+                    !extra.iter().any(|(k, e)| {
+                        *k == "DELETED" && e["metadata"]["uid"] == p["metadata"]["uid"]
+                    })
+                })
+                .collect()
+        } else {
+            pods
+        };
+        let observed = Observed {
+            nodes: nodes()
+                .into_iter()
+                .map(|n| (super::s(&n, "/metadata/name").to_string(), n))
+                .collect(),
+            history,
+            pods: final_pods,
+            events,
+        };
+        assert_eq!(check(&observed), want);
+    }
 }

@@ -407,9 +407,13 @@ fn key(pod: &Value) -> String {
     )
 }
 
-/// A quantity in thousandths of its unit (millicores, millibytes, millipods).
-fn milli(q: &str) -> Option<f64> {
-    let q = q.trim();
+/// A quantity in thousandths of its unit (millicores, millibytes, millipods); a plain
+/// JSON number is a quantity too (YAML `cpu: 2`).
+fn milli(q: &Value) -> Option<f64> {
+    if let Some(n) = q.as_f64() {
+        return Some((n * 1000.0).round());
+    }
+    let q = q.as_str()?.trim();
     let suffixes: [(&str, f64); 10] = [
         ("Ki", 1024.0),
         ("Mi", 1024.0 * 1024.0),
@@ -438,10 +442,9 @@ fn requests(pod: &Value) -> Result<Amounts, String> {
     let of = |c: &Value, r: &str| -> Result<f64, String> {
         match c.pointer(&format!("/resources/requests/{r}")) {
             None => Ok(0.0),
-            Some(q) => q
-                .as_str()
-                .and_then(milli)
-                .ok_or_else(|| format!("pod {}: unreadable {r} request {q}", key(pod))),
+            Some(q) => {
+                milli(q).ok_or_else(|| format!("pod {}: unreadable {r} request {q}", key(pod)))
+            }
         }
     };
     let mut out = [0.0, 0.0, 1000.0];
@@ -457,8 +460,10 @@ fn requests(pod: &Value) -> Result<Amounts, String> {
         {
             sum = f64::max(sum, of(c, r)?);
         }
-        if let Some(q) = pod["spec"]["overhead"][r].as_str() {
-            sum += milli(q).ok_or_else(|| format!("pod {}: unreadable overhead", key(pod)))?;
+        let overhead = &pod["spec"]["overhead"][r];
+        if !overhead.is_null() {
+            sum +=
+                milli(overhead).ok_or_else(|| format!("pod {}: unreadable overhead", key(pod)))?;
         }
         out[i] = sum;
     }
@@ -468,15 +473,12 @@ fn requests(pod: &Value) -> Result<Amounts, String> {
 fn allocatable(node: &Value) -> Result<Amounts, String> {
     let mut out = [0.0; 3];
     for (i, r) in RESOURCES.iter().enumerate() {
-        out[i] = node["status"]["allocatable"][r]
-            .as_str()
-            .and_then(milli)
-            .ok_or_else(|| {
-                format!(
-                    "node {}: unreadable allocatable {r}",
-                    s(node, "/metadata/name")
-                )
-            })?;
+        out[i] = milli(&node["status"]["allocatable"][r]).ok_or_else(|| {
+            format!(
+                "node {}: unreadable allocatable {r}",
+                s(node, "/metadata/name")
+            )
+        })?;
     }
     Ok(out)
 }
@@ -1069,6 +1071,15 @@ mod checks {
     )]
     #[case::a_pod_being_deleted_still_occupies_its_node(
         vec![with(pod("old", "n-a", "3"), "/metadata/deletionTimestamp", json!("2026-01-01T00:00:00Z")), pod("new", "n-a", "1500m")],
+        vec![],
+        vec![],
+        vec![
+            "at resourceVersion 4: node n-a overcommitted in cpu: 4500 of 4000 by [\"new\", \"old\"]",
+            "at the end: node n-a overcommitted in cpu: 4500 of 4000 by [\"new\", \"old\"]",
+        ],
+    )]
+    #[case::a_request_written_as_a_plain_number_counts(
+        vec![with(pod("old", "n-a", ""), "/spec/containers", json!([{"name": "c", "resources": {"requests": {"cpu": 3}}}])), pod("new", "n-a", "1500m")],
         vec![],
         vec![],
         vec![

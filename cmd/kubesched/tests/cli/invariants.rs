@@ -743,7 +743,9 @@ fn check_final(
         out.extend(check_placement(pod, nodes, when));
     }
 
-    // Spread: one group per namespace, constraint and node affinity.
+    // Spread: one group per namespace, constraint and node affinity; the workload gives
+    // all pods of an app the same constraint and affinity, so a group is every pod placed
+    // under one rule.
     let mut groups: BTreeMap<(String, String, String), Value> = BTreeMap::new();
     for pod in pods {
         for c in pod["spec"]["topologySpreadConstraints"]
@@ -775,10 +777,12 @@ fn check_final(
             continue;
         }
         // Domains: zones of the nodes that pass the pods' node affinity (upstream's
-        // default nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore).
+        // default nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore); matching pods count
+        // only on those nodes, and not while being deleted.
+        let eligible = |n: &&Value| affinity_allows(example, n);
         let mut count: BTreeMap<&str, i64> = nodes
             .values()
-            .filter(|n| affinity_allows(example, n))
+            .filter(eligible)
             .filter_map(|n| n["metadata"]["labels"][ZONE].as_str())
             .map(|z| (z, 0))
             .collect();
@@ -788,6 +792,7 @@ fn check_final(
             }
             let zone = nodes
                 .get(s(p, "/spec/nodeName"))
+                .filter(eligible)
                 .and_then(|n| n["metadata"]["labels"][ZONE].as_str());
             if let Some(n) = zone.and_then(|z| count.get_mut(z)) {
                 *n += 1;
@@ -965,7 +970,7 @@ mod checks {
     use super::{check, Observed};
 
     /// n-a: zone-a, gold, 4 cpu, 3 pods. n-b: zone-b, silver, tainted NoSchedule.
-    /// n-c: zone-b, silver, tainted PreferNoSchedule.
+    /// n-c: zone-b, silver, tainted PreferNoSchedule. n-d: zone-b, gold.
     fn nodes() -> Vec<Value> {
         let node = |name: &str, zone: &str, tier: &str, taint: Option<&str>| {
             let taints: Vec<Value> = taint
@@ -986,6 +991,7 @@ mod checks {
             node("n-a", "zone-a", "gold", None),
             node("n-b", "zone-b", "silver", Some("NoSchedule")),
             node("n-c", "zone-b", "silver", Some("PreferNoSchedule")),
+            node("n-d", "zone-b", "gold", None),
         ]
     }
 
@@ -1112,10 +1118,16 @@ mod checks {
         vec!["at the end: spread group {\"matchLabels\":{\"app\":\"web\"}} has zone skew 2 > maxSkew 1: {\"zone-a\": 2, \"zone-b\": 0}"],
     )]
     #[case::spread_domains_are_only_the_zones_the_affinity_allows(
-        vec![tier_in(spread(pod("a", "n-a", "1")), "gold"), tier_in(spread(pod("b", "n-a", "1")), "gold")],
+        vec![tier_in(spread(pod("a", "n-c", "1")), "silver"), tier_in(spread(pod("b", "n-c", "1")), "silver")],
         vec![],
         vec![],
         vec![],
+    )]
+    #[case::spread_counts_only_pods_on_nodes_the_affinity_allows(
+        vec![tier_in(spread(pod("a", "n-a", "1")), "gold"), tier_in(spread(pod("b", "n-a", "1")), "gold"), spread(pod("c", "n-c", "1"))],
+        vec![],
+        vec![],
+        vec!["at the end: spread group {\"matchLabels\":{\"app\":\"web\"}} has zone skew 2 > maxSkew 1: {\"zone-a\": 2, \"zone-b\": 0}"],
     )]
     #[case::a_pending_pod_without_a_condition_or_an_event(
         vec![with(pod("wait", "", "9"), "/status/conditions", json!([]))],

@@ -886,19 +886,36 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
 
     // Settled: nothing queued to schedule, and no pod or event written for QUIET.
     let start = Instant::now();
-    let settled = loop {
-        let quiet = [&pod_watch, &event_watch].iter().all(|w| {
+    let counts = || {
+        [&pod_watch, &event_watch].map(|w| {
             let r = w.lock().unwrap_or_else(|e| e.into_inner());
-            r.last.is_none_or(|t| t.elapsed() >= QUIET)
-        });
-        if quiet && queued(&serving, "active") + queued(&serving, "backoff") == 0.0 {
-            break true;
+            (r.events.len(), r.last.map(|t| t.elapsed()))
+        })
+    };
+    let before = counts();
+    let settled = loop {
+        let now = counts();
+        let quiet = now.iter().all(|(_, last)| last.is_none_or(|t| t >= QUIET));
+        let (active, backoff) = (queued(&serving, "active"), queued(&serving, "backoff"));
+        if quiet && active + backoff == 0.0 {
+            break Ok(());
         }
         if start.elapsed() >= SETTLE_LIMIT {
-            break false;
+            // What kept changing, for the report.
+            break Err(format!(
+                "the scheduler did not settle within {SETTLE_LIMIT:?} of the last batch: \
+                 {} pod versions and {} event writes during the wait, the last {:?} and {:?} \
+                 ago; queues active {active}, backoff {backoff}, unschedulable {}",
+                now[0].0 - before[0].0,
+                now[1].0 - before[1].0,
+                now[0].1.unwrap_or_default(),
+                now[1].1.unwrap_or_default(),
+                queued(&serving, "unschedulable"),
+            ));
         }
         std::thread::sleep(Duration::from_millis(250));
     };
+    let waited = start.elapsed();
 
     let nodes: BTreeMap<String, Value> = list(&kubeconfig, "nodes")
         .into_iter()
@@ -912,10 +929,8 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
     };
 
     let mut violations: Vec<String> = Vec::new();
-    if !settled {
-        violations.push(format!(
-            "the scheduler did not settle within {SETTLE_LIMIT:?} of the last batch"
-        ));
+    if let Err(e) = &settled {
+        violations.push(e.clone());
     }
     violations.extend(breaks.iter().map(|b| format!("the pod watch broke: {b}")));
     let observed = Observed {
@@ -944,13 +959,14 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
     eprintln!(
         "seed {seed}: {} nodes, {} pods created, {bound} bound, {} pending, {} deleted \
          ({preempted} Preempted events), {} watch events; created in {created:?}, \
-         settled={settled} after {:?}, {:?} in all",
+         settled={} after {:?}, {:?} in all",
         nodes.len(),
         pods.len() + deleted,
         pods.len() - bound,
         deleted,
         history.len(),
-        start.elapsed(),
+        settled.is_ok(),
+        waited,
         started.elapsed(),
     );
     assert!(

@@ -12,6 +12,7 @@
 //!   NoSchedule and NoExecute taint of its node;
 //! - the zone skew of each DoNotSchedule spread group stays within its maxSkew;
 //! - pods of the highest priority are never preempted;
+//! - every bound pod has its Scheduled event naming its node;
 //! - every pod left without a node has `PodScheduled=False` (reason Unschedulable) and a
 //!   FailedScheduling event.
 //!
@@ -811,6 +812,26 @@ fn check_final(
         }
     }
 
+    // Every bound pod has its Scheduled event, as upstream's scheduler records it.
+    let scheduled: BTreeSet<&str> = events
+        .iter()
+        .filter(|e| s(e, "/reason") == "Scheduled")
+        .map(|e| s(e, "/message"))
+        .collect();
+    for pod in pods.iter().filter(|p| !s(p, "/spec/nodeName").is_empty()) {
+        let want = format!(
+            "Successfully assigned {} to {}",
+            key(pod),
+            s(pod, "/spec/nodeName")
+        );
+        if !scheduled.contains(want.as_str()) {
+            out.push(format!(
+                "{when}: bound pod {} has no Scheduled event {want:?}",
+                key(pod)
+            ));
+        }
+    }
+
     // Every pending pod is reported on the pod and by an event.
     let mut failed: BTreeSet<(String, String)> = BTreeSet::new();
     for e in events
@@ -1201,15 +1222,68 @@ mod checks {
         } else {
             pods
         };
+        let mut events = events;
+        for p in final_pods
+            .iter()
+            .filter(|p| !super::s(p, "/spec/nodeName").is_empty())
+        {
+            events.push(scheduled(p));
+        }
         let observed = Observed {
-            nodes: nodes()
-                .into_iter()
-                .map(|n| (super::s(&n, "/metadata/name").to_string(), n))
-                .collect(),
+            nodes: nodes_by_name(),
             history,
             pods: final_pods,
             events,
         };
         assert_eq!(check(&observed), want);
+    }
+
+    fn nodes_by_name() -> std::collections::BTreeMap<String, Value> {
+        nodes()
+            .into_iter()
+            .map(|n| (super::s(&n, "/metadata/name").to_string(), n))
+            .collect()
+    }
+
+    fn scheduled(p: &Value) -> Value {
+        let message = format!(
+            "Successfully assigned {} to {}",
+            super::key(p),
+            super::s(p, "/spec/nodeName")
+        );
+        json!({"reason": "Scheduled", "message": message,
+               "involvedObject": {"namespace": "default", "name": p["metadata"]["name"]}})
+    }
+
+    #[test]
+    fn a_bound_pod_without_its_scheduled_event_is_reported() {
+        let (a, b) = (pod("a", "n-a", "1"), pod("b", "n-d", "1"));
+        let history = [&a, &b]
+            .iter()
+            .enumerate()
+            .map(|(rv, p)| {
+                let p = with(
+                    (*p).clone(),
+                    "/metadata/resourceVersion",
+                    json!(rv.to_string()),
+                );
+                ("ADDED".to_string(), p)
+            })
+            .collect();
+        // b's event names another node.
+        let events = vec![
+            scheduled(&a),
+            scheduled(&with(b.clone(), "/spec/nodeName", json!("n-a"))),
+        ];
+        let observed = Observed {
+            nodes: nodes_by_name(),
+            history,
+            pods: vec![a, b],
+            events,
+        };
+        assert_eq!(
+            check(&observed),
+            ["at the end: bound pod default/b has no Scheduled event \"Successfully assigned default/b to n-d\""]
+        );
     }
 }

@@ -968,6 +968,23 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
         events,
     } = observed;
     let deleted = history.iter().filter(|(k, _)| k == "DELETED").count();
+    // Not an invariant checked here, but worth seeing: how many victims were marked
+    // DisruptionTarget at some point before they went (upstream marks each).
+    let marked: BTreeSet<&str> = history
+        .iter()
+        .filter(|(_, p)| {
+            p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| s(c, "/type") == "DisruptionTarget")
+        })
+        .map(|(_, p)| s(p, "/metadata/uid"))
+        .collect();
+    let marked_victims = history
+        .iter()
+        .filter(|(k, p)| k == "DELETED" && marked.contains(s(p, "/metadata/uid")))
+        .count();
 
     let bound = pods
         .iter()
@@ -979,7 +996,8 @@ fn randomized_workload_keeps_the_scheduling_invariants() {
         .count();
     eprintln!(
         "seed {seed}: {} nodes, {} pods created, {bound} bound, {} pending, {} deleted \
-         ({preempted} Preempted events), {} watch events; created in {created:?}, \
+         ({marked_victims} marked DisruptionTarget; {preempted} Preempted events), {} watch \
+         events; created in {created:?}, \
          settled={} after {:?}, {:?} in all",
         nodes.len(),
         pods.len() + deleted,

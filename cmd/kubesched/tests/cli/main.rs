@@ -2,5 +2,7 @@
 
 mod apiserver;
 mod bench;
+mod invariants;
 mod simulate;
+mod support;
 mod up;

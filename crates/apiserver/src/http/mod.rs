@@ -52,13 +52,18 @@ fn public_path(path: &str) -> bool {
 
 /// Whether the request carries one of `tokens` as `Authorization: Bearer …` (compared in
 /// constant time).
+///
+/// Upstream: the bearer token authenticator (apiserver/pkg/authentication/request/
+/// bearertoken) trims the header, splits it at single spaces, takes the scheme in any case
+/// and the second field as the token; an empty token is no token.
 fn authenticated(tokens: &[String], headers: &HeaderMap) -> bool {
-    let Some(given) = header_str(headers, header::AUTHORIZATION)
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-    else {
+    let mut fields = header_str(headers, header::AUTHORIZATION).trim().split(' ');
+    let (Some(scheme), Some(given)) = (fields.next(), fields.next()) else {
         return false;
     };
+    if !scheme.eq_ignore_ascii_case("bearer") || given.is_empty() {
+        return false;
+    }
     tokens.iter().fold(false, |ok, t| {
         let same = t.len() == given.len()
             && t.bytes()
@@ -1168,6 +1173,29 @@ mod tests {
     #[case::empty(None, "watch", None)]
     fn queries(#[case] q: Option<&str>, #[case] key: &str, #[case] want: Option<&str>) {
         assert_eq!(Query::parse(q).get(key), want);
+    }
+
+    #[rstest]
+    #[case::bearer_capitalised("Bearer tok", true)]
+    #[case::bearer_lower_case("bearer tok", true)]
+    #[case::bearer_upper_case("BEARER tok", true)]
+    #[case::surrounding_space_is_trimmed("  Bearer tok  ", true)]
+    #[case::words_after_the_token_are_ignored("Bearer tok extra", true)]
+    #[case::wrong_token("Bearer other", false)]
+    #[case::token_prefix_only("Bearer to", false)]
+    #[case::no_token("Bearer", false)]
+    #[case::two_spaces_leave_an_empty_token("Bearer  tok", false)]
+    #[case::basic_scheme("Basic dG9rOg==", false)]
+    #[case::no_header("", false)]
+    fn bearer_tokens_follow_upstream(#[case] authorization: &str, #[case] want: bool) {
+        let mut headers = HeaderMap::new();
+        if !authorization.is_empty() {
+            headers.insert(
+                header::AUTHORIZATION,
+                HeaderValue::from_str(authorization).expect("header value"),
+            );
+        }
+        assert_eq!(authenticated(&["tok".to_string()], &headers), want);
     }
 
     #[rstest]

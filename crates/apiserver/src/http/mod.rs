@@ -40,6 +40,67 @@ pub(crate) struct AppState {
     pub tokens: Vec<String>,
     /// Lists whose later pages are still to be asked for.
     pub snapshots: paging::Snapshots,
+    /// Browser origins accepted (see [`crate::Config::cors_allowed_origins`]).
+    pub cors_allowed_origins: Vec<regex::Regex>,
+    /// Host names accepted besides `localhost` and IP addresses.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Whether the `Host` header names this server: an IP address, `localhost`, or one of
+/// `allowed` (any port; case and a final dot ignored). A DNS rebinding attack needs a name of
+/// its own, so IP addresses are safe to accept, which keeps a server listening on all
+/// addresses reachable by any of them. No `Host` (HTTP/1.0) is accepted.
+fn host_allowed(allowed: &[String], headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::HOST) else {
+        return Ok(());
+    };
+    let host = value.to_str().unwrap_or("");
+    let name = match host.strip_prefix('[') {
+        // [v6]:port
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        },
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let ok = !name.is_empty()
+        && (name.parse::<std::net::IpAddr>().is_ok()
+            || name.eq_ignore_ascii_case("localhost")
+            || allowed.iter().any(|a| a.eq_ignore_ascii_case(name)));
+    if ok {
+        return Ok(());
+    }
+    Err(ApiError::forbidden_request(format!(
+        "host {host:?} is not allowed: the Host header must name this server by IP address, \
+         localhost or a name given with --allowed-hosts"
+    )))
+}
+
+/// CORS headers for an allowed origin (upstream's WithCORS defaults, credentials allowed).
+fn with_cors(mut response: Response, origin: &HeaderValue) -> Response {
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST, GET, OPTIONS, PUT, DELETE, PATCH"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "Content-Type, Content-Length, Accept-Encoding, X-CSRF-Token, Authorization, \
+             X-Requested-With, If-Modified-Since",
+        ),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("Date"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    response
 }
 
 /// Paths upstream's default RBAC (`system:public-info-viewer`) lets anyone read.
@@ -271,6 +332,40 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
     let query = Query::parse(req.uri().query());
     let headers = req.headers().clone();
     tracing::debug!(%method, %path, "request");
+    if let Err(e) = host_allowed(&st.allowed_hosts, &headers) {
+        return e.into_response();
+    }
+    // Browsers send Origin from web pages; with no token required (the default on
+    // loopback), any page could otherwise write to the cluster.
+    let origin = headers.get(header::ORIGIN).cloned();
+    if let Some(origin) = &origin {
+        let text = origin.to_str().unwrap_or("");
+        if !st.cors_allowed_origins.iter().any(|re| re.is_match(text)) {
+            return ApiError::forbidden_request(format!(
+                "origin {text:?} is not allowed: requests from web pages need an origin \
+                 allowed with --cors-allowed-origins"
+            ))
+            .into_response();
+        }
+        if method == Method::OPTIONS {
+            return with_cors(StatusCode::NO_CONTENT.into_response(), origin);
+        }
+    }
+    let response = authorized_handle(&st, req, method, path, query, headers).await;
+    match &origin {
+        Some(origin) => with_cors(response, origin),
+        None => response,
+    }
+}
+
+async fn authorized_handle(
+    st: &Arc<AppState>,
+    req: Request,
+    method: Method,
+    path: String,
+    query: Query,
+    headers: HeaderMap,
+) -> Response {
     if !st.tokens.is_empty() && !public_path(&path) && !authenticated(&st.tokens, &headers) {
         return ApiError::unauthorized().into_response();
     }
@@ -283,7 +378,7 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
     };
     let accept = header_str(&headers, header::ACCEPT);
     let writes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
-    let response = respond(&st, r, &method, &query, &headers, &body, accept);
+    let response = respond(st, r, &method, &query, &headers, &body, accept);
     // A write is acknowledged only once it is durable (group commit under --data-dir).
     if writes && !query.dry_run() {
         if let Err(e) = st.store.sync().await {

@@ -157,7 +157,15 @@ async fn connection(
     match tls {
         None => serve_http(io, state, activity, limits, shutdown).await,
         Some(acceptor) => {
-            match tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
+            let handshake =
+                tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, acceptor.accept(io));
+            // A connection still in its handshake has no request in flight: closing it to
+            // make room must not wait for the handshake timeout.
+            let shaken = tokio::select! {
+                shaken = handshake => shaken,
+                () = activity.evicted() => return,
+            };
+            match shaken {
                 Ok(Ok(tls)) => serve_http(tls, state, activity, limits, shutdown).await,
                 Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!("TLS handshake timed out"),
@@ -285,6 +293,16 @@ impl Activity {
             Some(at) => at + limits.header_read_timeout,
             None => s.idle_since + limits.idle_timeout,
         })
+    }
+
+    /// Returns once the connection is told to close to make room.
+    async fn evicted(&self) {
+        loop {
+            if self.lock().evict {
+                return;
+            }
+            self.changed.notified().await;
+        }
     }
 
     /// Bytes arrived: with nothing in flight they start a request head.

@@ -225,3 +225,43 @@ fn a_new_connection_is_refused_while_every_connection_has_a_request_in_flight() 
         .count();
     assert_eq!((started, refused, still_watching), (LIMIT, None, LIMIT));
 }
+
+/// Under TLS the limit counts connections still in their handshake; one that stalls there
+/// is closed to make room at once, not after the 10 s handshake timeout. (The accept queue
+/// is first in, first out, so the stalled sockets are accepted before the client's.)
+#[test]
+fn a_stalled_tls_handshake_is_closed_to_make_room() {
+    const LIMIT: usize = 5;
+    let c = Cluster::with_config(apiserver::Config {
+        max_connections: LIMIT,
+        header_read_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
+        tls: Some(crate::harness::test_tls()),
+        ..apiserver::Config::default()
+    });
+    // The first bytes of a TLS record header, and then nothing.
+    let _stalled: Vec<TcpStream> = (0..LIMIT)
+        .map(|_| {
+            let mut s = connect(c.addr);
+            s.write_all(&[0x16, 0x03, 0x01]).expect("write");
+            s
+        })
+        .collect();
+    let written = std::fs::read_to_string(c.kubeconfig()).expect("kubeconfig");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&written).expect("kubeconfig parses");
+    let listed = c.block_on(async {
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("config");
+        let client = kube::Client::try_from(config).expect("client");
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        api.get("default")
+            .await
+            .map(|ns| ns.metadata.name)
+            .map_err(|e| e.to_string())
+    });
+    assert_eq!(listed, Ok(Some("default".to_string())));
+}

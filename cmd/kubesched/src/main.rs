@@ -279,8 +279,9 @@ struct ApiserverFlags {
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     allowed_hosts: Vec<String>,
     /// Open connections at most; at the limit the connection idle longest is closed for
-    /// each new one. Keep it below `ulimit -n`. Connections with no request in flight are
-    /// closed after 90s, or 32s after they start sending a request head.
+    /// each new one. Keep it below `ulimit -n`. A connection must finish a request head
+    /// within 32s of its start (of its first byte after a response) and is closed after
+    /// 90s with no request.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     max_connections: usize,
 }

@@ -150,12 +150,12 @@ pub struct Config {
     /// new one; a new connection is refused only while every open one has a request in
     /// flight. Keep it below the process's file descriptor limit (`ulimit -n`).
     pub max_connections: usize,
-    /// A connection with no request in flight that has started sending a request head must
-    /// finish it in this time, or it is closed (upstream: 32 s).
+    /// A new connection must send its first request head in this time, and a kept-alive one
+    /// must finish a head in this time from its first byte, or it is closed (upstream: 32 s).
     pub header_read_timeout: Duration,
-    /// A connection with no request in flight and nothing sent is closed after this time
-    /// (upstream: 90 s, the keep-alive timeout of Go's HTTP client). A watch is a request in
-    /// flight for as long as it runs.
+    /// A kept-alive connection with no request in flight and nothing sent since its last
+    /// response is closed after this time (upstream: 90 s, the keep-alive timeout of Go's
+    /// HTTP client). A watch is a request in flight for as long as it runs.
     pub idle_timeout: Duration,
     /// Regular expressions (upstream's `--cors-allowed-origins`): a request with an `Origin`
     /// header, which browsers send from web pages, is refused with 403 unless one of them

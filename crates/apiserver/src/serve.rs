@@ -4,8 +4,9 @@
 //! Each connection is served by hyper (HTTP/1.1, over TLS when configured) in its own task,
 //! with a watchdog beside it that knows whether a request is in flight: a request counts
 //! from its head until its response body is done, so a watch, however long, keeps its
-//! connection. With nothing in flight a connection must either start a request within the
-//! idle timeout or, once it has sent a first byte, finish the request head within the
+//! connection. A new connection must send its first request head within the header-read
+//! timeout; after a response, a kept-alive connection must start its next request within
+//! the idle timeout and, once it has sent a first byte, finish the head within the
 //! header-read timeout; otherwise it is closed.
 //!
 //! At the connection limit, the connection idle longest is closed to make room for the new
@@ -252,7 +253,8 @@ struct ActivityState {
     in_flight: usize,
     /// When the connection last had nothing in flight (accepted, or the last response done).
     idle_since: Instant,
-    /// When the first byte after `idle_since` arrived: a request head is on its way.
+    /// When the request head being waited for started: the accept for the first request,
+    /// the first byte after `idle_since` for later ones.
     head_since: Option<Instant>,
     /// Close it as soon as nothing is in flight.
     evict: bool,
@@ -260,12 +262,15 @@ struct ActivityState {
 
 impl Activity {
     fn new(id: u64) -> Activity {
+        let now = Instant::now();
         Activity {
             id,
             state: Mutex::new(ActivityState {
                 in_flight: 0,
-                idle_since: Instant::now(),
-                head_since: None,
+                idle_since: now,
+                // A new connection is there to send a request: its first head is timed from
+                // the accept, as Go's server (upstream) times it.
+                head_since: Some(now),
                 evict: false,
             }),
             changed: Notify::new(),

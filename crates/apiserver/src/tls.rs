@@ -1,6 +1,6 @@
 //! HTTPS: the certificate and key given with `--tls-cert-file`/`--tls-private-key-file`,
-//! served with rustls (ring provider); [`crate::serve`] runs each handshake in the
-//! connection's own task, bounded by [`HANDSHAKE_TIMEOUT`].
+//! served with rustls (ring provider); the connection loop (`serve`) runs each handshake in
+//! the connection's own task, bounded by `HANDSHAKE_TIMEOUT`.
 //!
 //! Upstream: kube-apiserver's `--tls-cert-file`/`--tls-private-key-file` (PEM; the
 //! certificate file may carry intermediates after the serving certificate), and its

@@ -93,7 +93,12 @@ enum Quiet {
     60,
     Seen::Closed
 )]
-#[case::silent_connection_is_closed_after_the_idle_timeout(Quiet::Silent, 60, 1, Seen::Closed)]
+#[case::silent_new_connection_is_closed_after_the_header_read_timeout(
+    Quiet::Silent,
+    1,
+    60,
+    Seen::Closed
+)]
 #[case::kept_alive_connection_is_closed_after_the_idle_timeout(
     Quiet::AfterOneRequest,
     60,

@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::State;
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -190,7 +189,7 @@ async fn serve_http<I>(
             let busy = InFlight::start(activity.clone());
             let state = state.clone();
             async move {
-                let response = http::handle(State(state), req.map(axum::body::Body::new)).await;
+                let response = http::handle(state, req.map(axum::body::Body::new)).await;
                 Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
             }
         })

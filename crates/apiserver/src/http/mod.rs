@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -325,8 +325,9 @@ fn object_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
     Some(Route::Object(path))
 }
 
-/// The one handler behind the router.
-pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Response {
+/// Every request: the Host and Origin checks (with CORS headers for an allowed origin), then
+/// [`dispatch`].
+pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
@@ -351,14 +352,15 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
             return with_cors(StatusCode::NO_CONTENT.into_response(), origin);
         }
     }
-    let response = authorized_handle(&st, req, method, path, query, headers).await;
+    let response = dispatch(&st, req, method, path, query, headers).await;
     match &origin {
         Some(origin) => with_cors(response, origin),
         None => response,
     }
 }
 
-async fn authorized_handle(
+/// Authentication, the body, routing and the verb; a write is answered once it is durable.
+async fn dispatch(
     st: &Arc<AppState>,
     req: Request,
     method: Method,

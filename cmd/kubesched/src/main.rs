@@ -268,6 +268,22 @@ struct ApiserverFlags {
     /// address, reused after. --kubeconfig then carries it as certificate-authority-data.
     #[arg(long, value_name = "DIR", conflicts_with = "tls_cert_file")]
     cert_dir: Option<PathBuf>,
+    /// Browser origins allowed to call the API, as regular expressions matched anywhere in
+    /// the Origin header (anchor them: '^https://dash\.example$'); comma-separated or
+    /// repeated. A request with any other Origin, which browsers send from web pages, gets
+    /// 403; kubectl and other clients send none.
+    #[arg(long, value_name = "REGEXP", value_delimiter = ',')]
+    cors_allowed_origins: Vec<String>,
+    /// Host names clients may use in the Host header besides localhost and IP addresses
+    /// (any other name gets 403, which stops DNS rebinding); comma-separated or repeated.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// Open connections at most; at the limit the connection idle longest is closed for
+    /// each new one. Keep it below `ulimit -n`. A connection must finish a request head
+    /// within 32s of its start (of its first byte after a response) and is closed after
+    /// 90s with no request.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    max_connections: usize,
 }
 
 #[derive(clap::Args, Debug)]
@@ -485,8 +501,7 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
             apiserver::Server::start(server_config(&args.server, !args.no_kubelets)?).await?;
         println!("kubesched apiserver listening on {}", server.url());
         if let Some(path) = &args.server.kubeconfig {
-            std::fs::write(path, server.kubeconfig())
-                .with_context(|| format!("writing kubeconfig {}", path.display()))?;
+            write_kubeconfig(path, &server)?;
         }
         // The scheduler connects as any client would: through the server's own kubeconfig
         // (its URL, and its token and CA when it has them).
@@ -577,8 +592,34 @@ fn server_config(
             // clap requires both files or neither, and no --cert-dir with them.
             _ => None,
         },
+        cors_allowed_origins: flags.cors_allowed_origins.clone(),
+        allowed_hosts: flags.allowed_hosts.clone(),
+        max_connections: flags.max_connections,
         ..apiserver::Config::default()
     })
+}
+
+/// Writes the server's kubeconfig readable by its owner only (0600), as kubectl writes
+/// its own: it may carry the bearer token. An existing file is narrowed to 0600 too.
+fn write_kubeconfig(path: &std::path::Path, server: &apiserver::Server) -> anyhow::Result<()> {
+    let context = || format!("writing kubeconfig {}", path.display());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        options.mode(0o600);
+        let file = options.open(path).with_context(context)?;
+        // The mode above applies only to a file it creates.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(context)?;
+        std::io::Write::write_all(&mut &file, server.kubeconfig().as_bytes()).with_context(context)
+    }
+    #[cfg(not(unix))]
+    {
+        let mut file = options.open(path).with_context(context)?;
+        std::io::Write::write_all(&mut file, server.kubeconfig().as_bytes()).with_context(context)
+    }
 }
 
 fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
@@ -591,8 +632,7 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
         let config = server_config(&args.server, args.simulate_kubelets)?;
         let server = apiserver::Server::start(config).await?;
         if let Some(path) = &args.server.kubeconfig {
-            std::fs::write(path, server.kubeconfig())
-                .with_context(|| format!("writing kubeconfig {}", path.display()))?;
+            write_kubeconfig(path, &server)?;
         }
         println!("kubesched apiserver listening on {}", server.url());
         tokio::select! {

@@ -3,7 +3,8 @@
 //!
 //! Start reading at [`Server`]; requests are routed and answered in `http`, objects live in
 //! [`store`], and what the real apiserver does to objects on the way in is in [`admission`]
-//! and [`validation`]. Chunked lists are [`paging`]; HTTPS is [`tls`]; the controllers that
+//! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
+//! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and [`kubelet`] (on request).
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
@@ -36,6 +37,7 @@ pub mod patch;
 pub mod protobuf;
 pub mod resources;
 pub mod selectors;
+mod serve;
 pub mod status;
 pub mod store;
 pub mod table;
@@ -75,6 +77,14 @@ pub enum Error {
     /// The serving certificate or key could not be loaded.
     #[error("loading the TLS certificate")]
     Tls(#[from] tls::TlsError),
+    /// A `--cors-allowed-origins` pattern is not a regular expression.
+    #[error("invalid CORS allowed origin {pattern:?}")]
+    CorsOrigin {
+        /// The pattern.
+        pattern: String,
+        /// Why.
+        source: regex::Error,
+    },
     /// The token file could not be read or holds no token.
     #[error("reading token file {}", path.display())]
     TokenFile {
@@ -99,7 +109,10 @@ impl Error {
     pub fn is_user_error(&self) -> bool {
         matches!(
             self,
-            Error::Tls(_) | Error::TokenFile { .. } | Error::Storage(wal::WalError::Locked { .. })
+            Error::Tls(_)
+                | Error::TokenFile { .. }
+                | Error::CorsOrigin { .. }
+                | Error::Storage(wal::WalError::Locked { .. })
         )
     }
 }
@@ -133,6 +146,26 @@ pub struct Config {
     /// Serve HTTPS with this certificate; [`Server::kubeconfig`] then carries the
     /// certificate as `certificate-authority-data`.
     pub tls: Option<TlsConfig>,
+    /// Open connections at most. At the limit the connection idle longest is closed for each
+    /// new one; a new connection is refused only while every open one has a request in
+    /// flight. Keep it below the process's file descriptor limit (`ulimit -n`).
+    pub max_connections: usize,
+    /// A new connection must send its first request head in this time, and a kept-alive one
+    /// must finish a head in this time from its first byte, or it is closed (upstream: 32 s).
+    pub header_read_timeout: Duration,
+    /// A kept-alive connection with no request in flight and nothing sent since its last
+    /// response is closed after this time (upstream: 90 s, the keep-alive timeout of Go's
+    /// HTTP client). A watch is a request in flight for as long as it runs.
+    pub idle_timeout: Duration,
+    /// Regular expressions (upstream's `--cors-allowed-origins`): a request with an `Origin`
+    /// header, which browsers send from web pages, is refused with 403 unless one of them
+    /// matches it anywhere (anchor them: `^https://dash\.example\.com$`); a matching one gets
+    /// CORS headers. Clients such as kubectl send no `Origin`.
+    pub cors_allowed_origins: Vec<String>,
+    /// Host names accepted in the `Host` header besides `localhost` and IP addresses; any
+    /// other name is refused with 403, so a DNS name rebound to this server cannot read from
+    /// it.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Reads a token file: upstream's `--token-auth-file` CSV (`token,user,uid,"groups"`; only
@@ -169,6 +202,11 @@ impl Default for Config {
             tokens: Vec::new(),
             simulate_kubelets: false,
             tls: None,
+            max_connections: 10_000,
+            header_read_timeout: Duration::from_secs(32),
+            idle_timeout: Duration::from_secs(90),
+            cors_allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -234,6 +272,16 @@ impl Server {
     /// Binds `config.listen`, creates the bootstrap objects and starts serving on the current
     /// tokio runtime.
     pub async fn start(config: Config) -> Result<Server, Error> {
+        let cors_allowed_origins = config
+            .cors_allowed_origins
+            .iter()
+            .map(|pattern| {
+                regex::Regex::new(pattern).map_err(|source| Error::CorsOrigin {
+                    pattern: pattern.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| Error::Bind {
@@ -262,27 +310,20 @@ impl Server {
             bookmark_interval: config.bookmark_interval,
             tokens: config.tokens.clone(),
             snapshots: paging::Snapshots::new(LIST_SNAPSHOTS),
+            cors_allowed_origins,
+            allowed_hosts: config.allowed_hosts.clone(),
         });
-        let app = axum::Router::new().fallback(http::handle).with_state(state);
         let (stop, stopped) = oneshot::channel::<()>();
         let stopped = async {
             let _ = stopped.await;
         };
-        let task = match &config.tls {
-            None => tokio::spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await
-            }),
-            Some(tls) => {
-                let listener = tls::TlsListener::new(listener, tls)?;
-                tokio::spawn(async move {
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(stopped)
-                        .await
-                })
-            }
+        let limits = serve::Limits {
+            max_connections: config.max_connections,
+            header_read_timeout: config.header_read_timeout,
+            idle_timeout: config.idle_timeout,
         };
+        let acceptor = config.tls.as_ref().map(TlsConfig::acceptor);
+        let task = tokio::spawn(serve::serve(listener, acceptor, state, limits, stopped));
         tracing::info!(%addr, "API server listening");
         Ok(Server {
             addr,

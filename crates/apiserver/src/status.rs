@@ -197,6 +197,12 @@ impl ApiError {
         .with_details(details(info, name))
     }
 
+    /// 403 for a request refused before it reaches a resource (a browser origin or Host name
+    /// the server does not accept).
+    pub fn forbidden_request(why: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", why)
+    }
+
     /// 403 for a create in a namespace that is being deleted (upstream's NamespaceLifecycle
     /// admission).
     pub fn namespace_terminating(info: &ResourceInfo, name: &str, ns: &str) -> Self {

@@ -237,6 +237,30 @@ fn graceful_pod_deletion(pod: &Value, requested: Option<i64>) -> Graceful {
     }
 }
 
+/// Whether an update finishes a deletion: the object was marked with no grace period left
+/// and the update leaves no finalizer. A pod still in its grace period stays whatever is
+/// written to it (its status, the scheduler's DisruptionTarget condition) until the kubelet,
+/// or a client, deletes it with grace period 0; a namespace also waits for its
+/// `spec.finalizers`, which the namespace controller empties.
+///
+/// Upstream: the generic registry's ShouldDeleteDuringUpdate, and the namespace storage's
+/// override of it.
+fn should_delete_during_update(info: &ResourceInfo, current: &Value, new: &Value) -> bool {
+    let empty = |v: &Value, at: &str| {
+        v.pointer(at)
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+    };
+    let no_grace_left = current
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_none_or(|g| g == 0);
+    current.pointer("/metadata/deletionTimestamp").is_some()
+        && no_grace_left
+        && empty(new, "/metadata/finalizers")
+        && (info.storage != "namespaces" || empty(new, "/spec/finalizers"))
+}
+
 fn set_meta(obj: &mut Value, field: &str, value: Value) {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
@@ -521,11 +545,7 @@ impl Store {
         if dry_run {
             return Ok(new);
         }
-        let finished = new.pointer("/metadata/deletionTimestamp").is_some()
-            && new
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_none_or(Vec::is_empty);
+        let finished = should_delete_during_update(info, &current, &new);
         inner.rv = rv;
         if finished {
             if let Some(m) = inner.objects.get_mut(info.storage) {
@@ -664,11 +684,24 @@ impl Store {
         let mut last = (*current).clone();
         set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
         if has_finalizers {
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
-                inner.rv = rv - 1;
-                return Ok(current);
-            }
-            set_meta(&mut last, "deletionTimestamp", json!(meta::now_rfc3339()));
+            let grace = current
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let deletion_timestamp = match current
+                .pointer("/metadata/deletionTimestamp")
+                .and_then(Value::as_str)
+            {
+                None => meta::now_rfc3339(),
+                Some(_) if grace == 0 => {
+                    inner.rv = rv - 1;
+                    return Ok(current);
+                }
+                // A pod's graceful deletion cut short (grace period 0) while finalizers
+                // hold it: with no grace left, removing the last finalizer removes it.
+                Some(since) => meta::shift_rfc3339(since, -grace).unwrap_or_else(meta::now_rfc3339),
+            };
+            set_meta(&mut last, "deletionTimestamp", json!(deletion_timestamp));
             set_meta(&mut last, "deletionGracePeriodSeconds", json!(0));
             let last = Arc::new(last);
             let event = WatchEvent::new(
@@ -964,6 +997,110 @@ mod tests {
             ),
             (Some(&json!(30)), true, true)
         );
+    }
+
+    /// One step in a pod's deletion, as a client or the kubelet takes it.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        /// DELETE with this grace period (None: the pod's own).
+        Delete(Option<i64>),
+        /// A status write, as the scheduler's DisruptionTarget condition.
+        AddCondition,
+        /// An update that removes every finalizer.
+        DropFinalizers,
+    }
+
+    #[rstest::rstest]
+    #[case::bound_pod_in_graceful_deletion_survives_a_status_update(
+        false,
+        &[Step::Delete(None), Step::AddCondition],
+        Some((Some(json!(30)), Some(json!([{"type": "DisruptionTarget", "status": "True"}]))))
+    )]
+    #[case::bound_pod_in_graceful_deletion_goes_with_grace_period_zero(
+        false,
+        &[Step::Delete(None), Step::AddCondition, Step::Delete(Some(0))],
+        None
+    )]
+    #[case::bound_pod_with_a_finalizer_stays_until_the_kubelet_deletes_it(
+        true,
+        &[Step::Delete(None), Step::DropFinalizers],
+        Some((Some(json!(30)), None))
+    )]
+    #[case::bound_pod_deleted_with_grace_zero_goes_with_its_last_finalizer(
+        true,
+        &[Step::Delete(None), Step::Delete(Some(0)), Step::DropFinalizers],
+        None
+    )]
+    fn graceful_deletion_ends_only_with_grace_period_zero(
+        #[case] finalizer: bool,
+        #[case] steps: &[Step],
+        #[case] want: Option<(Option<Value>, Option<Value>)>,
+    ) {
+        let s = store_with_ns();
+        let pods = info("pods");
+        let mut p = pod("a");
+        p["spec"]["nodeName"] = json!("n");
+        if finalizer {
+            p["metadata"]["finalizers"] = json!(["x"]);
+        }
+        s.create(pods, "default", p, false).expect("created");
+        for step in steps {
+            match *step {
+                Step::Delete(grace) => {
+                    let opts = DeleteOptions {
+                        grace_period_seconds: grace,
+                        ..DeleteOptions::default()
+                    };
+                    s.delete(pods, "default", "a", opts).expect("delete");
+                }
+                Step::AddCondition => {
+                    s.update(pods, "default", "a", false, |c| {
+                        let mut c = c.clone();
+                        c["status"]["conditions"] =
+                            json!([{"type": "DisruptionTarget", "status": "True"}]);
+                        Ok(c)
+                    })
+                    .expect("status update");
+                }
+                Step::DropFinalizers => {
+                    s.update(pods, "default", "a", false, |c| {
+                        let mut c = c.clone();
+                        c["metadata"]["finalizers"] = json!([]);
+                        Ok(c)
+                    })
+                    .expect("finalizers removed");
+                }
+            }
+        }
+        let got = s.get(pods, "default", "a").map(|p| {
+            (
+                p.pointer("/metadata/deletionGracePeriodSeconds").cloned(),
+                p.pointer("/status/conditions").cloned(),
+            )
+        });
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn terminating_namespace_survives_an_update_while_its_spec_finalizer_holds_it() {
+        let s = store_with_ns();
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("created");
+        s.delete(info("namespaces"), "", "default", DeleteOptions::default())
+            .expect("marked");
+        s.update(info("namespaces"), "", "default", false, |c| {
+            let mut c = c.clone();
+            c["metadata"]["labels"] = json!({"touched": "yes"});
+            Ok(c)
+        })
+        .expect("label update");
+        let left = s.get(info("namespaces"), "", "default").map(|n| {
+            (
+                n.pointer("/status/phase").cloned(),
+                n.pointer("/metadata/labels/touched").cloned(),
+            )
+        });
+        assert_eq!(left, Some((Some(json!("Terminating")), Some(json!("yes")))));
     }
 
     #[test]

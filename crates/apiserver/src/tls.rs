@@ -1,23 +1,19 @@
 //! HTTPS: the certificate and key given with `--tls-cert-file`/`--tls-private-key-file`,
-//! served with rustls (ring provider), and a listener that hands axum connections only once
-//! their TLS handshake has finished.
+//! served with rustls (ring provider); the connection loop (`serve`) runs each handshake in
+//! the connection's own task, bounded by `HANDSHAKE_TIMEOUT`.
 //!
 //! Upstream: kube-apiserver's `--tls-cert-file`/`--tls-private-key-file` (PEM; the
 //! certificate file may carry intermediates after the serving certificate), and its
 //! `--cert-dir`, where it keeps a self-signed certificate it generates when given none.
 
 use std::io;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
-use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 /// Errors loading the serving certificate and key.
@@ -196,6 +192,11 @@ impl TlsConfig {
     pub fn cert_pem(&self) -> &[u8] {
         &self.cert_pem
     }
+
+    /// An acceptor that runs the server side of handshakes with this certificate.
+    pub(crate) fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.server.clone())
+    }
 }
 
 /// The self-signed certificate's file in a `--cert-dir` (upstream's name).
@@ -203,80 +204,8 @@ pub const CERT_FILE: &str = "apiserver.crt";
 /// Its private key's file.
 pub const KEY_FILE: &str = "apiserver.key";
 
-/// A TLS listener for `axum::serve`: a task accepts TCP connections and runs each handshake
-/// in its own task, so a slow or silent client never holds up the others; finished
-/// handshakes are handed over through a channel. Dropping the listener (server shutdown)
-/// ends the accept task.
-pub(crate) struct TlsListener {
-    addr: SocketAddr,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-}
-
 /// A client that has not finished its handshake in this time is disconnected.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-impl TlsListener {
-    pub(crate) fn new(listener: TcpListener, config: &TlsConfig) -> io::Result<TlsListener> {
-        let addr = listener.local_addr()?;
-        // Handshaken connections waiting for axum's accept loop, which takes them at once;
-        // the bound only matters if axum stalls, and then accepting should stall too.
-        let (tx, ready) = mpsc::channel(64);
-        let acceptor = TlsAcceptor::from(config.server.clone());
-        tokio::spawn(accept_loop(listener, acceptor, tx));
-        Ok(TlsListener { addr, ready })
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    tx: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = tx.closed() => return,
-        };
-        let (tcp, peer) = match accepted {
-            Ok(conn) => conn,
-            Err(e) => {
-                // Out of file descriptors and the like: back off as axum's own listener does.
-                tracing::warn!(error = %e, "accepting a connection failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let (acceptor, tx) = (acceptor.clone(), tx.clone());
-        tokio::spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => {
-                    let _ = tx.send((tls, peer)).await;
-                }
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-            }
-        });
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(conn) => conn,
-            // The accept task only ends once this listener is dropped, so this is not
-            // reached while axum polls it; wait forever rather than invent a connection.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        Ok(self.addr)
-    }
-}
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

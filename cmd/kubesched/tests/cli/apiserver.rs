@@ -509,3 +509,80 @@ fn cert_dir_makes_a_certificate_once_and_kubectl_uses_it() {
         conflict.1
     );
 }
+
+/// The kubeconfig carries the bearer token: it is written readable by its owner only, and an
+/// existing file (made 0644 before) is narrowed too.
+#[cfg(unix)]
+#[test]
+fn kubeconfig_holding_the_token_is_written_0600_even_over_an_existing_file() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(format!("kubesched-mode-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "tok-1\n").unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, "old\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o644))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (_server, _url) = spawn(&[
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ]);
+    let mode = std::fs::metadata(&kubeconfig).map(|m| m.permissions().mode() & 0o777);
+    let written = std::fs::read_to_string(&kubeconfig).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (mode.ok(), written.contains("token: \"tok-1\"")),
+        (Some(0o600), true),
+        "{written}"
+    );
+}
+
+/// --cors-allowed-origins and --allowed-hosts reach the server: an allowed origin and host
+/// name are served, others get 403, and a pattern that is not a regular expression stops the
+/// start naming it.
+#[test]
+fn browser_origin_and_host_flags_are_applied() {
+    let (_server, url) = spawn(&[
+        "--cors-allowed-origins".as_ref(),
+        r"^https://dash\.example$".as_ref(),
+        "--allowed-hosts".as_ref(),
+        "kubesched.internal".as_ref(),
+    ]);
+    let addr = url.trim_start_matches("http://").to_string();
+    let port = addr.rsplit(':').next().unwrap_or_default();
+    let code = |extra: String| {
+        let mut conn = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("{e}"));
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        write!(
+            conn,
+            "GET /api/v1/namespaces HTTP/1.1\r\n{extra}Connection: close\r\n\r\n"
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut raw = String::new();
+        let _ = conn.read_to_string(&mut raw);
+        raw.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse::<u16>().ok())
+    };
+    let got = [
+        code(format!("Host: {addr}\r\nOrigin: https://dash.example\r\n")),
+        code(format!("Host: {addr}\r\nOrigin: https://evil.example\r\n")),
+        code(format!("Host: kubesched.internal:{port}\r\n")),
+        code(format!("Host: evil.example:{port}\r\n")),
+    ];
+    let (exit, stderr) = fails_to_start(&["--cors-allowed-origins", "(unclosed"]);
+    assert_eq!(
+        (got, exit, stderr.lines().next().unwrap_or_default()),
+        (
+            [Some(200), Some(403), Some(200), Some(403)],
+            Some(2),
+            "error: invalid CORS allowed origin \"(unclosed\": regex parse error:"
+        ),
+        "{stderr}"
+    );
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -40,6 +40,67 @@ pub(crate) struct AppState {
     pub tokens: Vec<String>,
     /// Lists whose later pages are still to be asked for.
     pub snapshots: paging::Snapshots,
+    /// Browser origins accepted (see [`crate::Config::cors_allowed_origins`]).
+    pub cors_allowed_origins: Vec<regex::Regex>,
+    /// Host names accepted besides `localhost` and IP addresses.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Whether the `Host` header names this server: an IP address, `localhost`, or one of
+/// `allowed` (any port; case and a final dot ignored). A DNS rebinding attack needs a name of
+/// its own, so IP addresses are safe to accept, which keeps a server listening on all
+/// addresses reachable by any of them. No `Host` (HTTP/1.0) is accepted.
+fn host_allowed(allowed: &[String], headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::HOST) else {
+        return Ok(());
+    };
+    let host = value.to_str().unwrap_or("");
+    let name = match host.strip_prefix('[') {
+        // [v6]:port
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        },
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let ok = !name.is_empty()
+        && (name.parse::<std::net::IpAddr>().is_ok()
+            || name.eq_ignore_ascii_case("localhost")
+            || allowed.iter().any(|a| a.eq_ignore_ascii_case(name)));
+    if ok {
+        return Ok(());
+    }
+    Err(ApiError::forbidden_request(format!(
+        "host {host:?} is not allowed: the Host header must name this server by IP address, \
+         localhost or a name given with --allowed-hosts"
+    )))
+}
+
+/// CORS headers for an allowed origin (upstream's WithCORS defaults, credentials allowed).
+fn with_cors(mut response: Response, origin: &HeaderValue) -> Response {
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST, GET, OPTIONS, PUT, DELETE, PATCH"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "Content-Type, Content-Length, Accept-Encoding, X-CSRF-Token, Authorization, \
+             X-Requested-With, If-Modified-Since",
+        ),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("Date"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    response
 }
 
 /// Paths upstream's default RBAC (`system:public-info-viewer`) lets anyone read.
@@ -52,13 +113,18 @@ fn public_path(path: &str) -> bool {
 
 /// Whether the request carries one of `tokens` as `Authorization: Bearer …` (compared in
 /// constant time).
+///
+/// Upstream: the bearer token authenticator (apiserver/pkg/authentication/request/
+/// bearertoken) trims the header, splits it at single spaces, takes the scheme in any case
+/// and the second field as the token; an empty token is no token.
 fn authenticated(tokens: &[String], headers: &HeaderMap) -> bool {
-    let Some(given) = header_str(headers, header::AUTHORIZATION)
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-    else {
+    let mut fields = header_str(headers, header::AUTHORIZATION).trim().split(' ');
+    let (Some(scheme), Some(given)) = (fields.next(), fields.next()) else {
         return false;
     };
+    if !scheme.eq_ignore_ascii_case("bearer") || given.is_empty() {
+        return false;
+    }
     tokens.iter().fold(false, |ok, t| {
         let same = t.len() == given.len()
             && t.bytes()
@@ -259,13 +325,49 @@ fn object_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
     Some(Route::Object(path))
 }
 
-/// The one handler behind the router.
-pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Response {
+/// Every request: the Host and Origin checks (with CORS headers for an allowed origin), then
+/// [`dispatch`].
+pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
     let headers = req.headers().clone();
     tracing::debug!(%method, %path, "request");
+    if let Err(e) = host_allowed(&st.allowed_hosts, &headers) {
+        return e.into_response();
+    }
+    // Browsers send Origin from web pages; with no token required (the default on
+    // loopback), any page could otherwise write to the cluster.
+    let origin = headers.get(header::ORIGIN).cloned();
+    if let Some(origin) = &origin {
+        let text = origin.to_str().unwrap_or("");
+        if !st.cors_allowed_origins.iter().any(|re| re.is_match(text)) {
+            return ApiError::forbidden_request(format!(
+                "origin {text:?} is not allowed: requests from web pages need an origin \
+                 allowed with --cors-allowed-origins"
+            ))
+            .into_response();
+        }
+        if method == Method::OPTIONS {
+            return with_cors(StatusCode::NO_CONTENT.into_response(), origin);
+        }
+    }
+    let response = dispatch(&st, req, method, path, query, headers).await;
+    match &origin {
+        Some(origin) => with_cors(response, origin),
+        None => response,
+    }
+}
+
+/// Authentication, the body, routing and the verb; a write is answered once it is durable.
+async fn dispatch(
+    st: &Arc<AppState>,
+    req: Request,
+    method: Method,
+    path: String,
+    query: Query,
+    headers: HeaderMap,
+) -> Response {
     if !st.tokens.is_empty() && !public_path(&path) && !authenticated(&st.tokens, &headers) {
         return ApiError::unauthorized().into_response();
     }
@@ -278,7 +380,7 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
     };
     let accept = header_str(&headers, header::ACCEPT);
     let writes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
-    let response = respond(&st, r, &method, &query, &headers, &body, accept);
+    let response = respond(st, r, &method, &query, &headers, &body, accept);
     // A write is acknowledged only once it is durable (group commit under --data-dir).
     if writes && !query.dry_run() {
         if let Err(e) = st.store.sync().await {
@@ -1168,6 +1270,29 @@ mod tests {
     #[case::empty(None, "watch", None)]
     fn queries(#[case] q: Option<&str>, #[case] key: &str, #[case] want: Option<&str>) {
         assert_eq!(Query::parse(q).get(key), want);
+    }
+
+    #[rstest]
+    #[case::bearer_capitalised("Bearer tok", true)]
+    #[case::bearer_lower_case("bearer tok", true)]
+    #[case::bearer_upper_case("BEARER tok", true)]
+    #[case::surrounding_space_is_trimmed("  Bearer tok  ", true)]
+    #[case::words_after_the_token_are_ignored("Bearer tok extra", true)]
+    #[case::wrong_token("Bearer other", false)]
+    #[case::token_prefix_only("Bearer to", false)]
+    #[case::no_token("Bearer", false)]
+    #[case::two_spaces_leave_an_empty_token("Bearer  tok", false)]
+    #[case::basic_scheme("Basic dG9rOg==", false)]
+    #[case::no_header("", false)]
+    fn bearer_tokens_follow_upstream(#[case] authorization: &str, #[case] want: bool) {
+        let mut headers = HeaderMap::new();
+        if !authorization.is_empty() {
+            headers.insert(
+                header::AUTHORIZATION,
+                HeaderValue::from_str(authorization).expect("header value"),
+            );
+        }
+        assert_eq!(authenticated(&["tok".to_string()], &headers), want);
     }
 
     #[rstest]

@@ -234,6 +234,49 @@ fn status_subresource_changes_only_status() {
     assert_eq!(p["metadata"].get("labels"), None);
 }
 
+/// A status write during a pod's graceful deletion (the scheduler's DisruptionTarget
+/// condition, as JSON merge and strategic merge patches) keeps the pod; a DELETE with
+/// gracePeriodSeconds=0 then removes it.
+#[rstest]
+#[case::merge_patch("application/merge-patch+json")]
+#[case::strategic_merge_patch("application/strategic-merge-patch+json")]
+fn status_patch_keeps_a_pod_in_graceful_deletion(#[case] content_type: &str) {
+    let c = Cluster::start();
+    let mut bound = pod("a");
+    bound["spec"]["nodeName"] = json!("n1");
+    create_pod(&c, bound);
+    let (deleted, _) = c.request("DELETE", &format!("{PODS}/a"), None, "");
+    let (patched, _) = c.request(
+        "PATCH",
+        &format!("{PODS}/a/status"),
+        Some(content_type),
+        r#"{"status":{"conditions":[{"type":"DisruptionTarget","status":"True","reason":"PreemptionByScheduler"}]}}"#,
+    );
+    let (code, p) = c.get(&format!("{PODS}/a"));
+    let kept = (
+        code,
+        p.pointer("/metadata/deletionGracePeriodSeconds").cloned(),
+        p.pointer("/status/conditions/0/type").cloned(),
+    );
+    let (finished, _) = c.request(
+        "DELETE",
+        &format!("{PODS}/a?gracePeriodSeconds=0"),
+        None,
+        "",
+    );
+    let (gone, _) = c.get(&format!("{PODS}/a"));
+    assert_eq!(
+        (deleted, patched, kept, finished, gone),
+        (
+            200,
+            200,
+            (200, Some(json!(30)), Some(json!("DisruptionTarget"))),
+            200,
+            404
+        )
+    );
+}
+
 fn binding(pod: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})

@@ -6,6 +6,8 @@
 // a failed setup step there is a failed test, which is what expect says.
 #![allow(clippy::expect_used)]
 
+mod browser;
+mod connections;
 mod harness;
 mod http_api;
 mod kube_rs;

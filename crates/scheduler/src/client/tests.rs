@@ -813,6 +813,140 @@ async fn one_leader_at_a_time_and_the_other_takes_over_when_renewals_stop() {
     server.shutdown().await;
 }
 
+/// A lease record as a holder writes it: renewed at `renew`, held for 15 s.
+fn held_record(holder: &str, renew: Timestamp) -> k8s_openapi::api::coordination::v1::LeaseSpec {
+    k8s_openapi::api::coordination::v1::LeaseSpec {
+        holder_identity: Some(holder.into()),
+        lease_duration_seconds: Some(15),
+        acquire_time: Some(MicroTime(renew)),
+        renew_time: Some(MicroTime(renew)),
+        ..Default::default()
+    }
+}
+
+/// What a candidate concludes, read after read, from a holder whose clock is `behind`
+/// seconds behind the candidate's: each read is (seconds of local time since the first read,
+/// whether the holder renewed since the previous read), and `want` is the expiry the
+/// candidate judges after each read.
+#[rstest]
+#[case::holder_with_a_clock_20s_behind_that_keeps_renewing_never_expires(
+    20,
+    &[(0, true), (2, true), (4, true), (16, true), (30, true), (60, true)],
+    &[false, false, false, false, false, false]
+)]
+#[case::holder_that_stops_renewing_expires_after_the_lease_duration_of_local_time(
+    0,
+    &[(0, true), (2, true), (10, false), (16, false), (17, false)],
+    &[false, false, false, false, true]
+)]
+#[case::a_long_abandoned_lease_first_seen_now_is_waited_out_once(
+    3600,
+    &[(0, false), (14, false), (15, false)],
+    &[false, false, true]
+)]
+#[case::holder_with_a_clock_ahead_that_stops_renewing_still_expires(
+    -3600,
+    &[(0, true), (14, false), (15, false)],
+    &[false, false, true]
+)]
+fn lease_expiry_is_judged_by_local_time_since_the_record_changed(
+    #[case] behind: i64,
+    #[case] reads: &[(u64, bool)],
+    #[case] want: &[bool],
+) {
+    use k8s_openapi::jiff::SignedDuration;
+    let start = tokio::time::Instant::now();
+    let wall = Timestamp::now();
+    let mut observed = super::leader::ObservedRecord::default();
+    let mut renewed_at = 0;
+    let got: Vec<bool> = reads
+        .iter()
+        .map(|&(at, renewed)| {
+            if renewed {
+                renewed_at = at;
+            }
+            // The holder's renewTime: its own clock at its last renewal.
+            let holder_clock = wall
+                .checked_add(SignedDuration::from_secs(
+                    i64::try_from(renewed_at).unwrap_or(0) - behind,
+                ))
+                .expect("timestamp in range");
+            let now = start + Duration::from_secs(at);
+            observed.observe(held_record("holder", holder_clock), now);
+            observed.expired(now, Duration::from_secs(15))
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_with_a_skewed_clock_keeps_the_lease_while_it_renews() {
+    let (server, client) = cluster().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    // The holder writes renewTime from a clock 20 s behind, far beyond the 2 s lease.
+    let skewed = || {
+        Timestamp::now()
+            .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(20))
+            .expect("timestamp in range")
+    };
+    let mut record = held_record("skewed", skewed());
+    record.lease_duration_seconds = Some(2);
+    leases
+        .create(
+            &PostParams::default(),
+            &Lease {
+                metadata: ObjectMeta {
+                    name: Some("kube-scheduler".into()),
+                    namespace: Some("kube-system".into()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(record),
+            },
+        )
+        .await
+        .expect("lease created");
+    let renewing = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            // Bounded: 100 renewals at most, far more than the test waits for.
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let patch = json!({"spec": {"renewTime": MicroTime(skewed())}});
+                if leases
+                    .patch(
+                        "kube-scheduler",
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })
+    };
+    let b = LeaderElector::new(client.clone(), fast_election("b")).expect("config");
+    let mut b_run = tokio::spawn(b.run());
+    // Well over a lease duration of renewals: b must not take the lease.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), &mut b_run)
+            .await
+            .is_err(),
+        "b took a lease its holder was renewing"
+    );
+    assert_eq!(lease(&client).await, (Some("skewed".into()), None));
+    // The holder stops: b takes over once the record has not changed for a lease duration.
+    renewing.abort();
+    let leader_b = tokio::time::timeout(WAIT, b_run)
+        .await
+        .expect("b takes over within the deadline")
+        .expect("b's task");
+    assert_eq!(lease(&client).await, (Some("b".into()), Some(1)));
+    leader_b.stop().await;
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_whose_lease_is_taken_loses_leadership_at_once() {
     let (server, client) = cluster().await;

@@ -233,7 +233,7 @@ struct Queue {
 #[derive(Debug)]
 enum Job {
     Status(PodKey, PendingStatus),
-    CreateEvent(EventKey, CoreEvent, i32),
+    CreateEvent(EventKey, Box<CoreEvent>, i32),
     PatchEvent {
         key: EventKey,
         namespace: String,
@@ -358,7 +358,7 @@ impl Queue {
                     if a.written == 0 {
                         let body = aggregate_event(a, reporting_instance);
                         let count = a.count;
-                        return Some(Job::CreateEvent(key, body, count));
+                        return Some(Job::CreateEvent(key, Box::new(body), count));
                     }
                     return Some(Job::PatchEvent {
                         namespace: key.namespace.clone(),

@@ -498,11 +498,14 @@ fn up_client_limits(cfg: &mut KubeSchedulerConfiguration, written: Option<&str>)
 
 fn run_up(args: UpArgs) -> anyhow::Result<()> {
     let (mut cfg, source) = load_config(args.scheduler.config.as_ref())?;
-    // load_config has read the file already; a failure now leaves upstream's limits.
-    let written = match &args.scheduler.config {
-        Some(path) => Some(std::fs::read_to_string(path).unwrap_or_default()),
-        None => None,
-    };
+    let written = args
+        .scheduler
+        .config
+        .as_ref()
+        .map(|path| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        })
+        .transpose()?;
     up_client_limits(&mut cfg, written.as_deref());
     let options = run_options(cfg, source, &args.scheduler, None);
     runtime()?.block_on(async {

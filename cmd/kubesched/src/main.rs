@@ -86,7 +86,9 @@ enum Command {
     /// Starts the API server (with the kubelet stand-in: nodes Ready, bound pods Running),
     /// loads the objects of -f files through the API, and runs the scheduler against it
     /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
-    /// at them. Ctrl-C stops everything.
+    /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
+    /// so its clientConnection qps/burst are 5000/10000 unless --config sets them (`run`
+    /// keeps upstream's 50/100, meant to protect a shared API server).
     ///
     /// Examples:
     ///   kubesched up -f examples/cluster.yaml --kubeconfig /tmp/kubesched.kubeconfig
@@ -492,8 +494,35 @@ fn run_scheduler(args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
+/// `up`'s client rate: its scheduler talks only to the API server in the same process, so
+/// the limits that protect a shared kube-apiserver (50/100) would only slow it down.
+const UP_CLIENT_QPS: f32 = 5000.0;
+const UP_CLIENT_BURST: i32 = 10_000;
+
+/// Raises `cfg`'s client limits to `up`'s unless the configuration file `written` (as
+/// written, before defaulting) sets them.
+fn up_client_limits(cfg: &mut KubeSchedulerConfiguration, written: Option<&str>) {
+    let as_written = written.and_then(|text| config::decode(text).ok());
+    let set = as_written.as_ref().map(|c| &c.client_connection);
+    if set.is_none_or(|c| c.qps == 0.0) {
+        cfg.client_connection.qps = UP_CLIENT_QPS;
+    }
+    if set.is_none_or(|c| c.burst == 0) {
+        cfg.client_connection.burst = UP_CLIENT_BURST;
+    }
+}
+
 fn run_up(args: UpArgs) -> anyhow::Result<()> {
-    let (cfg, source) = load_config(args.scheduler.config.as_ref())?;
+    let (mut cfg, source) = load_config(args.scheduler.config.as_ref())?;
+    let written = args
+        .scheduler
+        .config
+        .as_ref()
+        .map(|path| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        })
+        .transpose()?;
+    up_client_limits(&mut cfg, written.as_deref());
     let options = run_options(cfg, source, &args.scheduler, None);
     runtime()?.block_on(async {
         let shutdown = shutdown_signal()?;
@@ -783,4 +812,34 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str =
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    #[rstest::rstest]
+    #[case::no_config_file_gets_ups_limits(None, (UP_CLIENT_QPS, UP_CLIENT_BURST))]
+    #[case::a_file_without_client_connection_gets_ups_limits(Some(""), (UP_CLIENT_QPS, UP_CLIENT_BURST))]
+    #[case::a_file_setting_both_keeps_them(
+        Some("clientConnection:\n  qps: 20\n  burst: 30\n"),
+        (20.0, 30)
+    )]
+    #[case::a_file_setting_qps_only_keeps_it(Some("clientConnection:\n  qps: 20\n"), (20.0, UP_CLIENT_BURST))]
+    fn up_raises_the_client_limits_unless_the_config_file_sets_them(
+        #[case] file: Option<&str>,
+        #[case] want: (f32, i32),
+    ) {
+        let text = file.map(|body| format!("{HEADER}{body}"));
+        let mut cfg = config::load_str(text.as_deref().unwrap_or(HEADER), "test")
+            .unwrap_or_else(|e| panic!("{e}"));
+        up_client_limits(&mut cfg, text.as_deref());
+        assert_eq!(
+            (cfg.client_connection.qps, cfg.client_connection.burst),
+            want
+        );
+    }
 }

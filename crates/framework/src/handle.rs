@@ -140,7 +140,8 @@ pub struct PodEvent {
 /// in memory.
 ///
 /// Only [`bind`](Self::bind) is on the critical path. Status and event writes must never
-/// delay binds: implementations queue them and return quickly.
+/// delay binds: implementations queue them and return quickly, and must not lose the last
+/// status asked for a pod.
 pub trait ClusterClient: Send + Sync {
     /// Binds a pod to a node (`pods/binding`).
     fn bind<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), ClientError>>;
@@ -150,6 +151,18 @@ pub trait ClusterClient: Send + Sync {
         &'a self,
         update: &'a PodStatusUpdate,
     ) -> BoxFuture<'a, Result<(), ClientError>>;
+
+    /// Writes a status update and waits for the API server's answer: for a write that must
+    /// land before a later one (a preemption victim's `DisruptionTarget` condition before its
+    /// deletion, as upstream's preemption executor patches then deletes). The default calls
+    /// [`update_pod_status`](Self::update_pod_status), which is right for clients that write
+    /// before returning; a client that queues status writes must override it.
+    fn update_pod_status_now<'a>(
+        &'a self,
+        update: &'a PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        self.update_pod_status(update)
+    }
 
     /// Records an event about a pod.
     fn record_event<'a>(&'a self, event: &'a PodEvent) -> BoxFuture<'a, Result<(), ClientError>>;

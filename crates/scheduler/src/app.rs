@@ -102,6 +102,7 @@ pub async fn run(
         WriterOptions {
             qps: cfg.client_connection.qps,
             burst: u32::try_from(cfg.client_connection.burst).unwrap_or(0),
+            metrics: Some(metrics.clone()),
             ..WriterOptions::default()
         },
     );

@@ -3,10 +3,12 @@
 //!
 //! A replica takes the lease when nobody holds it or when its holder stopped renewing it:
 //! the lease is expired when this replica has seen the same record for
-//! `leaseDurationSeconds` (measured on its own monotonic clock, which is what makes
-//! upstream immune to clock skew), or when `renewTime + leaseDurationSeconds` is already in
-//! the past by the wall clock (so that a restarted replica does not wait out a lease that
-//! expired long ago). Every write carries the resourceVersion read: a `409 Conflict` means
+//! `leaseDurationSeconds`, measured on its own monotonic clock from the moment it first saw
+//! that record. The times written in the record are never compared with the local clock, so
+//! a holder whose clock is behind or ahead keeps the lease for as long as it keeps renewing
+//! (each renewal changes the record), and a replica that starts next to a lease abandoned
+//! long ago waits one lease duration before taking it, as client-go's elector does.
+//! Every write carries the resourceVersion read: a `409 Conflict` means
 //! another replica wrote first, and the next round reads again. The leader renews every retry
 //! period; when no renewal succeeded for the renew deadline, or another replica holds the
 //! lease, leadership is lost and [`Leader`] says so at once.
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use thiserror::Error;
 use tokio::sync::{oneshot, watch};
@@ -148,8 +150,38 @@ enum Attempt {
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderElectionConfig,
-    /// The lease record seen last and when it was first seen (local monotonic clock).
-    observed: Option<(LeaseSpec, Instant)>,
+    /// The lease record seen last and when it was first seen.
+    observed: ObservedRecord,
+}
+
+/// The lease record a replica saw last and the local time it first saw it: what expiry is
+/// judged by (upstream: `observedRecord` and `observedTime` of client-go's LeaderElector).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ObservedRecord {
+    seen: Option<(LeaseSpec, Instant)>,
+}
+
+impl ObservedRecord {
+    /// Remembers `spec`, seen at `now`; the time moves only when the record changed.
+    pub(crate) fn observe(&mut self, spec: LeaseSpec, now: Instant) {
+        match &self.seen {
+            Some((seen, _)) if *seen == spec => {}
+            _ => self.seen = Some((spec, now)),
+        }
+    }
+
+    /// Whether the holder of the observed record has stopped renewing it at `now`: the
+    /// record has not changed for its `leaseDurationSeconds` (`default` when unset) of local
+    /// time. Nothing observed yet: not expired.
+    pub(crate) fn expired(&self, now: Instant, default: Duration) -> bool {
+        let Some((spec, since)) = &self.seen else {
+            return false;
+        };
+        let duration = spec.lease_duration_seconds.map_or(default, |s| {
+            Duration::from_secs(u64::try_from(s).unwrap_or(0))
+        });
+        now.saturating_duration_since(*since) >= duration
+    }
 }
 
 impl LeaderElector {
@@ -162,7 +194,7 @@ impl LeaderElector {
         Ok(LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
-            observed: None,
+            observed: ObservedRecord::default(),
         })
     }
 
@@ -282,7 +314,10 @@ impl LeaderElector {
         let spec = current.spec.clone().unwrap_or_default();
         self.observe(spec.clone());
         let holder = spec.holder_identity.clone().unwrap_or_default();
-        if !holder.is_empty() && holder != self.config.identity && !self.expired(&spec, now) {
+        let expired = self
+            .observed
+            .expired(Instant::now(), self.config.lease_duration);
+        if !holder.is_empty() && holder != self.config.identity && !expired {
             return Ok(Attempt::HeldBy(holder));
         }
         let mut next = current;
@@ -331,33 +366,8 @@ impl LeaderElector {
         }
     }
 
-    /// Remembers `spec` and, if it differs from what was seen before, when it was first seen.
     fn observe(&mut self, spec: LeaseSpec) {
-        match &self.observed {
-            Some((seen, _)) if *seen == spec => {}
-            _ => self.observed = Some((spec, Instant::now())),
-        }
-    }
-
-    /// Whether the holder of `spec` has stopped renewing it.
-    fn expired(&self, spec: &LeaseSpec, now: Timestamp) -> bool {
-        let seconds = spec
-            .lease_duration_seconds
-            .map_or(self.config.lease_duration.as_secs(), |s| {
-                u64::try_from(s).unwrap_or(0)
-            });
-        let duration = Duration::from_secs(seconds);
-        let unchanged_for_too_long = self
-            .observed
-            .as_ref()
-            .is_some_and(|(_, since)| since.elapsed() >= duration);
-        let renewed_too_long_ago = spec.renew_time.as_ref().is_none_or(|t| {
-            let deadline = t.0.checked_add(SignedDuration::from_secs(
-                i64::try_from(seconds).unwrap_or(i64::MAX),
-            ));
-            deadline.is_ok_and(|d| d < now)
-        });
-        unchanged_for_too_long || renewed_too_long_ago
+        self.observed.observe(spec, Instant::now());
     }
 
     /// Gives the lease up if this replica still holds it: no holder, a one-second duration.

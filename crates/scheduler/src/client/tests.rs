@@ -26,7 +26,9 @@ use serde_json::json;
 
 use super::informers::{diff, Informer};
 use super::leader::{LeaderElectionConfig, LeaderElector};
-use super::writer::{core_event, status_patch, truncate_message, MAX_EVENT_MESSAGE_BYTES};
+use super::writer::{
+    core_event, status_patch, truncate_message, PendingStatus, MAX_EVENT_MESSAGE_BYTES,
+};
 use super::*;
 use crate::source::{Change, EventHandler, ObjectEvent};
 
@@ -291,7 +293,10 @@ fn status_update(condition: bool, nomination: Nomination) -> PodStatusUpdate {
     Some(json!({"status": {"nominatedNodeName": null}})))]
 #[case::nothing_to_write(status_update(false, Nomination::Keep), None)]
 fn status_patch_body(#[case] update: PodStatusUpdate, #[case] want: Option<serde_json::Value>) {
-    assert_eq!(status_patch(&update, ts("2026-01-02T03:04:05Z")), want);
+    assert_eq!(
+        status_patch(&PendingStatus::new(&update), ts("2026-01-02T03:04:05Z")),
+        want
+    );
 }
 
 fn pod_event(message: &str) -> PodEvent {
@@ -813,6 +818,140 @@ async fn one_leader_at_a_time_and_the_other_takes_over_when_renewals_stop() {
     server.shutdown().await;
 }
 
+/// A lease record as a holder writes it: renewed at `renew`, held for 15 s.
+fn held_record(holder: &str, renew: Timestamp) -> k8s_openapi::api::coordination::v1::LeaseSpec {
+    k8s_openapi::api::coordination::v1::LeaseSpec {
+        holder_identity: Some(holder.into()),
+        lease_duration_seconds: Some(15),
+        acquire_time: Some(MicroTime(renew)),
+        renew_time: Some(MicroTime(renew)),
+        ..Default::default()
+    }
+}
+
+/// What a candidate concludes, read after read, from a holder whose clock is `behind`
+/// seconds behind the candidate's: each read is (seconds of local time since the first read,
+/// whether the holder renewed since the previous read), and `want` is the expiry the
+/// candidate judges after each read.
+#[rstest]
+#[case::holder_with_a_clock_20s_behind_that_keeps_renewing_never_expires(
+    20,
+    &[(0, true), (2, true), (4, true), (16, true), (30, true), (60, true)],
+    &[false, false, false, false, false, false]
+)]
+#[case::holder_that_stops_renewing_expires_after_the_lease_duration_of_local_time(
+    0,
+    &[(0, true), (2, true), (10, false), (16, false), (17, false)],
+    &[false, false, false, false, true]
+)]
+#[case::a_long_abandoned_lease_first_seen_now_is_waited_out_once(
+    3600,
+    &[(0, false), (14, false), (15, false)],
+    &[false, false, true]
+)]
+#[case::holder_with_a_clock_ahead_that_stops_renewing_still_expires(
+    -3600,
+    &[(0, true), (14, false), (15, false)],
+    &[false, false, true]
+)]
+fn lease_expiry_is_judged_by_local_time_since_the_record_changed(
+    #[case] behind: i64,
+    #[case] reads: &[(u64, bool)],
+    #[case] want: &[bool],
+) {
+    use k8s_openapi::jiff::SignedDuration;
+    let start = tokio::time::Instant::now();
+    let wall = Timestamp::now();
+    let mut observed = super::leader::ObservedRecord::default();
+    let mut renewed_at = 0;
+    let got: Vec<bool> = reads
+        .iter()
+        .map(|&(at, renewed)| {
+            if renewed {
+                renewed_at = at;
+            }
+            // The holder's renewTime: its own clock at its last renewal.
+            let holder_clock = wall
+                .checked_add(SignedDuration::from_secs(
+                    i64::try_from(renewed_at).unwrap_or(0) - behind,
+                ))
+                .expect("timestamp in range");
+            let now = start + Duration::from_secs(at);
+            observed.observe(held_record("holder", holder_clock), now);
+            observed.expired(now, Duration::from_secs(15))
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_with_a_skewed_clock_keeps_the_lease_while_it_renews() {
+    let (server, client) = cluster().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    // The holder writes renewTime from a clock 20 s behind, far beyond the 2 s lease.
+    let skewed = || {
+        Timestamp::now()
+            .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(20))
+            .expect("timestamp in range")
+    };
+    let mut record = held_record("skewed", skewed());
+    record.lease_duration_seconds = Some(2);
+    leases
+        .create(
+            &PostParams::default(),
+            &Lease {
+                metadata: ObjectMeta {
+                    name: Some("kube-scheduler".into()),
+                    namespace: Some("kube-system".into()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(record),
+            },
+        )
+        .await
+        .expect("lease created");
+    let renewing = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            // Bounded: 100 renewals at most, far more than the test waits for.
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let patch = json!({"spec": {"renewTime": MicroTime(skewed())}});
+                if leases
+                    .patch(
+                        "kube-scheduler",
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })
+    };
+    let b = LeaderElector::new(client.clone(), fast_election("b")).expect("config");
+    let mut b_run = tokio::spawn(b.run());
+    // Well over a lease duration of renewals: b must not take the lease.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), &mut b_run)
+            .await
+            .is_err(),
+        "b took a lease its holder was renewing"
+    );
+    assert_eq!(lease(&client).await, (Some("skewed".into()), None));
+    // The holder stops: b takes over once the record has not changed for a lease duration.
+    renewing.abort();
+    let leader_b = tokio::time::timeout(WAIT, b_run)
+        .await
+        .expect("b takes over within the deadline")
+        .expect("b's task");
+    assert_eq!(lease(&client).await, (Some("b".into()), Some(1)));
+    leader_b.stop().await;
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_whose_lease_is_taken_loses_leadership_at_once() {
     let (server, client) = cluster().await;
@@ -1053,28 +1192,417 @@ async fn informers_relist_after_410_and_deliver_the_difference() {
 }
 
 #[tokio::test]
-async fn status_and_event_writes_return_at_once_and_drop_when_the_queue_is_full() {
+async fn status_and_event_writes_return_at_once_and_only_new_event_series_beyond_capacity_are_dropped_and_counted(
+) {
     use futures_util::FutureExt;
-    // Nothing listens there, and on this single-threaded runtime the worker does not run
+    // Nothing listens there, and on this single-threaded runtime the workers do not run
     // before the test yields: every call below must complete without any I/O.
     let url = "http://127.0.0.1:9".parse().expect("URL");
     let client = kube::Client::try_from(kube::Config::new(url)).expect("kube client");
+    let metrics = Arc::new(crate::metrics::PrometheusRecorder::new());
     let kc = KubeClusterClient::new(
         client,
         WriterOptions {
             queue_capacity: 2,
+            metrics: Some(metrics.clone()),
             ..WriterOptions::default()
         },
     );
-    let event = pod_event("m");
+    let event_about = |pod: &str| PodEvent {
+        regarding: PodRef {
+            namespace: "default".into(),
+            name: pod.into(),
+            uid: None,
+        },
+        ..pod_event("m")
+    };
     let update = status_update(true, Nomination::Keep);
-    let got: Vec<_> = (0..5)
+    // Repeats of one series and status writes take no room; the third series finds none.
+    let mut got: Vec<_> = (0..5)
         .flat_map(|_| {
             [
-                kc.record_event(&event).now_or_never(),
+                kc.record_event(&event_about("a")).now_or_never(),
+                kc.record_event(&event_about("b")).now_or_never(),
                 kc.update_pod_status(&update).now_or_never(),
             ]
         })
         .collect();
-    assert_eq!(got, vec![Some(Ok(())); 10]);
+    got.push(kc.record_event(&event_about("c")).now_or_never());
+    assert_eq!(got, vec![Some(Ok(())); 16]);
+    let dropped: Vec<String> = metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("scheduler_background_writes_dropped_total{"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        dropped,
+        vec![r#"scheduler_background_writes_dropped_total{kind="event",reason="queue_full"} 1"#]
+    );
+}
+
+fn unscheduled(pod: &str, message: &str, nomination: Nomination) -> PodStatusUpdate {
+    PodStatusUpdate {
+        pod: PodRef {
+            namespace: "default".into(),
+            name: pod.into(),
+            uid: None,
+        },
+        condition: Some(framework::PodCondition::unscheduled(
+            "Unschedulable",
+            message,
+        )),
+        nomination,
+    }
+}
+
+fn disruption(pod: &str) -> PodStatusUpdate {
+    PodStatusUpdate {
+        condition: Some(framework::PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: "PreemptionByScheduler".into(),
+            message: "default-scheduler: preempting to accommodate a higher priority pod".into(),
+        }),
+        ..unscheduled(pod, "", Nomination::Keep)
+    }
+}
+
+#[rstest]
+#[case::a_later_condition_of_the_same_type_replaces_the_earlier(
+    vec![unscheduled("p", "1", Nomination::Keep), unscheduled("p", "2", Nomination::Keep)],
+    vec![unscheduled("p", "2", Nomination::Keep).condition.expect("condition")],
+    Nomination::Keep
+)]
+#[case::a_condition_only_update_keeps_a_pending_nomination(
+    vec![unscheduled("p", "1", Nomination::Set("n1".into())), unscheduled("p", "2", Nomination::Keep)],
+    vec![unscheduled("p", "2", Nomination::Keep).condition.expect("condition")],
+    Nomination::Set("n1".into())
+)]
+#[case::a_later_clear_replaces_a_pending_set(
+    vec![unscheduled("p", "1", Nomination::Set("n1".into())), PodStatusUpdate { condition: None, ..unscheduled("p", "", Nomination::Clear) }],
+    vec![unscheduled("p", "1", Nomination::Keep).condition.expect("condition")],
+    Nomination::Clear
+)]
+#[case::conditions_of_different_types_are_both_kept(
+    vec![disruption("p"), unscheduled("p", "1", Nomination::Keep)],
+    vec![
+        disruption("p").condition.expect("condition"),
+        unscheduled("p", "1", Nomination::Keep).condition.expect("condition"),
+    ],
+    Nomination::Keep
+)]
+fn pending_status_merges_updates_to_the_effect_of_applying_them_in_order(
+    #[case] updates: Vec<PodStatusUpdate>,
+    #[case] conditions: Vec<framework::PodCondition>,
+    #[case] nomination: Nomination,
+) {
+    let mut got = PendingStatus::new(&updates[0]);
+    for u in &updates[1..] {
+        got.merge(u);
+    }
+    assert_eq!(
+        got,
+        PendingStatus {
+            pod: updates[0].pod.clone(),
+            conditions,
+            nomination,
+        }
+    );
+}
+
+/// Per pod: the PodScheduled message and the nomination.
+async fn scheduled_statuses(pods: &Api<Pod>) -> Vec<(String, Option<String>, Option<String>)> {
+    let Ok(list) = pods.list(&ListParams::default()).await else {
+        return Vec::new();
+    };
+    let mut got: Vec<_> = list
+        .items
+        .iter()
+        .map(|p| {
+            let message = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+                .and_then(|c| c.message.clone());
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                message,
+                nominated(p),
+            )
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+/// Per Event object: pod, reason, message, count and series count.
+async fn listed_events(
+    events: &Api<CoreEvent>,
+) -> Vec<(String, String, String, Option<i32>, Option<i32>)> {
+    let Ok(list) = events.list(&ListParams::default()).await else {
+        return Vec::new();
+    };
+    let mut got: Vec<_> = list
+        .items
+        .iter()
+        .map(|e| {
+            (
+                e.involved_object.name.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default(),
+                e.count,
+                e.series.as_ref().and_then(|s| s.count),
+            )
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_failed_attempts_under_a_rate_limit_keep_every_pods_last_status_and_aggregate_events(
+) {
+    const PODS: usize = 4;
+    const ATTEMPTS: usize = 25;
+    let (server, client) = cluster().await;
+    let pp = PostParams::default();
+    Api::<Node>::all(client.clone())
+        .create(&pp, &make_node("n1").obj())
+        .await
+        .expect("node");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let names: Vec<String> = (0..PODS).map(|i| format!("p{i}")).collect();
+    for name in &names {
+        pods.create(&pp, &make_pod(name).obj()).await.expect("pod");
+    }
+    // A slow client and little room: 200 writes asked for at once, far more than the
+    // capacity and than the rate lets out while they are asked for.
+    let kc = KubeClusterClient::new(
+        client.clone(),
+        WriterOptions {
+            qps: 20.0,
+            burst: 1,
+            queue_capacity: 16,
+            ..WriterOptions::default()
+        },
+    );
+    let failed = |name: &str, attempt: usize| PodEvent {
+        regarding: PodRef {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: None,
+        },
+        event_type: EventType::Warning,
+        reason: "FailedScheduling".into(),
+        action: "Scheduling".into(),
+        message: format!("attempt {attempt}"),
+        reporting_controller: "default-scheduler".into(),
+    };
+    for attempt in 0..ATTEMPTS {
+        for name in &names {
+            // The nomination is asked for once, on the first attempt only.
+            let nomination = if attempt == 0 {
+                Nomination::Set("n1".into())
+            } else {
+                Nomination::Keep
+            };
+            let update = unscheduled(name, &format!("attempt {attempt}"), nomination);
+            assert_eq!(kc.update_pod_status(&update).await, Ok(()));
+            assert_eq!(kc.record_event(&failed(name, attempt)).await, Ok(()));
+        }
+    }
+    for name in &names {
+        let scheduled = PodEvent {
+            event_type: EventType::Normal,
+            reason: "Scheduled".into(),
+            action: "Binding".into(),
+            message: format!("Successfully assigned default/{name} to n1"),
+            ..failed(name, 0)
+        };
+        assert_eq!(kc.record_event(&scheduled).await, Ok(()));
+    }
+
+    let want_statuses: Vec<_> = names
+        .iter()
+        .map(|n| {
+            (
+                n.clone(),
+                Some(format!("attempt {}", ATTEMPTS - 1)),
+                Some("n1".to_string()),
+            )
+        })
+        .collect();
+    let count = i32::try_from(ATTEMPTS).expect("small");
+    let mut want_events: Vec<_> = names
+        .iter()
+        .flat_map(|n| {
+            [
+                (
+                    n.clone(),
+                    "FailedScheduling".to_string(),
+                    "attempt 0".to_string(),
+                    Some(count),
+                    Some(count),
+                ),
+                (
+                    n.clone(),
+                    "Scheduled".to_string(),
+                    format!("Successfully assigned default/{n} to n1"),
+                    Some(1),
+                    None,
+                ),
+            ]
+        })
+        .collect();
+    want_events.sort();
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        let got = (
+            scheduled_statuses(&pods).await,
+            listed_events(&events).await,
+        );
+        if got == (want_statuses.clone(), want_events.clone())
+            || tokio::time::Instant::now() >= deadline
+        {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(got, (want_statuses, want_events));
+    server.shutdown().await;
+}
+
+/// A PriorityClass `name` of `value`.
+fn priority_class(name: &str, value: i32) -> k8s_openapi::api::scheduling::v1::PriorityClass {
+    k8s_openapi::api::scheduling::v1::PriorityClass {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        value,
+        ..Default::default()
+    }
+}
+
+/// The pod `name` asking for one CPU, with priority class `class`.
+fn prioritized_pod(name: &str, class: &str) -> Pod {
+    make_pod(name)
+        .req(&[("cpu", "1")])
+        .with(|p| {
+            if let Some(spec) = p.spec.as_mut() {
+                spec.priority_class_name = Some(class.into());
+            }
+        })
+        .obj()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempted_victim_carries_disruption_target_when_its_deletion_is_seen() {
+    use futures_util::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
+
+    let (server, client) = cluster().await;
+    let pp = PostParams::default();
+    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
+    for (name, value) in [("low", 10), ("high", 1000)] {
+        classes
+            .create(&pp, &priority_class(name, value))
+            .await
+            .expect("priority class");
+    }
+    Api::<Node>::all(client.clone())
+        .create(
+            &pp,
+            &make_node("n1")
+                .capacity(&[("cpu", "1"), ("pods", "10")])
+                .obj(),
+        )
+        .await
+        .expect("node");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut victim = prioritized_pod("victim", "low");
+    if let Some(spec) = victim.spec.as_mut() {
+        spec.node_name = Some("n1".into());
+    }
+    let victim = pods.create(&pp, &victim).await.expect("victim");
+
+    let cfg = crate::config::load_str(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+        "test",
+    )
+    .expect("default configuration");
+    let options = crate::app::RunOptions {
+        config: cfg,
+        config_source: "test".into(),
+        bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
+        leader_election: None,
+        seed: 1,
+        extra_metrics: None,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run_client = client.clone();
+    let run = tokio::spawn(async move {
+        let registry = plugins::in_tree_registry();
+        crate::app::run(run_client, options, &registry, |_| {}, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+
+    let rv = victim.metadata.resource_version.clone().unwrap_or_default();
+    let mut watch = pods
+        .watch(&WatchParams::default().fields("metadata.name=victim"), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    pods.create(&pp, &prioritized_pod("preemptor", "high"))
+        .await
+        .expect("preemptor");
+    // The victim as it was when its deletion showed: the DELETED object, or the first
+    // update with a deletion timestamp (graceful deletion).
+    let at_deletion = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(event)) = watch.try_next().await {
+            match event {
+                WatchEvent::Deleted(p) => return Some(p),
+                WatchEvent::Modified(p) if p.metadata.deletion_timestamp.is_some() => {
+                    return Some(p)
+                }
+                _ => {}
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .expect("the victim's deletion is seen");
+    let disruption: Vec<_> = at_deletion
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == "DisruptionTarget")
+        .map(|c| {
+            (
+                c.status.clone(),
+                c.reason.clone(),
+                c.message.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        disruption,
+        vec![(
+            "True".to_string(),
+            Some("PreemptionByScheduler".to_string()),
+            "default-scheduler: preempting to accommodate a higher priority pod".to_string(),
+        )]
+    );
+    let _ = stop.send(());
+    let _ = run.await;
+    server.shutdown().await;
 }

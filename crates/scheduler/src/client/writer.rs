@@ -1,38 +1,69 @@
 //! [`KubeClusterClient`]: the scheduler's decisions written to the API server with kube-rs.
 //!
-//! Bindings go straight to `pods/{name}/binding`: they are the critical path. Status patches
-//! and events are queued to one background worker through a bounded channel, so that the
-//! trait call returns at once and a slow API server never delays a bind; when the queue is
-//! full a write is dropped with a warning (a lost event is better than a stalled scheduler).
+//! Bindings and deletions go straight to the API server: they are the critical path, and a
+//! preemption victim's `DisruptionTarget` condition goes straight too
+//! ([`ClusterClient::update_pod_status_now`]), so that it lands before the victim's deletion.
+//! Status patches and events after a scheduling attempt are handed to a pool of background
+//! workers, so that the trait call returns at once and a slow API server never delays a bind.
+//! What waits is the latest intent per object, not every call:
+//!
+//! - **Status writes** are kept per pod: a newer update merges into the unsent one (newest
+//!   condition per type, the latest nomination change), so a pod has at most one status
+//!   write waiting and one in flight, in the order they were asked for. They are never
+//!   dropped; memory is bounded by the number of pods.
+//! - **Events** are aggregated as upstream's events broadcaster does: events about the same
+//!   pod with the same reason, action and reporting controller are one Event object whose
+//!   `series` (`count`, `lastObservedTime`) grows; the note stays the first one's. A series
+//!   seen again after six minutes of silence starts a new object. At most
+//!   [`WriterOptions::queue_capacity`] aggregates are kept; fully written ones are forgotten
+//!   first, and an event for which there is still no room is dropped, logged and counted in
+//!   `scheduler_background_writes_dropped_total{kind="event",reason="queue_full"}`.
+//!
 //! Every request first takes a token from a [`RateLimiter`] (`clientConnection.qps`/`burst`):
 //! binds, deletes and status patches share one bucket, events have their own (upstream
 //! builds a separate client for events, with its own limiter, so that events do not eat the
 //! scheduler's request budget).
 //!
+//! Where this differs from upstream, on purpose: upstream's broadcaster writes a series on
+//! its second occurrence and then only every 30 minutes or when the series ends; here a
+//! series' count is written whenever it changed and a worker is free, so `kubectl describe`
+//! shows the count as it is (several increments become one patch while the API server is
+//! busy). Upstream's broadcaster drops events beyond 1000 queued; here only new series beyond
+//! the capacity are dropped.
+//!
 //! Upstream: DefaultBinder (pkg/scheduler/framework/plugins/defaultbinder), updatePod in
-//! schedule_one.go with util.PatchPodStatus, the events recorder of the scheduler's profiles,
-//! and util.DeletePod for preemption victims.
+//! schedule_one.go with util.PatchPodStatus, the preemption executor's victim patch and
+//! util.DeletePod, and client-go tools/events (the scheduler's events.k8s.io recorder).
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use framework::{
-    Binding, BoxFuture, ClientError, ClusterClient, Nomination, PodEvent, PodRef, PodStatusUpdate,
+    Binding, BoxFuture, ClientError, ClusterClient, Nomination, PodCondition, PodEvent, PodRef,
+    PodStatusUpdate,
 };
 use k8s_openapi::api::core::v1::{
-    Binding as CoreBinding, Event as CoreEvent, EventSource, ObjectReference, Pod,
+    Binding as CoreBinding, Event as CoreEvent, EventSeries, EventSource, ObjectReference, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::{client_error, RateLimiter};
+use crate::metrics::MetricsRecorder;
 
 /// Longest event message, in bytes; longer ones are cut (on a character boundary), as
 /// upstream's event recorder cuts them.
 pub const MAX_EVENT_MESSAGE_BYTES: usize = 1024;
+
+/// How long a series may go unobserved before the next occurrence starts a new Event
+/// object (upstream's broadcaster finishes a series after six minutes).
+const SERIES_FINISH: Duration = Duration::from_secs(6 * 60);
 
 /// How a [`KubeClusterClient`] writes.
 #[derive(Debug, Clone)]
@@ -41,10 +72,16 @@ pub struct WriterOptions {
     pub qps: f32,
     /// Requests allowed at once above the rate (`clientConnection.burst`).
     pub burst: u32,
-    /// Status and event writes that may wait for the background worker.
+    /// Event aggregates kept (one per pod, reason, action and controller); beyond it new
+    /// events are dropped and counted. Status writes are not bounded by it: they are kept
+    /// one per pod and never dropped.
     pub queue_capacity: usize,
+    /// Background writes in flight at once.
+    pub workers: usize,
     /// `reportingInstance` of the events written (the replica's identity).
     pub reporting_instance: String,
+    /// Where dropped and failed background writes are counted.
+    pub metrics: Option<Arc<dyn MetricsRecorder>>,
 }
 
 impl Default for WriterOptions {
@@ -52,19 +89,363 @@ impl Default for WriterOptions {
         WriterOptions {
             qps: 50.0,
             burst: 100,
-            // Enough for a burst of failed attempts of a large batch (each writes one status
-            // and one event) while the API server is slow; beyond that, drop rather than grow.
+            // One aggregate per pod and reason: room for the failed attempts and Scheduled
+            // events of a batch of thousands of pods.
             queue_capacity: 10_000,
+            // Enough to keep a burst of 100 busy against an API server that answers in tens
+            // of milliseconds; the rate limiter, not the pool, sets the pace.
+            workers: 16,
             reporting_instance: super::leader::hostname(),
+            metrics: None,
         }
     }
 }
 
-/// A write the background worker performs.
+/// The `(namespace, name)` of a pod.
+type PodKey = (String, String);
+
+/// What makes two events one series (upstream's isomorphic-event key): the pod, reason,
+/// action and reporting controller. The message does not.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct EventKey {
+    namespace: String,
+    name: String,
+    uid: Option<String>,
+    reason: String,
+    action: String,
+    reporting_controller: String,
+}
+
+impl EventKey {
+    fn of(event: &PodEvent) -> Self {
+        EventKey {
+            namespace: event.regarding.namespace.clone(),
+            name: event.regarding.name.clone(),
+            uid: event.regarding.uid.clone(),
+            reason: event.reason.clone(),
+            action: event.action.clone(),
+            reporting_controller: event.reporting_controller.clone(),
+        }
+    }
+}
+
+/// The status writes asked for a pod and not yet sent, merged into one patch: applying it
+/// has the effect of applying them in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PendingStatus {
+    pub(crate) pod: PodRef,
+    /// The newest condition of each type, in the order the types were first asked for.
+    pub(crate) conditions: Vec<PodCondition>,
+    /// The last nomination change (`Keep` when none was asked for).
+    pub(crate) nomination: Nomination,
+}
+
+impl PendingStatus {
+    pub(crate) fn new(update: &PodStatusUpdate) -> Self {
+        let mut p = PendingStatus {
+            pod: update.pod.clone(),
+            conditions: Vec::new(),
+            nomination: Nomination::Keep,
+        };
+        p.merge(update);
+        p
+    }
+
+    /// Folds a later `update` in: its condition replaces one of the same type, and its
+    /// nomination replaces the pending one unless it leaves the nomination alone.
+    pub(crate) fn merge(&mut self, update: &PodStatusUpdate) {
+        self.pod = update.pod.clone();
+        if let Some(c) = &update.condition {
+            match self.conditions.iter_mut().find(|p| p.type_ == c.type_) {
+                Some(p) => *p = c.clone(),
+                None => self.conditions.push(c.clone()),
+            }
+        }
+        if update.nomination != Nomination::Keep {
+            self.nomination = update.nomination.clone();
+        }
+    }
+}
+
+/// A pod's status writes: the merged one waiting, and whether one is being sent.
+/// **Invariant:** the pod is in the work queue exactly when `pending` is set and nothing is
+/// in flight, so writes for one pod go out one at a time and in order.
+#[derive(Debug, Default)]
+struct StatusSlot {
+    pending: Option<PendingStatus>,
+    in_flight: bool,
+}
+
+/// One Event object and the occurrences it stands for.
 #[derive(Debug)]
-enum BackgroundWrite {
-    Status(PodStatusUpdate),
-    Event(PodEvent),
+struct Aggregate {
+    /// The first occurrence: what the object says besides its series.
+    event: PodEvent,
+    /// The object's name, chosen when the first occurrence was recorded.
+    object: String,
+    first: Timestamp,
+    last: Timestamp,
+    last_seen: Instant,
+    /// Occurrences recorded.
+    count: i32,
+    /// Occurrences the API server has (0: the object is not created).
+    written: i32,
+    in_flight: bool,
+    queued: bool,
+}
+
+impl Aggregate {
+    fn settled(&self) -> bool {
+        !self.in_flight && !self.queued && self.written >= self.count
+    }
+}
+
+/// A unit of background work: whose latest intent to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Work {
+    Status(PodKey),
+    Event(EventKey),
+}
+
+/// What the workers share.
+#[derive(Debug, Default)]
+struct Pending {
+    work: VecDeque<Work>,
+    statuses: HashMap<PodKey, StatusSlot>,
+    events: HashMap<EventKey, Aggregate>,
+    /// Aggregates fully written, oldest first: the first forgotten when room is needed
+    /// (an entry may have changed since; it is checked when popped).
+    settled: VecDeque<EventKey>,
+    /// No client is left to add work: workers finish what is queued and stop.
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct Queue {
+    pending: Mutex<Pending>,
+    ready: Notify,
+    capacity: usize,
+    dropped: AtomicU64,
+    metrics: Option<Arc<dyn MetricsRecorder>>,
+}
+
+/// A write a worker sends, taken from the queue under its lock and sent without it.
+#[derive(Debug)]
+enum Job {
+    Status(PodKey, PendingStatus),
+    CreateEvent(EventKey, Box<CoreEvent>, i32),
+    PatchEvent {
+        key: EventKey,
+        namespace: String,
+        object: String,
+        patch: Value,
+        count: i32,
+    },
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        // Every operation leaves the maps consistent: keep going after a panic elsewhere.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push_status(&self, update: &PodStatusUpdate) {
+        let key = (update.pod.namespace.clone(), update.pod.name.clone());
+        let mut p = self.lock();
+        let slot = p.statuses.entry(key.clone()).or_default();
+        let newly_pending = match &mut slot.pending {
+            Some(pending) => {
+                pending.merge(update);
+                false
+            }
+            None => {
+                slot.pending = Some(PendingStatus::new(update));
+                true
+            }
+        };
+        if newly_pending && !slot.in_flight {
+            p.work.push_back(Work::Status(key));
+            drop(p);
+            self.ready.notify_one();
+        }
+    }
+
+    fn push_event(&self, event: &PodEvent, now: Timestamp, seen: Instant) {
+        let key = EventKey::of(event);
+        let mut p = self.lock();
+        let finished = p.events.get(&key).is_some_and(|a| {
+            a.settled() && seen.saturating_duration_since(a.last_seen) >= SERIES_FINISH
+        });
+        if finished {
+            p.events.remove(&key);
+        }
+        if let Some(a) = p.events.get_mut(&key) {
+            a.count = a.count.saturating_add(1);
+            a.last = now;
+            a.last_seen = seen;
+            let queue = !a.queued && !a.in_flight;
+            if queue {
+                a.queued = true;
+                p.work.push_back(Work::Event(key));
+                drop(p);
+                self.ready.notify_one();
+            }
+            return;
+        }
+        if p.events.len() >= self.capacity && !forget_one_settled(&mut p) {
+            drop(p);
+            self.dropped_event(event);
+            return;
+        }
+        p.events.insert(
+            key.clone(),
+            Aggregate {
+                event: event.clone(),
+                object: format!("{}.{}", event.regarding.name, unique_suffix(now)),
+                first: now,
+                last: now,
+                last_seen: seen,
+                count: 1,
+                written: 0,
+                in_flight: false,
+                queued: true,
+            },
+        );
+        p.work.push_back(Work::Event(key));
+        drop(p);
+        self.ready.notify_one();
+    }
+
+    fn dropped_event(&self, event: &PodEvent) {
+        let dropped = self.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = &self.metrics {
+            m.inc_background_writes_dropped("event", "queue_full");
+        }
+        // One warning per thousand drops: a flood of events must not become a flood of log
+        // lines too.
+        if dropped % 1000 == 0 {
+            tracing::warn!(
+                dropped = dropped + 1,
+                capacity = self.capacity,
+                pod = %format!("{}/{}", event.regarding.namespace, event.regarding.name),
+                reason = %event.reason,
+                "event aggregates are at capacity; dropping new events"
+            );
+        }
+    }
+
+    /// The next write to send, `None` when there is nothing to do now.
+    fn take(&self, reporting_instance: &str) -> Option<Job> {
+        let mut p = self.lock();
+        while let Some(work) = p.work.pop_front() {
+            match work {
+                Work::Status(key) => {
+                    let Some(slot) = p.statuses.get_mut(&key) else {
+                        continue;
+                    };
+                    let Some(pending) = slot.pending.take() else {
+                        continue;
+                    };
+                    slot.in_flight = true;
+                    return Some(Job::Status(key, pending));
+                }
+                Work::Event(key) => {
+                    let Some(a) = p.events.get_mut(&key) else {
+                        continue;
+                    };
+                    a.queued = false;
+                    a.in_flight = true;
+                    if a.written == 0 {
+                        let body = aggregate_event(a, reporting_instance);
+                        let count = a.count;
+                        return Some(Job::CreateEvent(key, Box::new(body), count));
+                    }
+                    return Some(Job::PatchEvent {
+                        namespace: key.namespace.clone(),
+                        object: a.object.clone(),
+                        patch: series_patch(a.count, a.last),
+                        count: a.count,
+                        key,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    fn status_done(&self, key: PodKey) {
+        let mut p = self.lock();
+        let Some(slot) = p.statuses.get_mut(&key) else {
+            return;
+        };
+        slot.in_flight = false;
+        if slot.pending.is_some() {
+            p.work.push_back(Work::Status(key));
+            drop(p);
+            self.ready.notify_one();
+        } else {
+            p.statuses.remove(&key);
+        }
+    }
+
+    /// A write of `key`'s aggregate ended: the API server has `written` occurrences
+    /// (0: the object does not exist).
+    fn event_done(&self, key: EventKey, written: i32) {
+        let mut p = self.lock();
+        let Some(a) = p.events.get_mut(&key) else {
+            return;
+        };
+        a.in_flight = false;
+        a.written = written;
+        if a.written < a.count {
+            a.queued = true;
+            p.work.push_back(Work::Event(key));
+            drop(p);
+            self.ready.notify_one();
+        } else {
+            p.settled.push_back(key);
+            // An aggregate written again is listed again: keep the list near the map's size.
+            if p.settled.len() > 2 * self.capacity + 16 {
+                let Pending {
+                    settled, events, ..
+                } = &mut *p;
+                let mut listed = std::collections::HashSet::new();
+                settled.retain(|k| {
+                    events.get(k).is_some_and(Aggregate::settled) && listed.insert(k.clone())
+                });
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_waiters();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+}
+
+/// Forgets the oldest fully written aggregate; `false` when none is.
+fn forget_one_settled(p: &mut Pending) -> bool {
+    while let Some(key) = p.settled.pop_front() {
+        if p.events.get(&key).is_some_and(Aggregate::settled) {
+            p.events.remove(&key);
+            return true;
+        }
+    }
+    false
+}
+
+/// Closes the queue when the last clone of a client is dropped.
+#[derive(Debug)]
+struct CloseOnDrop(Arc<Queue>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// The [`ClusterClient`] of `run` and `up`: kube-rs against a real (or the local) API server.
@@ -72,9 +453,8 @@ enum BackgroundWrite {
 pub struct KubeClusterClient {
     client: kube::Client,
     limiter: Arc<RateLimiter>,
-    queue: mpsc::Sender<BackgroundWrite>,
-    /// Writes dropped because the queue was full.
-    dropped: Arc<std::sync::atomic::AtomicU64>,
+    queue: Arc<Queue>,
+    _close: Arc<CloseOnDrop>,
 }
 
 impl std::fmt::Debug for KubeClusterClient {
@@ -86,52 +466,42 @@ impl std::fmt::Debug for KubeClusterClient {
 }
 
 impl KubeClusterClient {
-    /// A client writing through `client`, with its background worker spawned on the current
-    /// tokio runtime (the worker ends when the last clone of this client is dropped).
+    /// A client writing through `client`, with its background workers spawned on the
+    /// current tokio runtime (they finish the queued writes and end when the last clone of
+    /// this client is dropped).
     ///
     /// # Panics
     /// Outside a tokio runtime (as `tokio::spawn`): a start-up mistake, not a cluster input.
     pub fn new(client: kube::Client, options: WriterOptions) -> Self {
         let limiter = Arc::new(RateLimiter::new(options.qps, options.burst));
-        let event_limiter = RateLimiter::new(options.qps, options.burst);
-        let (queue, rx) = mpsc::channel(options.queue_capacity.max(1));
-        tokio::spawn(background_worker(
-            client.clone(),
-            limiter.clone(),
-            event_limiter,
-            options.reporting_instance,
-            rx,
-        ));
+        let event_limiter = Arc::new(RateLimiter::new(options.qps, options.burst));
+        let queue = Arc::new(Queue {
+            pending: Mutex::default(),
+            ready: Notify::new(),
+            capacity: options.queue_capacity.max(1),
+            dropped: AtomicU64::new(0),
+            metrics: options.metrics.clone(),
+        });
+        let reporting_instance: Arc<str> = options.reporting_instance.into();
+        for _ in 0..options.workers.max(1) {
+            tokio::spawn(background_worker(
+                client.clone(),
+                limiter.clone(),
+                event_limiter.clone(),
+                reporting_instance.clone(),
+                queue.clone(),
+            ));
+        }
         KubeClusterClient {
             client,
             limiter,
+            _close: Arc::new(CloseOnDrop(queue.clone())),
             queue,
-            dropped: Arc::default(),
         }
     }
 
-    fn enqueue(&self, write: BackgroundWrite) -> Result<(), ClientError> {
-        match self.queue.try_send(write) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(w)) => {
-                // One warning per thousand drops: a flood of binds must not become a flood
-                // of log lines too.
-                let dropped = self
-                    .dropped
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if dropped % 1000 == 0 {
-                    tracing::warn!(
-                        dropped = dropped + 1,
-                        "background write queue is full; dropping status and event writes"
-                    );
-                }
-                tracing::debug!(write = ?w, "dropped");
-                Ok(())
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(ClientError::Transport(
-                "the background writer has stopped".to_string(),
-            )),
-        }
+    fn closed_error() -> ClientError {
+        ClientError::Transport("the background writer has stopped".to_string())
     }
 }
 
@@ -147,12 +517,33 @@ impl ClusterClient for KubeClusterClient {
         &'a self,
         update: &'a PodStatusUpdate,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
-        let r = self.enqueue(BackgroundWrite::Status(update.clone()));
+        let r = if self.queue.is_closed() {
+            Err(Self::closed_error())
+        } else {
+            self.queue.push_status(update);
+            Ok(())
+        };
         Box::pin(async move { r })
     }
 
+    fn update_pod_status_now<'a>(
+        &'a self,
+        update: &'a PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            patch_pod_status(&self.client, &PendingStatus::new(update)).await
+        })
+    }
+
     fn record_event<'a>(&'a self, event: &'a PodEvent) -> BoxFuture<'a, Result<(), ClientError>> {
-        let r = self.enqueue(BackgroundWrite::Event(event.clone()));
+        let r = if self.queue.is_closed() {
+            Err(Self::closed_error())
+        } else {
+            self.queue
+                .push_event(event, Timestamp::now(), Instant::now());
+            Ok(())
+        };
         Box::pin(async move { r })
     }
 
@@ -167,40 +558,126 @@ impl ClusterClient for KubeClusterClient {
 async fn background_worker(
     client: kube::Client,
     limiter: Arc<RateLimiter>,
-    event_limiter: RateLimiter,
-    reporting_instance: String,
-    mut rx: mpsc::Receiver<BackgroundWrite>,
+    event_limiter: Arc<RateLimiter>,
+    reporting_instance: Arc<str>,
+    queue: Arc<Queue>,
 ) {
-    while let Some(write) = rx.recv().await {
-        match &write {
-            BackgroundWrite::Status(update) => {
+    loop {
+        let job = {
+            // Registered before looking, so that a push or close between the look and the
+            // wait still wakes this worker.
+            let ready = queue.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            match queue.take(&reporting_instance) {
+                Some(job) => job,
+                None if queue.is_closed() => return,
+                None => {
+                    ready.await;
+                    continue;
+                }
+            }
+        };
+        match job {
+            Job::Status(key, pending) => {
                 limiter.acquire().await;
-                match patch_pod_status(&client, update).await {
+                match patch_pod_status(&client, &pending).await {
                     Ok(()) => {}
                     // The pod is gone (deleted, preempted): nothing to update.
                     Err(ClientError::Api { code: 404, .. }) => {}
-                    Err(e) => tracing::warn!(
-                        pod = %format!("{}/{}", update.pod.namespace, update.pod.name),
-                        error = %e,
-                        "updating the pod's status failed"
-                    ),
+                    Err(e) => {
+                        if let Some(m) = &queue.metrics {
+                            m.inc_background_writes_dropped("status", "failed");
+                        }
+                        tracing::warn!(
+                            pod = %format!("{}/{}", key.0, key.1),
+                            error = %e,
+                            "updating the pod's status failed"
+                        );
+                    }
                 }
+                queue.status_done(key);
             }
-            BackgroundWrite::Event(event) => {
+            Job::CreateEvent(key, body, count) => {
                 event_limiter.acquire().await;
-                // Events are best effort (upstream's recorder drops them too): a failure is
-                // worth a debug line, not a warning on every shutdown.
-                if let Err(e) = create_event(&client, event, &reporting_instance).await {
-                    tracing::debug!(
-                        pod = %format!("{}/{}", event.regarding.namespace, event.regarding.name),
-                        reason = %event.reason,
-                        error = %e,
-                        "recording the event failed"
-                    );
-                }
+                let events: Api<CoreEvent> = Api::namespaced(client.clone(), &key.namespace);
+                let r = events.create(&PostParams::default(), &body).await;
+                let written = match r {
+                    Ok(_) => count,
+                    Err(e) => {
+                        event_failed(&queue, &key, &client_error(e));
+                        // Given up on: later occurrences patch, find no object, create it.
+                        count
+                    }
+                };
+                queue.event_done(key, written);
+            }
+            Job::PatchEvent {
+                key,
+                namespace,
+                object,
+                patch,
+                count,
+            } => {
+                event_limiter.acquire().await;
+                let events: Api<CoreEvent> = Api::namespaced(client.clone(), &namespace);
+                let r = events
+                    .patch(&object, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+                    .map_err(client_error);
+                let written = match r {
+                    Ok(_) => count,
+                    // The object is gone (events expire): create it again, with the count.
+                    Err(ClientError::Api { code: 404, .. }) => 0,
+                    Err(e) => {
+                        event_failed(&queue, &key, &e);
+                        count
+                    }
+                };
+                queue.event_done(key, written);
             }
         }
     }
+}
+
+fn event_failed(queue: &Queue, key: &EventKey, error: &ClientError) {
+    if let Some(m) = &queue.metrics {
+        m.inc_background_writes_dropped("event", "failed");
+    }
+    // Events are best effort (upstream's recorder gives up too): a failure is worth a debug
+    // line and a count, not a warning on every shutdown.
+    tracing::debug!(
+        pod = %format!("{}/{}", key.namespace, key.name),
+        reason = %key.reason,
+        %error,
+        "recording the event failed"
+    );
+}
+
+/// The patch that brings an Event object's series to `count` occurrences, the last at
+/// `last`. `count` and `lastTimestamp` are set too, for readers of the older fields.
+fn series_patch(count: i32, last: Timestamp) -> Value {
+    json!({
+        "series": {"count": count, "lastObservedTime": MicroTime(last)},
+        "count": count,
+        "lastTimestamp": Time(last),
+    })
+}
+
+/// The Event object of an aggregate as it is created: the first occurrence, with its series
+/// when more occurred before it was sent.
+fn aggregate_event(a: &Aggregate, reporting_instance: &str) -> CoreEvent {
+    let mut body = core_event(&a.event, reporting_instance, a.first);
+    body.metadata.name = Some(a.object.clone());
+    if a.count > 1 {
+        body.count = Some(a.count);
+        body.last_timestamp = Some(Time(a.last));
+        body.series = Some(EventSeries {
+            count: Some(a.count),
+            last_observed_time: Some(MicroTime(a.last)),
+        });
+    }
+    body
 }
 
 /// POSTs a Binding to `pods/{name}/binding`, with the pod's UID as precondition when known.
@@ -229,19 +706,23 @@ pub(crate) async fn bind(client: &kube::Client, binding: &Binding) -> Result<(),
 
 /// The strategic-merge patch of `pods/status` for `update`, or `None` when it changes
 /// nothing. Conditions merge by `type`, so the pod's other conditions stay as they are.
-pub(crate) fn status_patch(update: &PodStatusUpdate, now: Timestamp) -> Option<Value> {
+pub(crate) fn status_patch(update: &PendingStatus, now: Timestamp) -> Option<Value> {
     let mut status = Map::new();
-    if let Some(c) = &update.condition {
-        status.insert(
-            "conditions".into(),
-            json!([{
-                "type": c.type_,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "lastTransitionTime": Time(now),
-            }]),
-        );
+    if !update.conditions.is_empty() {
+        let conditions: Vec<Value> = update
+            .conditions
+            .iter()
+            .map(|c| {
+                json!({
+                    "type": c.type_,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "lastTransitionTime": Time(now),
+                })
+            })
+            .collect();
+        status.insert("conditions".into(), Value::Array(conditions));
     }
     match &update.nomination {
         Nomination::Keep => {}
@@ -255,10 +736,10 @@ pub(crate) fn status_patch(update: &PodStatusUpdate, now: Timestamp) -> Option<V
     (!status.is_empty()).then(|| json!({ "status": status }))
 }
 
-/// Patches one condition and the nomination of a pod.
+/// Patches the conditions and the nomination of a pod.
 pub(crate) async fn patch_pod_status(
     client: &kube::Client,
-    update: &PodStatusUpdate,
+    update: &PendingStatus,
 ) -> Result<(), ClientError> {
     let Some(patch) = status_patch(update, Timestamp::now()) else {
         return Ok(());
@@ -336,21 +817,6 @@ pub(crate) fn core_event(event: &PodEvent, reporting_instance: &str, now: Timest
         count: Some(1),
         ..CoreEvent::default()
     }
-}
-
-/// Creates the core/v1 Event for `event` in the pod's namespace.
-pub(crate) async fn create_event(
-    client: &kube::Client,
-    event: &PodEvent,
-    reporting_instance: &str,
-) -> Result<(), ClientError> {
-    let body = core_event(event, reporting_instance, Timestamp::now());
-    let events: Api<CoreEvent> = Api::namespaced(client.clone(), &event.regarding.namespace);
-    events
-        .create(&PostParams::default(), &body)
-        .await
-        .map(drop)
-        .map_err(client_error)
 }
 
 /// Deletes a pod, with its UID as precondition when given.

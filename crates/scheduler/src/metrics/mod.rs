@@ -95,6 +95,12 @@ pub trait MetricsRecorder: Send + Sync + std::fmt::Debug {
     /// Upstream series: `scheduler_cache_size{type}` (gauge; `type` is `nodes`, `pods`,
     /// `assumed_pods`).
     fn set_cache_size(&self, nodes: usize, pods: usize, assumed_pods: usize);
+
+    /// A background write (`kind` `status` or `event`) was given up: `reason` `queue_full`
+    /// (no room to keep it) or `failed` (the API server refused it or could not be
+    /// reached). Not an upstream series: `scheduler_background_writes_dropped_total{kind,reason}`
+    /// (counter). Called from the writer's workers, not the scheduling loop.
+    fn inc_background_writes_dropped(&self, _kind: &'static str, _reason: &'static str) {}
 }
 
 /// A recorder that drops everything (`simulate`, and tests that do not look at metrics).
@@ -172,5 +178,9 @@ impl MetricsRecorder for Tee {
     fn set_cache_size(&self, nodes: usize, pods: usize, assumed_pods: usize) {
         self.0.set_cache_size(nodes, pods, assumed_pods);
         self.1.set_cache_size(nodes, pods, assumed_pods);
+    }
+    fn inc_background_writes_dropped(&self, kind: &'static str, reason: &'static str) {
+        self.0.inc_background_writes_dropped(kind, reason);
+        self.1.inc_background_writes_dropped(kind, reason);
     }
 }

@@ -144,6 +144,12 @@ struct QueueEventLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindReason {
+    kind: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct TypeLabel {
     r#type: &'static str,
 }
@@ -230,6 +236,7 @@ pub struct PrometheusRecorder {
     preemption_attempts: Counter,
     preemption_victims: Histogram,
     cache: CacheGauges,
+    background_writes_dropped: Family<KindReason, Counter>,
 }
 
 impl Default for PrometheusRecorder {
@@ -345,6 +352,14 @@ impl PrometheusRecorder {
             assumed_pods: kind("assumed_pods"),
         };
 
+        let background_writes_dropped = Family::<KindReason, Counter>::default();
+        series.push((
+            "background_writes_dropped",
+            "Number of status and event writes the scheduler gave up, by kind (status, event) \
+             and reason (queue_full, failed).",
+            Box::new(background_writes_dropped.clone()),
+        ));
+
         let mut registry = Registry::with_prefix("scheduler");
         registry.register_collector(Box::new(UpstreamSeries(series)));
         PrometheusRecorder {
@@ -361,6 +376,7 @@ impl PrometheusRecorder {
             preemption_attempts,
             preemption_victims,
             cache,
+            background_writes_dropped,
         }
     }
 
@@ -467,6 +483,12 @@ impl MetricsRecorder for PrometheusRecorder {
         self.cache.nodes.set(gauge_value(nodes));
         self.cache.pods.set(gauge_value(pods));
         self.cache.assumed_pods.set(gauge_value(assumed_pods));
+    }
+
+    fn inc_background_writes_dropped(&self, kind: &'static str, reason: &'static str) {
+        self.background_writes_dropped
+            .get_or_create(&KindReason { kind, reason })
+            .inc();
     }
 }
 

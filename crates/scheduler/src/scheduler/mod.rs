@@ -632,19 +632,40 @@ impl Shared {
                     nomination: Nomination::Keep,
                 };
                 deleting.spawn(async move {
-                    // Upstream marks the victim before deleting it, so that its
-                    // controllers and disruption budgets see why it goes.
-                    if let Err(e) = client.update_pod_status(&disruption).await {
-                        tracing::debug!(error = %e, "cannot mark preemption victim");
+                    let key = format!("{}/{}", victim.namespace, victim.name);
+                    // The condition is written, and answered, before the deletion is sent:
+                    // the victim's controllers and disruption budgets see why it goes. As
+                    // upstream, a victim already gone is left alone, and one that could not
+                    // be marked is not deleted.
+                    match client.update_pod_status_now(&disruption).await {
+                        Ok(()) => {}
+                        Err(e) => {
+                            preempting.victim_gone(&key);
+                            if !matches!(e, framework::ClientError::Api { code: 404, .. }) {
+                                tracing::warn!(pod = %key, error = %e, "cannot mark preemption victim; not deleting it");
+                            }
+                            return Some(victim);
+                        }
                     }
-                    if let Err(e) = client.delete_pod(&victim).await {
-                        preempting.victim_gone(&format!("{}/{}", victim.namespace, victim.name));
-                        tracing::debug!(pod = %format!("{}/{}", victim.namespace, victim.name), error = %e, "cannot delete preemption victim");
+                    match client.delete_pod(&victim).await {
+                        Ok(()) => None,
+                        Err(e) => {
+                            preempting.victim_gone(&key);
+                            tracing::debug!(pod = %key, error = %e, "cannot delete preemption victim");
+                            Some(victim)
+                        }
                     }
                 });
             }
-            while deleting.join_next().await.is_some() {}
-            for event in &events {
+            let mut not_preempted: Vec<PodRef> = Vec::new();
+            while let Some(done) = deleting.join_next().await {
+                if let Ok(Some(victim)) = done {
+                    not_preempted.push(victim);
+                }
+            }
+            // As upstream, only a victim actually preempted (deleted, or rejected while
+            // waiting at Permit) gets the Preempted event.
+            for event in events.iter().filter(|e| !not_preempted.contains(&e.regarding)) {
                 if let Err(e) = client.record_event(event).await {
                     tracing::debug!(error = %e, reason = %event.reason, "cannot record event");
                 }

@@ -569,7 +569,26 @@ impl Shared {
         let preemptor_uid = pod.pod.metadata.uid.clone().unwrap_or_default();
         let mut deletions: Vec<PodRef> = Vec::new();
         let mut events: Vec<PodEvent> = Vec::new();
-        for victim in &r.victims {
+        // A victim whose eviction already started (by an earlier preemptor whose room the
+        // nominator keeps) is not evicted again: no second delete and no second `Preempted`
+        // event naming this preemptor. The scheduler's own deletions count as started
+        // before the cache shows their deletionTimestamp. Upstream: prepareCandidateAsync
+        // skips victims with a deletionTimestamp.
+        let evicting: Vec<&Arc<PodInfo>> = r
+            .victims
+            .iter()
+            .filter(|v| {
+                v.pod.metadata.deletion_timestamp.is_none()
+                    && !self.preempting_pods.is_victim(&v.key)
+            })
+            .collect();
+        if evicting.is_empty() {
+            // Nothing to wait for but the deletions under way: the preemptor keeps its
+            // nomination and is retried when pods leave the node, as upstream.
+            tracing::debug!(pod = %pod.key, %node, "victims are already being evicted");
+            return Nomination::Set(node);
+        }
+        for victim in &evicting {
             let victim_ref = PodRef::of(&victim.pod);
             let rejected = self.waiting_pods.reject(
                 &pod_key(&victim.pod),
@@ -602,9 +621,9 @@ impl Shared {
             }
             lower.iter().map(|p| PodRef::of(&p.pod)).collect()
         };
-        tracing::debug!(pod = %pod.key, %node, victims = r.victims.len(), "preempting");
+        tracing::debug!(pod = %pod.key, %node, victims = events.len(), "preempting");
         self.preempting_pods
-            .add_victims(r.victims.iter().map(|v| v.key.as_str()));
+            .add_victims(evicting.iter().map(|v| v.key.as_str()));
         let preemptor = pod_key(&pod.pod);
         let preemptor_name = pod.key.clone();
         self.preempting_pods.start(&preemptor_name);

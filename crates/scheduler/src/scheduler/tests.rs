@@ -1010,3 +1010,81 @@ async fn a_preemptor_is_gated_until_its_preemption_ends() {
         )
     );
 }
+
+/// Who preempted whom, from the `Preempted` events: victim name → `(preemptor uid, node)`
+/// of each event about it.
+fn preemptions(w: &crate::memory::Writes) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for e in w.events.iter().filter(|e| e.reason == "Preempted") {
+        let (preemptor, node) = e
+            .message
+            .strip_prefix("Preempted by pod ")
+            .and_then(|m| m.split_once(" on node "))
+            .map(|(p, n)| (p.to_string(), n.to_string()))
+            .unwrap_or_default();
+        out.entry(e.regarding.name.clone())
+            .or_default()
+            .push((preemptor, node));
+    }
+    out
+}
+
+/// Four preemptors of one priority race for two full nodes whose victims take their time
+/// to terminate (graceful deletion): a victim already being evicted gets no second
+/// `Preempted` event from a later preemptor, and each preemptor is bound to the node it
+/// evicted pods from.
+#[tokio::test]
+async fn terminating_victims_are_preempted_once_and_preemptors_bind_where_they_preempted() {
+    let mut h = harness("preempt-race", "permit: allow", &["default-scheduler"]);
+    h.cluster.set_graceful_deletion(true);
+    for n in ["n1", "n2"] {
+        h.cluster.apply_node(node(n, "4"));
+        for i in 0..4 {
+            h.cluster
+                .apply_pod(prio_pod(&format!("{n}-low{i}"), 0, "1", n).obj());
+        }
+    }
+    let preemptors = ["p1", "p2", "p3", "p4"];
+    for p in preemptors {
+        h.cluster.apply_pod(prio_pod(p, 100, "2", "").obj());
+        h.clock.advance(Duration::from_nanos(1));
+    }
+    // Each round: every pod in activeQ gets its cycle and the preemptions their API calls,
+    // then the victims finish terminating and backoffs end.
+    for _ in 0..8 {
+        h.drain().await;
+        settle().await;
+        h.cluster.finish_terminating();
+        h.clock.advance(Duration::from_secs(11));
+        h.sched.flush();
+        if preemptors.iter().all(|p| h.node_of(p).is_some()) {
+            break;
+        }
+    }
+    let claims = preemptions(&h.cluster.writes());
+    let claimed_twice: Vec<(&String, &Vec<(String, String)>)> =
+        claims.iter().filter(|(_, c)| c.len() > 1).collect();
+    let bound_elsewhere: Vec<(String, String, Option<String>)> = claims
+        .values()
+        .flatten()
+        .filter_map(|(uid, node)| {
+            let name = uid.strip_prefix("uid-").unwrap_or(uid);
+            let bound = h.node_of(name);
+            (bound.as_deref() != Some(node.as_str()))
+                .then(|| (name.to_string(), node.clone(), bound))
+        })
+        .collect();
+    let bound: Vec<Option<String>> = preemptors.iter().map(|p| h.node_of(p)).collect();
+    let per_node = |n: &str| bound.iter().filter(|b| b.as_deref() == Some(n)).count();
+    assert_eq!(
+        (
+            claimed_twice,
+            bound_elsewhere,
+            claims.len(),
+            per_node("n1"),
+            per_node("n2")
+        ),
+        (vec![], vec![], 8, 2, 2),
+        "preemptions: {claims:?}"
+    );
+}

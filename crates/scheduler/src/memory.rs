@@ -345,3 +345,6 @@ fn not_found(name: &str) -> ClientError {
         message: format!("pods \"{name}\" not found"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1088,3 +1088,57 @@ async fn terminating_victims_are_preempted_once_and_preemptors_bind_where_they_p
         "preemptions: {claims:?}"
     );
 }
+
+/// A second preemptor whose dry run needs only the room a terminating victim is already
+/// freeing is nominated to that node without a second delete or `Preempted` event, and
+/// both preemptors are bound there once the victim is gone.
+#[tokio::test]
+async fn a_preemptor_needing_only_a_terminating_victim_is_nominated_without_evicting_it_again() {
+    let mut h = harness(
+        "preempt-terminating",
+        "permit: allow",
+        &["default-scheduler"],
+    );
+    h.cluster.set_graceful_deletion(true);
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(prio_pod("big", 0, "4", "n1").obj());
+    for p in ["p1", "p2"] {
+        h.cluster.apply_pod(prio_pod(p, 100, "2", "").obj());
+        h.clock.advance(Duration::from_nanos(1));
+    }
+    h.drain().await;
+    settle().await;
+    let nomination = |h: &Harness, p: &str| {
+        h.cluster
+            .pod("default", p)
+            .and_then(|p| p.status.clone())
+            .and_then(|s| s.nominated_node_name)
+    };
+    let during = (nomination(&h, "p1"), nomination(&h, "p2"));
+    let gone = h.cluster.finish_terminating();
+    h.clock.advance(Duration::from_secs(11));
+    h.sched.flush();
+    h.drain().await;
+    let w = h.cluster.writes();
+    assert_eq!(
+        (
+            during,
+            gone,
+            w.deletions.clone(),
+            preemptions(&w),
+            h.node_of("p1"),
+            h.node_of("p2")
+        ),
+        (
+            (Some("n1".to_string()), Some("n1".to_string())),
+            vec!["default/big".to_string()],
+            vec![pod_ref("big")],
+            BTreeMap::from([(
+                "big".to_string(),
+                vec![("uid-p1".to_string(), "n1".to_string())]
+            )]),
+            Some("n1".to_string()),
+            Some("n1".to_string()),
+        )
+    );
+}

@@ -1142,3 +1142,41 @@ async fn a_preemptor_needing_only_a_terminating_victim_is_nominated_without_evic
         )
     );
 }
+
+/// A victim waiting at Permit is rejected, not deleted: it is not recorded as terminating,
+/// so a later preemptor does not take it for a pod already on its way out.
+#[tokio::test(start_paused = true)]
+async fn a_victim_rejected_at_permit_is_not_counted_as_terminating() {
+    let mut h = harness(
+        "preempt-waiting",
+        "permit: wait, timeoutSeconds: 100",
+        &["default-scheduler"],
+    );
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "2", "").obj());
+    let low = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    settle().await;
+    h.cluster.apply_pod(prio_pod("high", 100, "2", "").obj());
+    let high = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    settle().await;
+    let w = h.cluster.writes();
+    assert_eq!(
+        (
+            low,
+            high,
+            w.deletions.clone(),
+            preemptions(&w),
+            h.sched.shared.preempting_pods.is_victim("default/low"),
+        ),
+        (
+            Some("assumed n1".to_string()),
+            Some(PREEMPTED.to_string()),
+            vec![],
+            BTreeMap::from([(
+                "low".to_string(),
+                vec![("uid-high".to_string(), "n1".to_string())]
+            )]),
+            false,
+        )
+    );
+}

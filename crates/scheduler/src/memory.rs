@@ -1,8 +1,13 @@
 //! An in-memory cluster: both ends of the scheduling core for `simulate`, `bench
 //! --mode in-process` and tests. It keeps pods and nodes, delivers their changes to the
-//! scheduler's event handler as informers would, and applies the scheduler's writes: a bind
-//! sets `spec.nodeName` and delivers the update (which confirms the assumed pod), a delete
-//! removes the pod and delivers the delete.
+//! scheduler's event handler as informers would, and applies the scheduler's writes as the
+//! API server does, delivering the update each one makes:
+//! - a bind sets `spec.nodeName` (which confirms the assumed pod);
+//! - a status write replaces the condition of its type and sets or clears
+//!   `status.nominatedNodeName`, so that a preemptor's retry carries its nomination;
+//! - a delete removes the pod at once or, with [`MemoryCluster::set_graceful_deletion`],
+//!   only marks it terminating (`metadata.deletionTimestamp`) until
+//!   [`MemoryCluster::finish_terminating`] removes it, as a kubelet would.
 //!
 //! Every write is recorded, so tests can compare what the scheduler did as whole values.
 
@@ -10,8 +15,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use framework::interface::BoxFuture;
-use framework::{Binding, ClientError, ClusterClient, PodEvent, PodRef, PodStatusUpdate};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use framework::{
+    Binding, ClientError, ClusterClient, Nomination, PodEvent, PodRef, PodStatusUpdate,
+};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::source::{Change, EventHandler, ObjectEvent};
 
@@ -31,6 +39,8 @@ struct Objects {
     writes: Writes,
     /// Errors the next binds answer with, first one first.
     bind_errors: VecDeque<ClientError>,
+    /// Deletes mark pods terminating instead of removing them.
+    graceful_deletion: bool,
 }
 
 /// Pods and nodes in memory, wired to one scheduler.
@@ -167,6 +177,112 @@ impl MemoryCluster {
         self.lock().writes.clone()
     }
 
+    /// From now on a delete only marks the pod terminating (graceful deletion); the pod
+    /// keeps its room until [`finish_terminating`](Self::finish_terminating).
+    pub fn set_graceful_deletion(&self, graceful: bool) {
+        self.lock().graceful_deletion = graceful;
+    }
+
+    /// Removes every terminating pod (their graceful deletion is over), delivering the
+    /// deletes in name order; returns them as `namespace/name`.
+    pub fn finish_terminating(&self) -> Vec<String> {
+        let gone: Vec<Arc<Pod>> = {
+            let mut o = self.lock();
+            let ids: Vec<(String, String)> = o
+                .pods
+                .iter()
+                .filter(|(_, p)| p.metadata.deletion_timestamp.is_some())
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| o.pods.remove(id)).collect()
+        };
+        let mut names = Vec::with_capacity(gone.len());
+        for p in gone {
+            let (ns, name) = pod_id(&p);
+            names.push(format!("{ns}/{name}"));
+            self.deliver(ObjectEvent::Pod(Change::Deleted(p)));
+        }
+        names
+    }
+
+    /// Applies a status write to the stored pod. Upstream's API server answers a write to
+    /// a pod that is gone with 404; so does this.
+    fn update_status_now(&self, update: &PodStatusUpdate) -> Result<(), ClientError> {
+        let change = {
+            let mut o = self.lock();
+            o.writes.status_updates.push(update.clone());
+            let id = (update.pod.namespace.clone(), update.pod.name.clone());
+            let Some(old) = o.pods.get(&id).cloned() else {
+                return Err(not_found(&update.pod.name));
+            };
+            let mut new = (*old).clone();
+            let status = new.status.get_or_insert_with(Default::default);
+            if let Some(c) = &update.condition {
+                let conditions = status.conditions.get_or_insert_with(Vec::new);
+                let condition = PodCondition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: Some(c.reason.clone()),
+                    message: Some(c.message.clone()),
+                    ..Default::default()
+                };
+                match conditions.iter_mut().find(|x| x.type_ == c.type_) {
+                    Some(x) => *x = condition,
+                    None => conditions.push(condition),
+                }
+            }
+            match &update.nomination {
+                Nomination::Keep => {}
+                Nomination::Set(node) => status.nominated_node_name = Some(node.clone()),
+                Nomination::Clear => status.nominated_node_name = None,
+            }
+            if new == *old {
+                return Ok(());
+            }
+            let new = Arc::new(new);
+            o.pods.insert(id, new.clone());
+            Change::Updated { old, new }
+        };
+        self.deliver(ObjectEvent::Pod(change));
+        Ok(())
+    }
+
+    fn delete_now(&self, pod: &PodRef) -> Result<(), ClientError> {
+        let marked = {
+            let mut o = self.lock();
+            o.writes.deletions.push(pod.clone());
+            if !o.graceful_deletion {
+                None
+            } else {
+                let id = (pod.namespace.clone(), pod.name.clone());
+                let Some(old) = o.pods.get(&id).cloned() else {
+                    return Err(not_found(&pod.name));
+                };
+                if old.metadata.deletion_timestamp.is_some() {
+                    // Deleting a terminating pod again changes nothing.
+                    return Ok(());
+                }
+                let mut new = (*old).clone();
+                // Only the presence of the timestamp matters to the scheduler; a fixed
+                // value keeps runs reproducible.
+                new.metadata.deletion_timestamp =
+                    Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+                new.metadata.deletion_grace_period_seconds = Some(30);
+                let new = Arc::new(new);
+                o.pods.insert(id, new.clone());
+                Some(Change::Updated { old, new })
+            }
+        };
+        match marked {
+            Some(change) => {
+                self.deliver(ObjectEvent::Pod(change));
+                Ok(())
+            }
+            None if self.remove_pod(&pod.namespace, &pod.name) => Ok(()),
+            None => Err(not_found(&pod.name)),
+        }
+    }
+
     fn bind_now(&self, b: &Binding) -> Result<(), ClientError> {
         let change = {
             let mut o = self.lock();
@@ -176,10 +292,7 @@ impl MemoryCluster {
             }
             let id = (b.namespace.clone(), b.name.clone());
             let Some(old) = o.pods.get(&id).cloned() else {
-                return Err(ClientError::Api {
-                    code: 404,
-                    message: format!("pods \"{}\" not found", b.name),
-                });
+                return Err(not_found(&b.name));
             };
             if let Some(node) = old.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
                 return Err(ClientError::Api {
@@ -210,10 +323,7 @@ impl ClusterClient for MemoryCluster {
         &'a self,
         update: &'a PodStatusUpdate,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
-        Box::pin(async move {
-            self.lock().writes.status_updates.push(update.clone());
-            Ok(())
-        })
+        Box::pin(async move { self.update_status_now(update) })
     }
 
     fn record_event<'a>(&'a self, event: &'a PodEvent) -> BoxFuture<'a, Result<(), ClientError>> {
@@ -224,16 +334,17 @@ impl ClusterClient for MemoryCluster {
     }
 
     fn delete_pod<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<(), ClientError>> {
-        Box::pin(async move {
-            self.lock().writes.deletions.push(pod.clone());
-            if self.remove_pod(&pod.namespace, &pod.name) {
-                Ok(())
-            } else {
-                Err(ClientError::Api {
-                    code: 404,
-                    message: format!("pods \"{}\" not found", pod.name),
-                })
-            }
-        })
+        Box::pin(async move { self.delete_now(pod) })
     }
 }
+
+/// The API server's answer about a pod that does not exist.
+fn not_found(name: &str) -> ClientError {
+    ClientError::Api {
+        code: 404,
+        message: format!("pods \"{name}\" not found"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

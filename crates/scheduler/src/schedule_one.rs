@@ -294,7 +294,7 @@ impl ScheduleAlgorithm {
         }
         // A node nominated by an earlier preemption is likely the only one that fits: try it
         // first and take it when it passes. Upstream: evaluateNominatedNode.
-        if let Some(node) = status_nominated_node(pod).and_then(|n| snapshot.get(n)) {
+        if let Some(node) = nominated_node(pod, &self.nominated).and_then(|n| snapshot.get(n)) {
             let filters = fwk
                 .active_filters(state)
                 .with_nominated(&self.nominated, fwk);
@@ -629,13 +629,25 @@ impl FilterPass {
     }
 }
 
-/// The pod's `status.nominatedNodeName`, if set.
-fn status_nominated_node(pod: &PodInfo) -> Option<&str> {
-    pod.pod
+/// The node `pod` is nominated to: its `status.nominatedNodeName`, or else the node the
+/// nominator holds for it. Upstream writes the nomination before its next cycle, so a
+/// preemptor's retry carries it in its status; here the write goes through a rate-limited
+/// queue and may not have landed when the victims are gone, and without this fallback the
+/// retry would not try the node its victims were evicted from first.
+fn nominated_node<'a>(pod: &'a PodInfo, nominated: &'a NominatedPods) -> Option<&'a str> {
+    let in_status = pod
+        .pod
         .status
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
-        .filter(|n| !n.is_empty())
+        .filter(|n| !n.is_empty());
+    // The nominator holds a pod on one node at most, so the search order does not matter.
+    in_status.or_else(|| {
+        nominated
+            .iter()
+            .find(|(_, pods)| pods.iter().any(|p| p.key == pod.key))
+            .map(|(node, _)| node.as_str())
+    })
 }
 
 fn plugin_label(plugins: &[&'static str]) -> &'static str {

@@ -28,6 +28,7 @@ fn read(path: &Path) -> Option<String> {
 #[case::priority_orders_the_queue("priority_orders_the_queue")]
 #[case::preemption("preemption")]
 #[case::preemption_table("preemption_table")]
+#[case::preemptor_keeps_its_nominated_node("preemptor_keeps_its_nominated_node")]
 #[case::no_nodes("no_nodes")]
 #[case::topology_spread("topology_spread")]
 #[case::system_default_spreading("system_default_spreading")]

@@ -307,15 +307,24 @@ fn the_cycle_tells_plugins_how_many_nodes_there_are() {
     assert_eq!(state.num_all_nodes(), 7);
 }
 
-/// With `status.nominatedNodeName`, the nominated node is tried first and taken when it
-/// passes, even if another node scores higher; when it does not pass, every node is
-/// evaluated as usual.
+/// With `status.nominatedNodeName`, or a nomination only the nominator holds yet (its
+/// status write not landed), the nominated node is tried first and taken when it passes,
+/// even if another node scores higher; when it does not pass, every node is evaluated as
+/// usual.
 #[rstest]
-#[case::a_fitting_nominated_node_is_taken("n0", Ok(("n0".to_string(), 1, 1)))]
-#[case::a_rejecting_nominated_node_falls_back_to_all("n2", Ok(("n1".to_string(), 3, 2)))]
-#[case::an_unknown_nominated_node_is_ignored("gone", Ok(("n1".to_string(), 3, 2)))]
+#[case::a_fitting_nominated_node_is_taken(Some("n0"), None, Ok(("n0".to_string(), 1, 1)))]
+#[case::a_rejecting_nominated_node_falls_back_to_all(Some("n2"), None, Ok(("n1".to_string(), 3, 2)))]
+#[case::an_unknown_nominated_node_is_ignored(Some("gone"), None, Ok(("n1".to_string(), 3, 2)))]
+#[case::a_nomination_not_yet_in_the_status_is_tried_first(
+    None,
+    Some("n0"),
+    Ok(("n0".to_string(), 1, 1))
+)]
+#[case::the_status_wins_over_the_nominator(Some("n0"), Some("n1"), Ok(("n0".to_string(), 1, 1)))]
+#[case::without_a_nomination_the_best_score_wins(None, None, Ok(("n1".to_string(), 3, 2)))]
 fn the_nominated_node_is_tried_first(
-    #[case] nominated: &str,
+    #[case] in_status: Option<&str>,
+    #[case] in_nominator: Option<&str>,
     #[case] want: Result<(String, usize, usize), String>,
 ) {
     let f = framework_with(
@@ -328,18 +337,16 @@ fn the_nominated_node_is_tried_first(
     let pod = make_pod("p")
         .with(|p| {
             p.status = Some(k8s_openapi::api::core::v1::PodStatus {
-                nominated_node_name: Some(nominated.to_string()),
+                nominated_node_name: in_status.map(String::from),
                 ..Default::default()
             })
         })
         .info();
-    let r = ScheduleAlgorithm::new(7, None).schedule_pod(
-        &f,
-        &mut CycleState::new(),
-        &pod,
-        &snapshot(3),
-        None,
-    );
+    let mut algo = ScheduleAlgorithm::new(7, None);
+    if let Some(node) = in_nominator {
+        algo.set_nominated_pods(NominatedPods::from([(node.to_string(), vec![pod.clone()])]));
+    }
+    let r = algo.schedule_pod(&f, &mut CycleState::new(), &pod, &snapshot(3), None);
     assert_eq!(
         r.map(|r| (r.suggested_host, r.evaluated_nodes, r.feasible_nodes))
             .map_err(|e| e.to_string()),

@@ -540,8 +540,9 @@ impl Shared {
     /// With a node: the victims are evicted (a waiting victim is rejected at Permit, the
     /// others deleted, each with a `Preempted` event) and pods of lower priority nominated
     /// to that node lose their nomination; the API writes run on a task, never on the loop
-    /// (upstream: prepareCandidate, asynchronous as with SchedulerAsyncPreemption). With an
-    /// empty node: a nomination the pod had is cleared.
+    /// (upstream: prepareCandidate, asynchronous as with SchedulerAsyncPreemption). Victims
+    /// already being deleted are left out; when none is left, nothing is written but the
+    /// nomination. With an empty node: a nomination the pod had is cleared.
     fn preempt(
         self: &Arc<Self>,
         fwk: &Framework,
@@ -569,7 +570,29 @@ impl Shared {
         let preemptor_uid = pod.pod.metadata.uid.clone().unwrap_or_default();
         let mut deletions: Vec<PodRef> = Vec::new();
         let mut events: Vec<PodEvent> = Vec::new();
-        for victim in &r.victims {
+        // A victim whose eviction already started (by an earlier preemptor whose room the
+        // nominator keeps) is not evicted again: no second delete and no second `Preempted`
+        // event naming this preemptor. The scheduler's own deletions count as started
+        // before the cache shows their deletionTimestamp. Upstream: prepareCandidateAsync
+        // skips victims with a deletionTimestamp.
+        let evicting: Vec<&Arc<PodInfo>> = r
+            .victims
+            .iter()
+            .filter(|v| {
+                v.pod.metadata.deletion_timestamp.is_none()
+                    && !self.preempting_pods.is_victim(&v.key)
+            })
+            .collect();
+        if evicting.is_empty() {
+            // Nothing to wait for but the deletions under way: the preemptor keeps its
+            // nomination and is retried when pods leave the node, as upstream.
+            tracing::debug!(pod = %pod.key, %node, "victims are already being evicted");
+            return Nomination::Set(node);
+        }
+        // Victims to be deleted, as `PreemptingPods` keys them; a victim waiting at Permit is
+        // rejected instead and is not terminating.
+        let mut deleting: Vec<&str> = Vec::new();
+        for victim in &evicting {
             let victim_ref = PodRef::of(&victim.pod);
             let rejected = self.waiting_pods.reject(
                 &pod_key(&victim.pod),
@@ -578,6 +601,7 @@ impl Shared {
             );
             if !rejected {
                 deletions.push(victim_ref.clone());
+                deleting.push(victim.key.as_str());
             }
             events.push(PodEvent {
                 regarding: victim_ref,
@@ -602,9 +626,8 @@ impl Shared {
             }
             lower.iter().map(|p| PodRef::of(&p.pod)).collect()
         };
-        tracing::debug!(pod = %pod.key, %node, victims = r.victims.len(), "preempting");
-        self.preempting_pods
-            .add_victims(r.victims.iter().map(|v| v.key.as_str()));
+        tracing::debug!(pod = %pod.key, %node, victims = events.len(), "preempting");
+        self.preempting_pods.add_victims(deleting);
         let preemptor = pod_key(&pod.pod);
         let preemptor_name = pod.key.clone();
         self.preempting_pods.start(&preemptor_name);

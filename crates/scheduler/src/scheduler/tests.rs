@@ -1010,3 +1010,173 @@ async fn a_preemptor_is_gated_until_its_preemption_ends() {
         )
     );
 }
+
+/// Who preempted whom, from the `Preempted` events: victim name → `(preemptor uid, node)`
+/// of each event about it.
+fn preemptions(w: &crate::memory::Writes) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for e in w.events.iter().filter(|e| e.reason == "Preempted") {
+        let (preemptor, node) = e
+            .message
+            .strip_prefix("Preempted by pod ")
+            .and_then(|m| m.split_once(" on node "))
+            .map(|(p, n)| (p.to_string(), n.to_string()))
+            .unwrap_or_default();
+        out.entry(e.regarding.name.clone())
+            .or_default()
+            .push((preemptor, node));
+    }
+    out
+}
+
+/// Four preemptors of one priority race for two full nodes whose victims take their time
+/// to terminate (graceful deletion): a victim already being evicted gets no second
+/// `Preempted` event from a later preemptor, and each preemptor is bound to the node it
+/// evicted pods from.
+#[tokio::test]
+async fn terminating_victims_are_preempted_once_and_preemptors_bind_where_they_preempted() {
+    let mut h = harness("preempt-race", "permit: allow", &["default-scheduler"]);
+    h.cluster.set_graceful_deletion(true);
+    for n in ["n1", "n2"] {
+        h.cluster.apply_node(node(n, "4"));
+        for i in 0..4 {
+            h.cluster
+                .apply_pod(prio_pod(&format!("{n}-low{i}"), 0, "1", n).obj());
+        }
+    }
+    let preemptors = ["p1", "p2", "p3", "p4"];
+    for p in preemptors {
+        h.cluster.apply_pod(prio_pod(p, 100, "2", "").obj());
+        h.clock.advance(Duration::from_nanos(1));
+    }
+    // Each round: every pod in activeQ gets its cycle and the preemptions their API calls,
+    // then the victims finish terminating and backoffs end.
+    for _ in 0..8 {
+        h.drain().await;
+        settle().await;
+        h.cluster.finish_terminating();
+        h.clock.advance(Duration::from_secs(11));
+        h.sched.flush();
+        if preemptors.iter().all(|p| h.node_of(p).is_some()) {
+            break;
+        }
+    }
+    let claims = preemptions(&h.cluster.writes());
+    let claimed_twice: Vec<(&String, &Vec<(String, String)>)> =
+        claims.iter().filter(|(_, c)| c.len() > 1).collect();
+    let bound_elsewhere: Vec<(String, String, Option<String>)> = claims
+        .values()
+        .flatten()
+        .filter_map(|(uid, node)| {
+            let name = uid.strip_prefix("uid-").unwrap_or(uid);
+            let bound = h.node_of(name);
+            (bound.as_deref() != Some(node.as_str()))
+                .then(|| (name.to_string(), node.clone(), bound))
+        })
+        .collect();
+    let bound: Vec<Option<String>> = preemptors.iter().map(|p| h.node_of(p)).collect();
+    let per_node = |n: &str| bound.iter().filter(|b| b.as_deref() == Some(n)).count();
+    assert_eq!(
+        (
+            claimed_twice,
+            bound_elsewhere,
+            claims.len(),
+            per_node("n1"),
+            per_node("n2")
+        ),
+        (vec![], vec![], 8, 2, 2),
+        "preemptions: {claims:?}"
+    );
+}
+
+/// A second preemptor whose dry run needs only the room a terminating victim is already
+/// freeing is nominated to that node without a second delete or `Preempted` event, and
+/// both preemptors are bound there once the victim is gone.
+#[tokio::test]
+async fn a_preemptor_needing_only_a_terminating_victim_is_nominated_without_evicting_it_again() {
+    let mut h = harness(
+        "preempt-terminating",
+        "permit: allow",
+        &["default-scheduler"],
+    );
+    h.cluster.set_graceful_deletion(true);
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_pod(prio_pod("big", 0, "4", "n1").obj());
+    for p in ["p1", "p2"] {
+        h.cluster.apply_pod(prio_pod(p, 100, "2", "").obj());
+        h.clock.advance(Duration::from_nanos(1));
+    }
+    h.drain().await;
+    settle().await;
+    let nomination = |h: &Harness, p: &str| {
+        h.cluster
+            .pod("default", p)
+            .and_then(|p| p.status.clone())
+            .and_then(|s| s.nominated_node_name)
+    };
+    let during = (nomination(&h, "p1"), nomination(&h, "p2"));
+    let gone = h.cluster.finish_terminating();
+    h.clock.advance(Duration::from_secs(11));
+    h.sched.flush();
+    h.drain().await;
+    let w = h.cluster.writes();
+    assert_eq!(
+        (
+            during,
+            gone,
+            w.deletions.clone(),
+            preemptions(&w),
+            h.node_of("p1"),
+            h.node_of("p2")
+        ),
+        (
+            (Some("n1".to_string()), Some("n1".to_string())),
+            vec!["default/big".to_string()],
+            vec![pod_ref("big")],
+            BTreeMap::from([(
+                "big".to_string(),
+                vec![("uid-p1".to_string(), "n1".to_string())]
+            )]),
+            Some("n1".to_string()),
+            Some("n1".to_string()),
+        )
+    );
+}
+
+/// A victim waiting at Permit is rejected, not deleted: it is not recorded as terminating,
+/// so a later preemptor does not take it for a pod already on its way out.
+#[tokio::test(start_paused = true)]
+async fn a_victim_rejected_at_permit_is_not_counted_as_terminating() {
+    let mut h = harness(
+        "preempt-waiting",
+        "permit: wait, timeoutSeconds: 100",
+        &["default-scheduler"],
+    );
+    h.cluster.apply_node(node("n1", "2"));
+    h.cluster.apply_pod(prio_pod("low", 0, "2", "").obj());
+    let low = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    settle().await;
+    h.cluster.apply_pod(prio_pod("high", 100, "2", "").obj());
+    let high = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+    settle().await;
+    let w = h.cluster.writes();
+    assert_eq!(
+        (
+            low,
+            high,
+            w.deletions.clone(),
+            preemptions(&w),
+            h.sched.shared.preempting_pods.is_victim("default/low"),
+        ),
+        (
+            Some("assumed n1".to_string()),
+            Some(PREEMPTED.to_string()),
+            vec![],
+            BTreeMap::from([(
+                "low".to_string(),
+                vec![("uid-high".to_string(), "n1".to_string())]
+            )]),
+            false,
+        )
+    );
+}

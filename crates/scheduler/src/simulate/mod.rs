@@ -105,7 +105,8 @@ pub struct Options {
 ///
 /// Preemption runs as in the scheduler: a pod that preempts is nominated and its victims are
 /// deleted from the cluster (reported with result `Preempted`); once they are gone the
-/// scheduler moves the preemptor back to activeQ, so it is placed within the run.
+/// scheduler moves the preemptor back to activeQ, so it is placed within the run. The
+/// cluster applies the nomination to the pod's status, so the retry tries that node first.
 pub fn run(
     input: &ClusterInput,
     profiles: Vec<Framework>,

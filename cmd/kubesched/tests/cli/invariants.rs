@@ -12,6 +12,8 @@
 //!   NoSchedule and NoExecute taint of its node;
 //! - the zone skew of each DoNotSchedule spread group stays within its maxSkew;
 //! - pods of the highest priority are never preempted;
+//! - every deleted pod (a preemption victim) was marked `DisruptionTarget` before it went and
+//!   was preempted by one preemptor only;
 //! - every bound pod has its Scheduled event naming its node;
 //! - every pod left without a node has `PodScheduled=False` (reason Unschedulable) and a
 //!   FailedScheduling event.
@@ -719,7 +721,59 @@ fn check(o: &Observed) -> Vec<String> {
             ));
         }
     }
+    out.extend(check_victims(&deleted, &o.events));
     out.extend(check_final(&o.pods, &o.nodes, &o.events, &deleted));
+    out
+}
+
+/// Every deleted pod (the scheduler's preemption is the only deleter) went as upstream
+/// evicts a victim: marked `DisruptionTarget` (`PreemptionByScheduler`) before its deletion
+/// was seen, and preempted by exactly one preemptor (one `Preempted` occurrence, counting an
+/// event series' repeats).
+fn check_victims(deleted: &BTreeMap<String, Value>, events: &[Value]) -> Vec<String> {
+    let mut preempted: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for e in events.iter().filter(|e| s(e, "/reason") == "Preempted") {
+        let times = [
+            e.pointer("/series/count").and_then(Value::as_i64),
+            e.pointer("/count").and_then(Value::as_i64),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(1);
+        *preempted
+            .entry((
+                s(e, "/involvedObject/namespace").to_string(),
+                s(e, "/involvedObject/name").to_string(),
+            ))
+            .or_default() += times;
+    }
+    let mut out = Vec::new();
+    for pod in deleted.values() {
+        let marked = pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| s(c, "/type") == "DisruptionTarget")
+            .map(|c| (s(c, "/status"), s(c, "/reason")));
+        if marked != Some(("True", "PreemptionByScheduler")) {
+            out.push(format!(
+                "victim {} was deleted with DisruptionTarget {marked:?}, not True/PreemptionByScheduler",
+                key(pod)
+            ));
+        }
+        let by_name = (
+            s(pod, "/metadata/namespace").to_string(),
+            s(pod, "/metadata/name").to_string(),
+        );
+        let times = preempted.get(&by_name).copied().unwrap_or(0);
+        if times != 1 {
+            out.push(format!(
+                "victim {} has {times} Preempted events, not one",
+                key(pod)
+            ));
+        }
+    }
     out
 }
 
@@ -1100,6 +1154,24 @@ mod checks {
         )
     }
 
+    fn marked(p: Value) -> Value {
+        with(
+            p,
+            "/status/conditions",
+            json!([{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]),
+        )
+    }
+
+    /// A `Preempted` event about `pod`, repeated `series` times when given.
+    fn preempted(pod: &str, series: Option<i64>) -> Value {
+        let mut e = json!({"reason": "Preempted",
+                           "involvedObject": {"namespace": "default", "name": pod}});
+        if let Some(n) = series {
+            e["series"] = json!({"count": n});
+        }
+        e
+    }
+
     fn failed(pod: &str) -> Value {
         json!({"reason": "FailedScheduling",
                "involvedObject": {"namespace": "default", "name": pod, "uid": format!("uid-{pod}")}})
@@ -1199,8 +1271,28 @@ mod checks {
         vec![],
         vec![
             "pod default/b of the highest priority was deleted",
+            "victim default/b was deleted with DisruptionTarget None, not True/PreemptionByScheduler",
+            "victim default/b has 0 Preempted events, not one",
             "at the end: spread group {\"matchLabels\":{\"app\":\"web\"}} lost pod default/b, so its skew cannot be checked",
         ],
+    )]
+    #[case::a_victim_marked_and_preempted_once(
+        vec![pod("a", "n-a", "1"), pod("v", "n-c", "1")],
+        vec![("DELETED", marked(pod("v", "n-c", "1")))],
+        vec![preempted("v", None)],
+        vec![],
+    )]
+    #[case::a_victim_deleted_without_its_disruption_target_condition(
+        vec![pod("v", "n-c", "1")],
+        vec![("DELETED", pod("v", "n-c", "1"))],
+        vec![preempted("v", None)],
+        vec!["victim default/v was deleted with DisruptionTarget None, not True/PreemptionByScheduler"],
+    )]
+    #[case::a_victim_preempted_by_two_preemptors(
+        vec![pod("v", "n-c", "1")],
+        vec![("DELETED", marked(pod("v", "n-c", "1")))],
+        vec![preempted("v", Some(2))],
+        vec!["victim default/v has 2 Preempted events, not one"],
     )]
     fn check_reports_each_broken_invariant(
         #[case] pods: Vec<Value>,

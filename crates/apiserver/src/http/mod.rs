@@ -40,6 +40,8 @@ pub(crate) struct AppState {
     pub tokens: Vec<String>,
     /// Lists whose later pages are still to be asked for.
     pub snapshots: paging::Snapshots,
+    /// Bytes a watcher may have queued before it is ended (`Config::watch_backlog_bytes`).
+    pub watch_backlog_bytes: usize,
 }
 
 /// Paths upstream's default RBAC (`system:public-info-viewer`) lets anyone read.
@@ -279,8 +281,9 @@ pub(crate) async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Res
     let accept = header_str(&headers, header::ACCEPT);
     let writes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
     let response = respond(&st, r, &method, &query, &headers, &body, accept);
-    // A write is acknowledged only once it is durable (group commit under --data-dir).
-    if writes && !query.dry_run() {
+    // A write is acknowledged, and a read answered, only once every write it may show is
+    // durable (group commit under --data-dir): nothing a crash can undo is ever seen.
+    if !(writes && query.dry_run()) {
         if let Err(e) = st.store.sync().await {
             return e.into_response();
         }

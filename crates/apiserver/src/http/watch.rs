@@ -1,14 +1,22 @@
 //! Watches: newline-framed chunked JSON answered from the store's event log, with selector
 //! transitions, bookmarks, `sendInitialEvents` and the in-stream 410.
+//!
+//! Each watch queues its lines in an [`Outbox`] the connection drains. The queue is bounded
+//! in lines (the watch then waits, and the broadcast buffer absorbs the burst) and in bytes:
+//! a live event that would take a watcher past its byte bound ends that watch, its queue is
+//! dropped and its response ends, as upstream's cacher closes a watcher too slow to take its
+//! events (the client watches again from the last resourceVersion it saw, or relists).
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, Notify};
 
 use super::{rv_of, to_wire, ObjectPath, Req};
 use crate::resources::ResourceInfo;
@@ -23,6 +31,130 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// the broadcast buffer absorbs bursts and a watcher that falls too far behind is dropped.
 const WATCH_QUEUE: usize = 64;
 
+/// A watch response's lines not yet taken by the connection.
+struct Outbox {
+    state: Mutex<Queued>,
+    /// A line was queued or the queue ended (one waiter: the response body).
+    queued: Notify,
+    /// A line was taken or the connection went away (one waiter: the watch task).
+    taken: Notify,
+    /// Bytes a watcher may have queued; see [`crate::Config::watch_backlog_bytes`].
+    max_bytes: usize,
+}
+
+#[derive(Default)]
+struct Queued {
+    lines: VecDeque<Bytes>,
+    bytes: usize,
+    /// No more lines come: the body ends once it has sent the queued ones.
+    ended: bool,
+    /// The connection went away.
+    gone: bool,
+}
+
+/// Why a line was not queued.
+#[derive(Debug, PartialEq)]
+enum NotQueued {
+    /// The connection went away.
+    Gone,
+    /// The watcher is further behind than its byte bound; the watch is over.
+    TooSlow,
+}
+
+impl Outbox {
+    fn new(max_bytes: usize) -> Arc<Self> {
+        Arc::new(Outbox {
+            state: Mutex::new(Queued::default()),
+            queued: Notify::new(),
+            taken: Notify::new(),
+            max_bytes,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queued> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues a line, waiting while the queue is full. A `live` event that does not fit in
+    /// the byte bound ends the watch instead ([`NotQueued::TooSlow`]); other lines (initial
+    /// objects, the logged backlog, bookmarks) wait for room, as a list would. A line larger
+    /// than the bound alone is queued when the queue is empty.
+    async fn send(&self, line: Bytes, live: bool) -> Result<(), NotQueued> {
+        loop {
+            {
+                let mut q = self.lock();
+                if q.gone {
+                    return Err(NotQueued::Gone);
+                }
+                let fits = q.lines.is_empty() || q.bytes + line.len() <= self.max_bytes;
+                if !fits && live {
+                    q.lines.clear();
+                    q.bytes = 0;
+                    q.ended = true;
+                    self.queued.notify_one();
+                    return Err(NotQueued::TooSlow);
+                }
+                if fits && q.lines.len() < WATCH_QUEUE {
+                    q.bytes += line.len();
+                    q.lines.push_back(line);
+                    self.queued.notify_one();
+                    return Ok(());
+                }
+            }
+            self.taken.notified().await;
+        }
+    }
+
+    /// Queues a last line whatever the bounds and ends the queue.
+    fn finish(&self, line: Option<Bytes>) {
+        let mut q = self.lock();
+        if let Some(line) = line {
+            q.bytes += line.len();
+            q.lines.push_back(line);
+        }
+        q.ended = true;
+        self.queued.notify_one();
+    }
+
+    /// Returns once the connection has gone away.
+    async fn closed(&self) {
+        while !self.lock().gone {
+            self.taken.notified().await;
+        }
+    }
+
+    /// The next line for the connection; None once the queue has ended and is empty.
+    async fn take(&self) -> Option<Bytes> {
+        loop {
+            {
+                let mut q = self.lock();
+                if let Some(line) = q.lines.pop_front() {
+                    q.bytes -= line.len();
+                    self.taken.notify_one();
+                    return Some(line);
+                }
+                if q.ended {
+                    return None;
+                }
+            }
+            self.queued.notified().await;
+        }
+    }
+}
+
+/// The response body's hold on an [`Outbox`]: dropped with the body when the connection goes
+/// away, which tells the watch task.
+struct Draining(Arc<Outbox>);
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        self.0.lock().gone = true;
+        self.0.taken.notify_one();
+    }
+}
+
 fn watch_line(kind: &str, object: &Value) -> Bytes {
     #[derive(serde::Serialize)]
     struct Line<'a> {
@@ -35,9 +167,10 @@ fn watch_line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
-fn streaming(rx: mpsc::Receiver<Bytes>) -> Response {
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<Bytes, Infallible>(b), rx))
+fn streaming(outbox: Arc<Outbox>) -> Response {
+    let stream = futures_util::stream::unfold(Draining(outbox), |d| async move {
+        let line = d.0.take().await?;
+        Some((Ok::<Bytes, Infallible>(line), d))
     });
     (
         StatusCode::OK,
@@ -143,33 +276,42 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
         .and_then(|t| t.parse::<u64>().ok())
         .filter(|t| *t > 0)
         .map_or(DEFAULT_WATCH_TIMEOUT, Duration::from_secs);
-    let (tx, rx) = mpsc::channel::<Bytes>(WATCH_QUEUE);
+    let outbox = Outbox::new(req.st.watch_backlog_bytes);
     let start = match req.st.store.watch(info.storage, from) {
         Ok(s) => s,
         Err(e) => {
             // Too old: 200 with one in-stream ERROR, as the real cacher answers.
-            let line = watch_line("ERROR", &e.to_status());
-            let _ = tx.try_send(line);
-            drop(tx);
-            return Ok(streaming(rx));
+            outbox.finish(Some(watch_line("ERROR", &e.to_status())));
+            return Ok(streaming(outbox));
         }
     };
     let interval = req.st.bookmark_interval;
+    let tx = outbox.clone();
     tokio::spawn(async move {
         let mut last_rv = start.rv;
         let mut live = start.live;
+        // What the watch starts from is sent only once it is durable, as every event after.
+        if !live.wait_durable(start.rv).await {
+            tx.finish(None);
+            return;
+        }
         let initial = start.initial.iter().map(store::decode);
         for obj in initial.filter(|o| filter.matches(o)) {
-            if tx.send(filter.encode("ADDED", &obj)).await.is_err() {
+            if tx.send(filter.encode("ADDED", &obj), false).await.is_err() {
                 return;
             }
         }
-        if send_initial && tx.send(filter.bookmark(start.rv, true)).await.is_err() {
+        if send_initial
+            && tx
+                .send(filter.bookmark(start.rv, true), false)
+                .await
+                .is_err()
+        {
             return;
         }
         for ev in &start.backlog {
             if let Some(line) = filter.event(ev) {
-                if tx.send(line).await.is_err() {
+                if tx.send(line, false).await.is_err() {
                     return;
                 }
             }
@@ -178,13 +320,13 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
         tokio::pin!(deadline);
         let mut ticker = tokio::time::interval(interval);
         ticker.tick().await;
-        loop {
+        let sent = loop {
             tokio::select! {
-                () = &mut deadline => return,
+                () = &mut deadline => break Ok(()),
                 () = tx.closed() => return,
                 _ = ticker.tick(), if bookmarks => {
-                    if tx.send(filter.bookmark(last_rv, false)).await.is_err() {
-                        return;
+                    if let Err(e) = tx.send(filter.bookmark(last_rv, false), false).await {
+                        break Err(e);
                     }
                 }
                 ev = live.recv() => match ev {
@@ -194,21 +336,30 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
                         }
                         last_rv = ev.rv;
                         if let Some(line) = filter.event(&ev) {
-                            if tx.send(line).await.is_err() {
-                                return;
+                            if let Err(e) = tx.send(line, true).await {
+                                break Err(e);
                             }
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         // Too slow: end with 410 so the client relists, rather than block writers.
                         let e = ApiError::expired(last_rv, last_rv + 1);
-                        let _ = tx.send(watch_line("ERROR", &e.to_status())).await;
+                        tx.finish(Some(watch_line("ERROR", &e.to_status())));
                         return;
                     }
-                    Err(broadcast::error::RecvError::Closed) => return,
+                    Err(broadcast::error::RecvError::Closed) => break Ok(()),
                 },
             }
+        };
+        if sent == Err(NotQueued::TooSlow) {
+            tracing::warn!(
+                resource = filter.info.resource,
+                rv = last_rv,
+                max_bytes = tx.max_bytes,
+                "forcing watcher close due to unresponsiveness: its unsent events passed the byte bound"
+            );
         }
+        tx.finish(None);
     });
-    Ok(streaming(rx))
+    Ok(streaming(outbox))
 }

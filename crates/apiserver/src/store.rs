@@ -351,6 +351,12 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Watches open on the store: every HTTP watch being served, and the in-server
+    /// controllers'.
+    pub fn watch_count(&self) -> usize {
+        self.events.receiver_count()
+    }
+
     /// The current resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.lock().rv

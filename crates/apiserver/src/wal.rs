@@ -1,23 +1,26 @@
 //! Durable storage under `--data-dir`: a write-ahead log of every write, fsynced before the
-//! write is acknowledged, plus snapshots that let the log be compacted.
+//! write is acknowledged or shown to watchers, plus snapshots that let the log be compacted.
 //!
 //! Files in the directory:
 //! - `wal-R.log`: the writes with resourceVersion above `R`, one framed record each;
 //! - `snapshot-R.snap`: every object at resourceVersion `R` (a header record, then one record
 //!   per object), written to a `.tmp` file, fsynced, renamed and the directory fsynced;
-//!
-//! One server at a time may use a directory; this is not enforced yet (the MSRV predates
-//! `File::try_lock`).
+//! - `manifest`: the snapshot recovery starts from and the newest log (see `Manifest`);
+//! - `lock`: held (flock) by the server using the directory ([`LOCK_FILE`]).
 //!
 //! A record is `[payload length: u32 LE][CRC-32 of payload: u32 LE][payload]`; the payload is
 //! `[op: u8][resourceVersion: u64 LE][storage name length: u8][storage name][object JSON]`.
 //!
 //! **Invariants:** records reach the log in resourceVersion order (they are appended under
-//! the store lock); a write is acknowledged only after the fsync that covers it
-//! ([`Wal::sync`]); a snapshot at `R` is complete before the logs before `wal-R.log` are
-//! removed, so recovery = newest snapshot + the records above it in the logs. Only the last
-//! log can end in a torn record (a crash mid-append): it is dropped and the file truncated.
-//! A bad record anywhere else is corruption, reported with the file and offset.
+//! the store lock); a write is acknowledged, and shown to watchers, only after the fsync that
+//! covers it ([`Wal::sync`], `Wal::durable`); a snapshot at `R` is complete, and the
+//! manifest names it, before the logs before `wal-R.log` are removed, so recovery = the
+//! manifest's snapshot + the records above it in the chain of logs up to the manifest's
+//! newest. Recovery refuses a directory that lacks a file the manifest names or whose chain
+//! has a gap ([`WalError::Missing`]). Only the last log can end in a torn record (a crash
+//! mid-append): a damaged record there with no intact record after it is dropped and the
+//! file truncated. Any other damage is corruption, reported with the file and offset; repair
+//! (`--data-dir-repair`) is the user's explicit choice, and keeps a copy of what it cuts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};

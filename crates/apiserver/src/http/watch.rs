@@ -79,7 +79,7 @@ impl Outbox {
 
     /// Queues a line, waiting while the queue is full. A `live` event that does not fit in
     /// the byte bound ends the watch instead ([`NotQueued::TooSlow`]); other lines (initial
-    /// objects, the logged backlog, bookmarks) wait for room, as a list would. A line larger
+    /// objects, the logged backlog) wait for room, as a list would. A line larger
     /// than the bound alone is queued when the queue is empty.
     async fn send(&self, line: Bytes, live: bool) -> Result<(), NotQueued> {
         loop {
@@ -104,6 +104,17 @@ impl Outbox {
                 }
             }
             self.taken.notified().await;
+        }
+    }
+
+    /// Queues a line if it fits now; otherwise drops it.
+    fn offer(&self, line: Bytes) {
+        let mut q = self.lock();
+        let fits = q.lines.len() < WATCH_QUEUE && q.bytes + line.len() <= self.max_bytes;
+        if fits && !q.ended {
+            q.bytes += line.len();
+            q.lines.push_back(line);
+            self.queued.notify_one();
         }
     }
 
@@ -325,9 +336,9 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
                 () = &mut deadline => break Ok(()),
                 () = tx.closed() => return,
                 _ = ticker.tick(), if bookmarks => {
-                    if let Err(e) = tx.send(filter.bookmark(last_rv, false), false).await {
-                        break Err(e);
-                    }
+                    // A watcher whose queue is full is skipped, as upstream does: it gets
+                    // the next one.
+                    tx.offer(filter.bookmark(last_rv, false));
                 }
                 ev = live.recv() => match ev {
                     Ok(ev) => {
@@ -336,7 +347,12 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
                         }
                         last_rv = ev.rv;
                         if let Some(line) = filter.event(&ev) {
-                            if let Err(e) = tx.send(line, true).await {
+                            // The deadline holds while the line waits for room.
+                            let sent = tokio::select! {
+                                sent = tx.send(line, true) => sent,
+                                () = &mut deadline => break Ok(()),
+                            };
+                            if let Err(e) = sent {
                                 break Err(e);
                             }
                         }
@@ -362,4 +378,65 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
         tx.finish(None);
     });
     Ok(streaming(outbox))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future as _;
+
+    use super::*;
+
+    fn line(byte: u8, len: usize) -> Bytes {
+        Bytes::from(vec![byte; len])
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map(|rt| rt.block_on(f))
+            .unwrap_or_else(|e| panic!("runtime: {e}"))
+    }
+
+    #[test]
+    fn a_live_line_past_the_byte_bound_ends_the_watch_and_drops_what_is_queued() {
+        let o = Outbox::new(10);
+        let got = block_on(async {
+            let first = o.send(line(b'a', 6), true).await;
+            // A bookmark that does not fit is dropped, not waited for.
+            o.offer(line(b'b', 6));
+            let queued = o.lock().lines.len();
+            let second = o.send(line(b'c', 6), true).await;
+            let bytes = o.lock().bytes;
+            let left = (bytes, o.take().await);
+            (first, queued, second, left)
+        });
+        assert_eq!(got, (Ok(()), 1, Err(NotQueued::TooSlow), (0, None)));
+    }
+
+    #[test]
+    fn a_line_larger_than_the_bound_is_sent_alone() {
+        let o = Outbox::new(10);
+        let got = block_on(async {
+            let sent = o.send(line(b'a', 25), true).await;
+            (sent, o.take().await.map(|l| l.len()))
+        });
+        assert_eq!(got, (Ok(()), Some(25)));
+    }
+
+    #[test]
+    fn an_initial_line_waits_for_room_instead_of_ending_the_watch() {
+        let o = Outbox::new(10);
+        let got = block_on(async {
+            let first = o.send(line(b'a', 6), false).await;
+            let mut second = std::pin::pin!(o.send(line(b'b', 6), false));
+            let waiting = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(second.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            let taken = o.take().await.map(|l| l.len());
+            let second = second.await;
+            (first, waiting, taken, second, o.lock().bytes)
+        });
+        assert_eq!(got, (Ok(()), true, Some(6), Ok(()), 6));
+    }
 }

@@ -179,8 +179,8 @@ pub struct Damage {
     pub offset: u64,
     /// What is wrong with it.
     pub reason: &'static str,
-    /// Intact records found after it. None means the damage runs to the end of the file, the
-    /// shape a crash mid-append leaves; any means the file was damaged after it was written.
+    /// Intact records found after it. Zero: the damage runs to the end of the file, the
+    /// shape a crash mid-append leaves; more: the file was damaged after it was written.
     pub intact_after: usize,
 }
 
@@ -391,7 +391,7 @@ pub struct Recovered {
     pub objects: Objects,
     /// The highest resourceVersion written.
     pub rv: u64,
-    /// A torn last record was dropped.
+    /// The damaged end of the last log was dropped (a torn tail, or cut by repair).
     pub dropped_torn_tail: bool,
 }
 

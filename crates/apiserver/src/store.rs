@@ -351,6 +351,12 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The write-ahead log, under a data directory.
+    #[cfg(test)]
+    pub(crate) fn wal(&self) -> Option<&Wal> {
+        self.wal.as_ref()
+    }
+
     /// Watches open on the store: every HTTP watch being served, and the in-server
     /// controllers'.
     pub fn watch_count(&self) -> usize {

@@ -439,4 +439,78 @@ mod tests {
         });
         assert_eq!(got, (Ok(()), true, Some(6), Ok(()), 6));
     }
+
+    /// With `--data-dir`, a get, a list and a watch answer only once the writes they show
+    /// are fsynced: what a client sees, a crash cannot undo.
+    #[test]
+    fn reads_and_watches_wait_for_the_fsync_of_what_they_show() {
+        use crate::http::{handle, AppState};
+        use axum::extract::State;
+
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = Arc::new(
+            crate::Store::open(16, 16, dir.path(), 1 << 20, false)
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let ns = crate::resources::lookup("", "v1", "namespaces").unwrap_or_else(|| panic!());
+        store
+            .create(
+                ns,
+                "",
+                serde_json::json!({"metadata": {"name": "default"}}),
+                false,
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let st = Arc::new(AppState {
+            store: store.clone(),
+            max_body_bytes: 1 << 20,
+            addr: ([127, 0, 0, 1], 0).into(),
+            bookmark_interval: Duration::from_secs(30),
+            tokens: Vec::new(),
+            snapshots: crate::paging::Snapshots::new(4),
+            watch_backlog_bytes: 1 << 20,
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        rt.block_on(store.sync())
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let wal = store.wal().unwrap_or_else(|| panic!("a data directory"));
+        wal.hold_fsync(true);
+        let pods = crate::resources::lookup("", "v1", "pods").unwrap_or_else(|| panic!());
+        let pod =
+            serde_json::json!({"metadata": {"name": "a"}, "spec": {"containers": [{"name": "c"}]}});
+        store
+            .create(pods, "default", pod, false)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let get = |uri: &str| {
+            let req = axum::http::Request::get(uri)
+                .body(Body::empty())
+                .unwrap_or_else(|e| panic!("{e}"));
+            handle(State(st.clone()), req)
+        };
+        let paths = [
+            "/api/v1/namespaces/default/pods/a",
+            "/api/v1/namespaces/default/pods",
+            "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=5",
+        ];
+        let mut reads: Vec<_> = paths.iter().map(|p| Box::pin(get(p))).collect();
+        // Each read polled once while the fsync is held: its status if it answered.
+        let answered: Vec<Option<u16>> = rt.block_on(std::future::poll_fn(|cx| {
+            let polled = reads.iter_mut().map(|r| match r.as_mut().poll(cx) {
+                std::task::Poll::Ready(resp) => Some(resp.status().as_u16()),
+                std::task::Poll::Pending => None,
+            });
+            std::task::Poll::Ready(polled.collect())
+        }));
+        wal.hold_fsync(false);
+        let pending_before: Vec<bool> = answered.iter().map(Option::is_none).collect();
+        let codes: Vec<u16> = reads
+            .into_iter()
+            .zip(answered)
+            .map(|(r, a)| a.unwrap_or_else(|| rt.block_on(r).status().as_u16()))
+            .collect();
+        assert_eq!((pending_before, codes), (vec![true; 3], vec![200; 3]));
+    }
 }

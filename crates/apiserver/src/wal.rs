@@ -794,6 +794,9 @@ pub struct Wal {
     durable: tokio::sync::watch::Receiver<Durable>,
     compact_bytes: u64,
     flusher: Option<JoinHandle<()>>,
+    /// The running snapshot thread, joined on drop so that nothing writes to the directory
+    /// once its lock is released.
+    snapshot: Mutex<Option<JoinHandle<()>>>,
     /// Holds the directory's lock until the log is dropped (after the flusher stopped).
     _lock: fs::File,
 }
@@ -867,6 +870,7 @@ impl Wal {
                 durable: rx,
                 compact_bytes,
                 flusher: Some(flusher),
+                snapshot: Mutex::new(None),
                 _lock: lock,
             },
             rec,
@@ -927,9 +931,13 @@ impl Wal {
                 }
                 shared.lock().snapshotting = false;
             });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "cannot start the snapshot thread");
-            self.shared.lock().snapshotting = false;
+        match spawned {
+            // The previous one has finished: a snapshot starts only when none is running.
+            Ok(t) => drop(lock(&self.snapshot).replace(t)),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the snapshot thread");
+                self.shared.lock().snapshotting = false;
+            }
         }
     }
 
@@ -965,6 +973,9 @@ impl Drop for Wal {
         self.shared.lock().stop = true;
         self.shared.wake.notify_one();
         if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = lock(&self.snapshot).take() {
             let _ = t.join();
         }
     }

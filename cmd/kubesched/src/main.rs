@@ -76,8 +76,9 @@ enum Command {
     ///   kubesched apiserver --cert-dir ./certs --token-file tokens.csv \
     ///     --kubeconfig /tmp/kubesched.kubeconfig
     ///
-    /// Exit status: 2 when a flag, the token file or the TLS files are invalid, or when
-    /// another server holds --data-dir.
+    /// Exit status: 2 when a flag, the token file or the TLS files are invalid, when
+    /// another server holds --data-dir, or when --data-dir is damaged or lacks a file it
+    /// needs (--data-dir-repair then starts from what is left).
     #[command(verbatim_doc_comment)]
     Apiserver(ApiserverArgs),
     /// The local API server and the scheduler in one process: a working cluster API where
@@ -246,11 +247,17 @@ struct ApiserverFlags {
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
     /// Keep the state in this directory: every write is logged there and fsynced before it
-    /// is acknowledged, and the state is recovered from it on start. One server per
-    /// directory (a lock on DIR/lock; a second one exits 2). Without it, the state is in
-    /// memory only.
+    /// is acknowledged or shown to watchers, and the state is recovered from it on start.
+    /// Start refuses (exit 2) a directory whose log is damaged before its end or that lacks
+    /// a file its manifest names. One server per directory (a lock on DIR/lock; a second
+    /// one exits 2). Without it, the state is in memory only.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Start from what is left of a damaged --data-dir instead of refusing it: the last log
+    /// is copied to FILE.corrupt-<unix time> and cut at its first damaged record (the
+    /// records from there on are lost), and missing files are skipped, each with a warning.
+    #[arg(long, requires = "data_dir")]
+    data_dir_repair: bool,
     /// Require `Authorization: Bearer <token>` on every request but /healthz, /livez,
     /// /readyz and /version, with the tokens in this file (upstream's --token-auth-file CSV,
     /// `token,user,uid,"groups"`, or one token per line). --kubeconfig then holds the first.
@@ -591,6 +598,7 @@ fn server_config(
     Ok(apiserver::Config {
         listen: flags.listen,
         data_dir: flags.data_dir.clone(),
+        data_dir_repair: flags.data_dir_repair,
         simulate_kubelets,
         tokens: match &flags.token_file {
             Some(f) => apiserver::read_token_file(f).map_err(|e| apiserver::Error::TokenFile {

@@ -112,7 +112,11 @@ impl Error {
             Error::Tls(_)
                 | Error::TokenFile { .. }
                 | Error::CorsOrigin { .. }
-                | Error::Storage(wal::WalError::Locked { .. })
+                | Error::Storage(
+                    wal::WalError::Locked { .. }
+                        | wal::WalError::Corrupt { .. }
+                        | wal::WalError::Missing { .. }
+                )
         )
     }
 }
@@ -129,11 +133,20 @@ pub struct Config {
     /// Events a live watcher may fall behind before it is dropped with 410. The default
     /// matches the event log: a watcher further behind could not resume from the log either.
     pub watch_buffer: usize,
+    /// Bytes of events a watcher may have waiting for its connection. A watcher that falls
+    /// further behind is ended (its response ends; the client watches again or relists), as
+    /// upstream ends a watcher too slow to take its events. One event larger than this is
+    /// still sent.
+    pub watch_backlog_bytes: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
-    /// With a directory, every write is logged there and fsynced before it is acknowledged,
-    /// and the state is recovered from it on start (see [`wal`]).
+    /// With a directory, every write is logged there and fsynced before it is acknowledged
+    /// or shown to watchers, and the state is recovered from it on start (see [`wal`]).
     pub data_dir: Option<std::path::PathBuf>,
+    /// Start from what is left of a damaged data directory instead of refusing it: a damaged
+    /// last log is copied aside and truncated at the damage, and files its manifest names but
+    /// that are missing are skipped, each with a warning.
+    pub data_dir_repair: bool,
     /// The write-ahead log is compacted (snapshot + new log) when it grows past this.
     pub compact_bytes: u64,
     /// Bearer tokens: when not empty, every request but `/healthz`, `/livez`, `/readyz` and
@@ -196,8 +209,10 @@ impl Default for Config {
             max_body_bytes: 3 * 1024 * 1024,
             event_log_capacity: 100_000,
             watch_buffer: 100_000,
+            watch_backlog_bytes: 16 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(30),
             data_dir: None,
+            data_dir_repair: false,
             compact_bytes: 64 * 1024 * 1024,
             tokens: Vec::new(),
             simulate_kubelets: false,
@@ -296,6 +311,7 @@ impl Server {
                 config.watch_buffer,
                 dir,
                 config.compact_bytes,
+                config.data_dir_repair,
             )?,
         });
         bootstrap(&store)?;
@@ -312,6 +328,7 @@ impl Server {
             snapshots: paging::Snapshots::new(LIST_SNAPSHOTS),
             cors_allowed_origins,
             allowed_hosts: config.allowed_hosts.clone(),
+            watch_backlog_bytes: config.watch_backlog_bytes,
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let stopped = async {

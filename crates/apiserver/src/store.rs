@@ -4,6 +4,10 @@
 //! **Invariant:** every write happens under one lock, gets the next resourceVersion, and is
 //! appended to the log and broadcast to watchers before the lock is released, so a watch that
 //! subscribes under the same lock sees every later event exactly once and in order.
+//!
+//! **Invariant:** under `--data-dir`, a watcher is handed an event only once the write-ahead
+//! log has fsynced it ([`LiveEvents::recv`], [`LiveEvents::wait_durable`]): watchers see only
+//! writes that survive a crash, so a resourceVersion they saw is never reissued.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,7 +21,7 @@ use crate::meta;
 use crate::resources::ResourceInfo;
 use crate::selectors::Attrs;
 use crate::status::ApiError;
-use crate::wal::{Wal, WalError, OP_DELETE, OP_PUT};
+use crate::wal::{Durable, Wal, WalError, OP_DELETE, OP_PUT};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,9 +111,56 @@ pub struct WatchStart {
     /// Logged events after the requested resourceVersion.
     pub backlog: Vec<Arc<WatchEvent>>,
     /// Live events after the snapshot.
-    pub live: broadcast::Receiver<Arc<WatchEvent>>,
+    pub live: LiveEvents,
     /// The resourceVersion of the snapshot.
     pub rv: u64,
+}
+
+/// A watcher's live events, each handed out once it is durable.
+#[derive(Debug)]
+pub struct LiveEvents {
+    events: broadcast::Receiver<Arc<WatchEvent>>,
+    /// The write-ahead log's durable resourceVersion; None without a data directory, where
+    /// every write is as durable as it gets when it is made.
+    durable: Option<tokio::sync::watch::Receiver<Durable>>,
+    /// The event received and waiting to be durable; kept here so that `recv` is
+    /// cancel-safe (a watch selects it against bookmarks and its deadline).
+    next: Option<Arc<WatchEvent>>,
+}
+
+impl LiveEvents {
+    /// The next event, once it is durable. `Closed` also when the write-ahead log failed
+    /// (the event will never be durable). Cancel-safe: a dropped call loses no event.
+    pub async fn recv(&mut self) -> Result<Arc<WatchEvent>, broadcast::error::RecvError> {
+        let rv = match &self.next {
+            Some(ev) => ev.rv,
+            None => {
+                let ev = self.events.recv().await?;
+                let rv = ev.rv;
+                self.next = Some(ev);
+                rv
+            }
+        };
+        if !self.wait_durable(rv).await {
+            return Err(broadcast::error::RecvError::Closed);
+        }
+        self.next.take().ok_or(broadcast::error::RecvError::Closed)
+    }
+
+    /// Waits until every write up to `rv` is durable (at once without a data directory).
+    /// False when the write-ahead log failed first.
+    pub async fn wait_durable(&mut self, rv: u64) -> bool {
+        let Some(durable) = &mut self.durable else {
+            return true;
+        };
+        if durable.borrow().rv >= rv {
+            return true;
+        }
+        durable
+            .wait_for(|d| d.rv >= rv || d.failed.is_some())
+            .await
+            .is_ok_and(|d| d.rv >= rv)
+    }
 }
 
 /// The store. Cheap to share behind an `Arc`.
@@ -282,15 +333,17 @@ impl Store {
     }
 
     /// A store kept durable in `dir` (see [`crate::wal`]): the state and resourceVersion are
-    /// recovered from it, and the log is compacted when it grows past `compact_bytes`.
-    /// Watches from before the recovered resourceVersion get 410 (the event log starts empty).
+    /// recovered from it (with `repair`, from what is left of a damaged directory), and the
+    /// log is compacted when it grows past `compact_bytes`. Watches from before the recovered
+    /// resourceVersion get 410 (the event log starts empty).
     pub fn open(
         log_capacity: usize,
         watch_buffer: usize,
         dir: &std::path::Path,
         compact_bytes: u64,
+        repair: bool,
     ) -> Result<Self, WalError> {
-        let (wal, recovered) = Wal::open(dir, compact_bytes)?;
+        let (wal, recovered) = Wal::open(dir, compact_bytes, repair)?;
         let mut store = Store::new(log_capacity, watch_buffer);
         {
             let inner = store
@@ -320,6 +373,18 @@ impl Store {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The write-ahead log, under a data directory.
+    #[cfg(test)]
+    pub(crate) fn wal(&self) -> Option<&Wal> {
+        self.wal.as_ref()
+    }
+
+    /// Watches open on the store: every HTTP watch being served, and the in-server
+    /// controllers'.
+    pub fn watch_count(&self) -> usize {
+        self.events.receiver_count()
     }
 
     /// The current resourceVersion.
@@ -836,7 +901,11 @@ impl Store {
     /// across resources); an HTTP watch skips the others'.
     pub fn watch(&self, storage: &'static str, from: Option<u64>) -> Result<WatchStart, ApiError> {
         let inner = self.lock();
-        let live = self.events.subscribe();
+        let live = LiveEvents {
+            events: self.events.subscribe(),
+            durable: self.wal.as_ref().map(Wal::durable),
+            next: None,
+        };
         match from {
             None => Ok(WatchStart {
                 initial: inner
@@ -1305,7 +1374,7 @@ mod tests {
     fn a_reopened_data_dir_has_the_state_and_the_resource_version() {
         let dir = tempfile::tempdir().expect("tempdir");
         let uid = {
-            let s = Store::open(16, 16, dir.path(), 1 << 20).expect("open");
+            let s = Store::open(16, 16, dir.path(), 1 << 20, false).expect("open");
             s.create(
                 info("namespaces"),
                 "",
@@ -1340,7 +1409,7 @@ mod tests {
                 .expect("durable");
             a.pointer("/metadata/uid").cloned()
         };
-        let s = Store::open(16, 16, dir.path(), 1 << 20).expect("reopen");
+        let s = Store::open(16, 16, dir.path(), 1 << 20, false).expect("reopen");
         assert_eq!(s.resource_version(), 7);
         let a = s.get(info("pods"), "default", "a").expect("a recovered");
         assert_eq!(a.pointer("/metadata/uid").cloned(), uid);
@@ -1352,5 +1421,56 @@ mod tests {
             .create(info("pods"), "default", pod("c"), false)
             .expect("c");
         assert_eq!(b.pointer("/metadata/resourceVersion"), Some(&json!("8")));
+    }
+
+    #[test]
+    fn watchers_get_a_write_only_once_it_is_fsynced() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Store::open(16, 16, dir.path(), 1 << 20, false).expect("open");
+        s.create(
+            info("namespaces"),
+            "",
+            json!({"metadata": {"name": "default"}}),
+            false,
+        )
+        .expect("ns");
+        rt.block_on(s.sync()).expect("durable");
+        let wal = s.wal.as_ref().expect("a data directory");
+        let mut from_now = s.watch("pods", None).expect("watch").live;
+        wal.hold_fsync(true);
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("created");
+        // A watch starting now starts from the write that is not durable yet.
+        let mut started = s.watch("pods", None).expect("watch");
+        use std::future::Future as _;
+        let (pending_event, pending_start) = {
+            let mut event = std::pin::pin!(from_now.recv());
+            let mut start = std::pin::pin!(started.live.wait_durable(started.rv));
+            rt.block_on(std::future::poll_fn(|cx| {
+                std::task::Poll::Ready((
+                    event.as_mut().poll(cx).is_pending(),
+                    start.as_mut().poll(cx).is_pending(),
+                ))
+            }))
+        };
+        wal.hold_fsync(false);
+        let within = std::time::Duration::from_secs(10);
+        let event = rt
+            .block_on(async { tokio::time::timeout(within, from_now.recv()).await })
+            .expect("sent once fsynced")
+            .map(|e| (e.rv, e.kind));
+        let start = rt
+            .block_on(async {
+                tokio::time::timeout(within, started.live.wait_durable(started.rv)).await
+            })
+            .expect("durable once fsynced");
+        assert_eq!(
+            (pending_event, pending_start, event, start),
+            (true, true, Ok((2, EventType::Added)), true)
+        );
     }
 }

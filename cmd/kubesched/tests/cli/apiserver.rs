@@ -586,3 +586,110 @@ fn browser_origin_and_host_flags_are_applied() {
         "{stderr}"
     );
 }
+
+/// Runs `kubesched apiserver ARGS` and waits (bounded) for it to exit; returns the exit code
+/// (None if it was still running and got killed) and stderr.
+fn exit_of(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubesched"))
+        .args(["apiserver", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting kubesched apiserver: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status.code(),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    (code, stderr)
+}
+
+/// The offset of the log record whose object contains `needle`.
+fn record_offset(log: &[u8], needle: &str) -> usize {
+    let mut off = 0;
+    while off + 8 <= log.len() {
+        let len = u32::from_le_bytes([log[off], log[off + 1], log[off + 2], log[off + 3]]) as usize;
+        let end = (off + 8 + len).min(log.len());
+        if String::from_utf8_lossy(&log[off + 8..end]).contains(needle) {
+            return off;
+        }
+        off = end;
+    }
+    panic!("no record with {needle}")
+}
+
+#[test]
+fn corrupt_length_mid_log_exits_2_naming_it_and_data_dir_repair_starts_from_what_is_left() {
+    let dir = std::env::temp_dir().join(format!("kubesched-corrupt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    {
+        let (mut server, addr) = start(&[], &dir);
+        for name in ["cm-a", "cm-b", "cm-c"] {
+            let body = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}}}}"#
+            );
+            let created = send(
+                &addr,
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                &body,
+            );
+            assert_eq!(created.map(|(code, _)| code), Some(201), "create {name}");
+        }
+        server.0.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
+        let _ = server.0.wait();
+    }
+    // The log of a fresh directory that never compacted.
+    let log = dir.join("wal-00000000000000000000.log");
+    let mut data = std::fs::read(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    let off = record_offset(&data, r#""name":"cm-b""#);
+    // A flipped bit in the length: the record seems to run past the end of the file.
+    data[off + 3] ^= 0x40;
+    std::fs::write(&log, &data).unwrap_or_else(|e| panic!("{e}"));
+
+    let (code, stderr) = exit_of(&["--data-dir".as_ref(), dir.as_os_str()]);
+    let refused_untouched = std::fs::read(&log).ok() == Some(data.clone());
+    let (_server, addr) = start(&["--data-dir-repair"], &dir);
+    let found: Vec<u16> = ["cm-a", "cm-b", "cm-c"]
+        .iter()
+        .map(|name| {
+            let path = format!("/api/v1/namespaces/default/configmaps/{name}");
+            send(&addr, "GET", &path, "").map_or(0, |(code, _)| code)
+        })
+        .collect();
+    let copies = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().contains(".log.corrupt-"))
+                .count()
+        })
+        .unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (code, stderr.trim(), refused_untouched, found, copies),
+        (
+            Some(2),
+            format!(
+                "error: opening the data directory: {}: corrupt record at offset {off}: record runs past the end of the file, and 1 intact record(s) follow it, so it is not a torn tail (--data-dir-repair truncates the log there, keeping a copy)",
+                log.display()
+            )
+            .as_str(),
+            true,
+            vec![200, 404, 404],
+            1
+        )
+    );
+}

@@ -44,6 +44,8 @@ pub(crate) struct AppState {
     pub cors_allowed_origins: Vec<regex::Regex>,
     /// Host names accepted besides `localhost` and IP addresses.
     pub allowed_hosts: Vec<String>,
+    /// Bytes a watcher may have queued before it is ended (`Config::watch_backlog_bytes`).
+    pub watch_backlog_bytes: usize,
 }
 
 /// Whether the `Host` header names this server: an IP address, `localhost`, or one of
@@ -381,8 +383,9 @@ async fn dispatch(
     let accept = header_str(&headers, header::ACCEPT);
     let writes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
     let response = respond(st, r, &method, &query, &headers, &body, accept);
-    // A write is acknowledged only once it is durable (group commit under --data-dir).
-    if writes && !query.dry_run() {
+    // A write is acknowledged, and a read answered, only once every write it may show is
+    // durable (group commit under --data-dir): nothing a crash can undo is ever seen.
+    if !(writes && query.dry_run()) {
         if let Err(e) = st.store.sync().await {
             return e.into_response();
         }

@@ -56,6 +56,11 @@ impl Cluster {
         }
     }
 
+    /// The server's store (for in-process seeding and for what clients cannot see).
+    pub fn store(&self) -> &std::sync::Arc<apiserver::Store> {
+        self.server.as_ref().expect("server").store()
+    }
+
     /// Runs async client code on the server's runtime.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)

@@ -806,3 +806,104 @@ fn openapi_v2_is_404_with_a_status() {
         )
     );
 }
+
+/// Sends a watch on configmaps over a raw connection and returns the connection unread.
+fn open_configmap_watch(c: &Cluster) -> std::net::TcpStream {
+    use std::io::Write as _;
+    let mut s = std::net::TcpStream::connect(c.addr).expect("connect");
+    write!(
+        s,
+        "GET /api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=120 HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        c.addr
+    )
+    .expect("write request");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    s
+}
+
+/// Reads `conn` until `stop(added events so far)` or the end of the response; returns how
+/// many ADDED events it read and whether the response ended.
+fn read_added(conn: &mut std::net::TcpStream, stop: impl Fn(usize) -> bool) -> (usize, bool) {
+    use std::io::Read as _;
+    const NEEDLE: &[u8] = br#"{"type":"ADDED""#;
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let (mut added, mut from) = (0, 0);
+    loop {
+        let n = match conn.read(&mut chunk) {
+            Ok(0) => return (added, true),
+            Ok(n) => n,
+            Err(_) => return (added, false),
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        // Count each match once: those starting at `from` or later.
+        while let Some(at) = buf[from..].windows(NEEDLE.len()).position(|w| w == NEEDLE) {
+            added += 1;
+            from += at + 1;
+        }
+        from = from.max(buf.len().saturating_sub(NEEDLE.len() - 1));
+        // Keep only the tail a match may still start in.
+        buf.drain(..from);
+        from = 0;
+        if stop(added) {
+            return (added, false);
+        }
+    }
+}
+
+/// Polls `done` until it holds or 20 seconds pass.
+fn eventually(done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
+#[test]
+fn a_stalled_watcher_is_ended_at_its_byte_bound_and_others_keep_watching() {
+    const OBJECTS: usize = 24;
+    let c = Cluster::with_config(apiserver::Config {
+        watch_backlog_bytes: 2 << 20,
+        ..Default::default()
+    });
+    let store = c.store().clone();
+    // The namespace controller's watch.
+    eventually(|| store.watch_count() >= 1);
+    let baseline = store.watch_count();
+    let mut stalled = open_configmap_watch(&c);
+    let mut reader = open_configmap_watch(&c);
+    let reading = std::thread::spawn(move || {
+        let seen = read_added(&mut reader, |n| n >= OBJECTS);
+        // Kept open: this watch goes on.
+        (seen, reader)
+    });
+    let both_open = eventually(|| store.watch_count() == baseline + 2);
+    let configmaps = apiserver::resources::lookup("", "v1", "configmaps").expect("served");
+    let big = "x".repeat(1 << 20);
+    for i in 0..OBJECTS {
+        let cm = json!({"metadata": {"name": format!("cm-{i:02}")}, "data": {"big": big}});
+        store
+            .create(configmaps, "default", cm, false)
+            .expect("created");
+    }
+    let ((seen, _), _reader) = reading.join().expect("reader");
+    let stalled_ended = eventually(|| store.watch_count() == baseline + 1);
+    // Now read what the stalled watcher was sent: less than everything, then the end.
+    let (stalled_got, stalled_response_ended) = read_added(&mut stalled, |_| false);
+    assert_eq!(
+        (
+            both_open,
+            seen,
+            stalled_ended,
+            stalled_got < OBJECTS,
+            stalled_response_ended
+        ),
+        (true, OBJECTS, true, true, true),
+        "the stalled watcher got {stalled_got} of {OBJECTS}"
+    );
+}

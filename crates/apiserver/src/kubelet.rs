@@ -92,6 +92,15 @@ pub fn ready_node(node: &Value) -> Option<Value> {
     Some(new)
 }
 
+/// The pod conditions a kubelet sets on a running pod, in the order it writes them.
+const KUBELET_POD_CONDITIONS: [&str; 5] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+];
+
 /// A bound, Pending pod that is not being deleted, made Running; None otherwise.
 pub fn running_pod(pod: &Value, host_ip: &str, pod_ip: &str) -> Option<Value> {
     let pending = matches!(str_at(pod, "/status/phase"), "" | "Pending");
@@ -128,16 +137,22 @@ pub fn running_pod(pod: &Value, host_ip: &str, pod_ip: &str) -> Option<Value> {
     }
     let status = &mut new["status"];
     status["phase"] = json!("Running");
-    status["conditions"] = json!([
-        "PodReadyToStartContainers",
-        "Initialized",
-        "Ready",
-        "ContainersReady",
-        "PodScheduled"
-    ]
-    .iter()
-    .map(|t| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": now}))
-    .collect::<Vec<_>>());
+    // Conditions the kubelet does not own (the scheduler's DisruptionTarget, readiness gates'
+    // types) are kept, before the kubelet's own, as the kubelet's status manager keeps them.
+    let mut conditions: Vec<Value> = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            let kind = c.get("type").and_then(Value::as_str).unwrap_or("");
+            !KUBELET_POD_CONDITIONS.contains(&kind)
+        })
+        .cloned()
+        .collect();
+    conditions.extend(KUBELET_POD_CONDITIONS.iter().map(
+        |t| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": now}),
+    ));
+    status["conditions"] = Value::Array(conditions);
     status["containerStatuses"] = Value::Array(containers);
     status["startTime"] = json!(now);
     if !host_ip.is_empty() {
@@ -297,6 +312,40 @@ mod tests {
         assert!(running_pod(&running, "", "").is_none());
         let unbound = json!({"spec": {"containers": []}, "status": {"phase": "Pending"}});
         assert!(running_pod(&unbound, "", "").is_none());
+    }
+
+    /// A condition written by someone else between the binding and the kubelet's start of the
+    /// pod (the scheduler marking a preemption victim) survives the pod becoming Running.
+    #[test]
+    fn running_keeps_conditions_the_kubelet_does_not_own() {
+        let disruption = json!({"type": "DisruptionTarget", "status": "True",
+            "reason": "PreemptionByScheduler", "message": "default-scheduler: preempting"});
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n",
+            "containers": [{"name": "c", "image": "nginx"}]},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "True"}, disruption.clone()]}});
+        let running = running_pod(&pod, "", "").expect("transition");
+        let types: Vec<&str> = running
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("type").and_then(Value::as_str))
+            .collect();
+        assert_eq!(
+            (types, running.pointer("/status/conditions/0")),
+            (
+                vec![
+                    "DisruptionTarget",
+                    "PodReadyToStartContainers",
+                    "Initialized",
+                    "Ready",
+                    "ContainersReady",
+                    "PodScheduled"
+                ],
+                Some(&disruption)
+            )
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! What one run of a workload measured, and how it is printed: JSON for machines (the
-//! shape of issue 8), a table for people.
+//! What one run of a workload measured, and how it is printed: JSON for machines, a table
+//! for people.
 
 use serde::Serialize;
 
@@ -88,7 +88,7 @@ fn round(x: f64, decimals: i32) -> f64 {
     (x * f).round() / f
 }
 
-/// One workload's result. Field names are issue 8's JSON.
+/// One workload's result, as the JSON report names its fields.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {

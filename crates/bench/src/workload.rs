@@ -193,7 +193,7 @@ const BASIC: Workload = Workload {
     requires: None,
 };
 
-/// Every workload of issue 8, in the order `--workload all` runs them.
+/// Every workload, in the order `--workload all` runs them.
 pub const WORKLOADS: &[Workload] = &[
     BASIC,
     Workload {

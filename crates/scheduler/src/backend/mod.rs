@@ -2,7 +2,7 @@
 //! nodes and pods (with assumed pods) that snapshots are taken from.
 //!
 //! Upstream: pkg/scheduler/backend. Both are plain structs with a single writer; the
-//! scheduling loop that wraps them comes with the rest of issue 4.
+//! scheduler (`crate::scheduler`) wraps them under its one lock.
 
 pub mod cache;
 pub mod queue;

@@ -36,6 +36,19 @@ impl Profiles {
         let mut frameworks = Vec::new();
         let mut warnings = Vec::new();
         let mut errors = Vec::new();
+        // An extender a configuration names would decide placements; kubesched does not call
+        // HTTP extenders, so running without them would place pods where the user's extender
+        // would not. Refused rather than left out with a warning.
+        if !cfg.extenders.is_empty() {
+            errors.push(FieldError::new(
+                "extenders",
+                format!(
+                    "Forbidden: kubesched does not call HTTP extenders ({} configured); \
+                     remove them to schedule without them",
+                    cfg.extenders.len()
+                ),
+            ));
+        }
         for (i, profile) in cfg.profiles.iter().enumerate() {
             let spec = profile_spec(profile);
             match Framework::build(

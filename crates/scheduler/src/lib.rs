@@ -12,6 +12,7 @@ pub mod backend;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod extender;
 pub mod memory;
 pub mod metrics;
 pub mod profile;

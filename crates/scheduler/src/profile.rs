@@ -14,12 +14,15 @@ use crate::config::{
     unimplemented_upstream_plugins, ConfigError, FieldError, KubeSchedulerConfiguration,
     KubeSchedulerProfile, PluginSet,
 };
+use crate::extender::HttpExtender;
 use crate::runtime::{ExtensionPoint, Framework, PluginSetSpec, ProfileSpec};
 
-/// The frameworks of a configuration, in `profiles[]` order.
+/// The frameworks of a configuration, in `profiles[]` order, and its extenders.
 #[derive(Debug)]
 pub struct Profiles {
     pub frameworks: Vec<Framework>,
+    /// One per `extenders[]` entry, in order; shared by all profiles.
+    pub extenders: Vec<HttpExtender>,
     /// Non-fatal notes, e.g. upstream plugins kubesched leaves out.
     pub warnings: Vec<String>,
 }
@@ -36,19 +39,7 @@ impl Profiles {
         let mut frameworks = Vec::new();
         let mut warnings = Vec::new();
         let mut errors = Vec::new();
-        // An extender a configuration names would decide placements; kubesched does not call
-        // HTTP extenders, so running without them would place pods where the user's extender
-        // would not. Refused rather than left out with a warning.
-        if !cfg.extenders.is_empty() {
-            errors.push(FieldError::new(
-                "extenders",
-                format!(
-                    "Forbidden: kubesched does not call HTTP extenders ({} configured); \
-                     remove them to schedule without them",
-                    cfg.extenders.len()
-                ),
-            ));
-        }
+        let extenders = build_extenders(cfg, &mut errors);
         for (i, profile) in cfg.profiles.iter().enumerate() {
             let spec = profile_spec(profile);
             match Framework::build(
@@ -70,6 +61,7 @@ impl Profiles {
         if errors.is_empty() {
             Ok(Profiles {
                 frameworks,
+                extenders,
                 warnings,
             })
         } else {
@@ -112,4 +104,105 @@ pub fn profile_spec(profile: &KubeSchedulerProfile) -> ProfileSpec {
     }
     spec.plugin_args = args;
     spec
+}
+
+/// The extenders of `cfg`. A part of an extender kubesched does not call is refused with a
+/// field error: running without it would place pods where the user's extender would not.
+fn build_extenders(
+    cfg: &KubeSchedulerConfiguration,
+    errors: &mut Vec<FieldError>,
+) -> Vec<HttpExtender> {
+    let mut extenders = Vec::new();
+    for (i, ext) in cfg.extenders.iter().enumerate() {
+        let path = format!("extenders[{i}]");
+        let mut refused = false;
+        for (field, verb) in [
+            ("bindVerb", &ext.bind_verb),
+            ("preemptVerb", &ext.preempt_verb),
+        ] {
+            if !verb.is_empty() {
+                refused = true;
+                errors.push(FieldError::new(
+                    format!("{path}.{field}"),
+                    format!("Forbidden: kubesched does not call an extender's {field}; remove it to run without it"),
+                ));
+            }
+        }
+        for (j, r) in ext.managed_resources.iter().enumerate() {
+            if r.ignored_by_scheduler {
+                refused = true;
+                errors.push(FieldError::new(
+                    format!("{path}.managedResources[{j}].ignoredByScheduler"),
+                    "Forbidden: kubesched's NodeResourcesFit does not leave out extender resources; remove it to have the scheduler check the resource",
+                ));
+            }
+        }
+        if refused {
+            continue;
+        }
+        match HttpExtender::new(ext) {
+            Ok(e) => extenders.push(e),
+            Err(e) => errors.push(FieldError::new(
+                path,
+                format!("Invalid value: {}", crate::extender::error_chain(&e)),
+            )),
+        }
+    }
+    extenders
+}
+
+#[cfg(test)]
+mod tests {
+    use framework::{Handle, Parallelizer};
+    use rstest::rstest;
+
+    use super::Profiles;
+    use crate::config::FieldError;
+    use crate::memory::MemoryCluster;
+
+    /// Builds the profiles of a configuration with `extenders` (YAML list items) and returns
+    /// how many extenders were built, or the field errors.
+    fn build(extenders: &str) -> Result<usize, Vec<FieldError>> {
+        let yaml = format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+             extenders:\n{extenders}"
+        );
+        let cfg = crate::config::load_str(&yaml, "test").map_err(|e| e.field_errors().to_vec())?;
+        let handle = Handle::new(Parallelizer::sequential(), MemoryCluster::new());
+        Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, "test")
+            .map(|p| p.extenders.len())
+            .map_err(|e| e.field_errors().to_vec())
+    }
+
+    fn err(path: &str, message: &str) -> FieldError {
+        FieldError::new(path, message)
+    }
+
+    #[rstest]
+    #[case::filter_prioritize_and_every_honoured_field_are_built(
+        "- urlPrefix: http://127.0.0.1:1/x\n  filterVerb: filter\n  prioritizeVerb: p\n  weight: 2\n  nodeCacheCapable: true\n  ignorable: true\n  httpTimeout: 2s\n  enableHTTPS: true\n  tlsConfig: {insecure: true, serverName: ext.example.com}\n  managedResources: [{name: example.com/gpu}]\n",
+        Ok(1)
+    )]
+    #[case::bind_verb_is_refused_not_ignored(
+        "- urlPrefix: http://a\n  bindVerb: bind\n",
+        Err(vec![err("extenders[0].bindVerb", "Forbidden: kubesched does not call an extender's bindVerb; remove it to run without it")])
+    )]
+    #[case::preempt_verb_is_refused_not_ignored(
+        "- urlPrefix: http://a\n  filterVerb: filter\n- urlPrefix: http://b\n  preemptVerb: preempt\n",
+        Err(vec![err("extenders[1].preemptVerb", "Forbidden: kubesched does not call an extender's preemptVerb; remove it to run without it")])
+    )]
+    #[case::ignored_by_scheduler_is_refused_not_ignored(
+        "- urlPrefix: http://a\n  managedResources: [{name: example.com/gpu, ignoredByScheduler: true}]\n",
+        Err(vec![err("extenders[0].managedResources[0].ignoredByScheduler", "Forbidden: kubesched's NodeResourcesFit does not leave out extender resources; remove it to have the scheduler check the resource")])
+    )]
+    #[case::unreadable_ca_file_is_a_field_error(
+        "- urlPrefix: https://a\n  tlsConfig: {caFile: /nonexistent/ca.crt}\n",
+        Err(vec![err("extenders[0]", "Invalid value: extender https://a: cannot read tlsConfig file /nonexistent/ca.crt: No such file or directory (os error 2)")])
+    )]
+    fn extenders_in_profiles(
+        #[case] extenders: &str,
+        #[case] want: Result<usize, Vec<FieldError>>,
+    ) {
+        assert_eq!(build(extenders), want);
+    }
 }

@@ -14,7 +14,7 @@
 pub mod wire;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -97,7 +97,9 @@ pub enum ExtenderError {
     #[error("{message}")]
     Extender { message: String },
     /// A filter reply names a node that was not sent.
-    #[error("extender {url} claims a filtered node {node} which is not found in the input node list")]
+    #[error(
+        "extender {url} claims a filtered node {node} which is not found in the input node list"
+    )]
     UnknownNode { url: String, node: String },
     /// A preempt reply names a pod that is not on the node it names.
     #[error(
@@ -165,11 +167,12 @@ impl HttpExtender {
             .https_or_http();
         let builder = match cfg.tls_config.as_ref() {
             Some(t) if !t.server_name.is_empty() => {
-                let name = rustls::pki_types::ServerName::try_from(t.server_name.clone())
-                    .map_err(|e| ExtenderError::Tls {
+                let name = rustls::pki_types::ServerName::try_from(t.server_name.clone()).map_err(
+                    |e| ExtenderError::Tls {
                         url: url_prefix.clone(),
                         message: format!("serverName: {e}"),
-                    })?;
+                    },
+                )?;
                 builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
             }
             _ => builder,
@@ -268,7 +271,8 @@ impl HttpExtender {
         if let Some(message) = result.error.filter(|e| !e.is_empty()) {
             return Err(ExtenderError::Extender { message });
         }
-        let returned: Vec<String> = match (self.node_cache_capable, result.node_names, result.nodes) {
+        let returned: Vec<String> = match (self.node_cache_capable, result.node_names, result.nodes)
+        {
             (true, Some(names), _) => names,
             (_, _, Some(list)) => list.items.iter().map(node_name).collect(),
             _ => Vec::new(),
@@ -425,11 +429,12 @@ impl HttpExtender {
         args: &A,
     ) -> Result<R, ExtenderError> {
         let url = format!("{}/{}", self.url_prefix.trim_end_matches('/'), verb);
-        let transport = |source: Box<dyn std::error::Error + Send + Sync>| ExtenderError::Transport {
-            verb: verb.to_string(),
-            url: url.clone(),
-            source,
-        };
+        let transport =
+            |source: Box<dyn std::error::Error + Send + Sync>| ExtenderError::Transport {
+                verb: verb.to_string(),
+                url: url.clone(),
+                source,
+            };
         let uri: hyper::Uri = url.parse().map_err(|source| ExtenderError::InvalidUrl {
             url: url.clone(),
             source,
@@ -489,21 +494,22 @@ fn client_tls_config(
 ) -> Result<rustls::ClientConfig, ExtenderError> {
     let default = ExtenderTlsConfig::default();
     let tls = tls.unwrap_or(&default);
-    let read = |data: &k8s_openapi::ByteString, file: &str| -> Result<Option<Vec<u8>>, ExtenderError> {
-        if !data.0.is_empty() {
-            return Ok(Some(data.0.clone()));
-        }
-        if file.is_empty() {
-            return Ok(None);
-        }
-        std::fs::read(file)
-            .map(Some)
-            .map_err(|source| ExtenderError::ReadTlsFile {
-                url: url.to_string(),
-                path: file.to_string(),
-                source,
-            })
-    };
+    let read =
+        |data: &k8s_openapi::ByteString, file: &str| -> Result<Option<Vec<u8>>, ExtenderError> {
+            if !data.0.is_empty() {
+                return Ok(Some(data.0.clone()));
+            }
+            if file.is_empty() {
+                return Ok(None);
+            }
+            std::fs::read(file)
+                .map(Some)
+                .map_err(|source| ExtenderError::ReadTlsFile {
+                    url: url.to_string(),
+                    path: file.to_string(),
+                    source,
+                })
+        };
     let tls_error = |message: String| ExtenderError::Tls {
         url: url.to_string(),
         message,
@@ -611,11 +617,9 @@ where
     F: std::future::Future + Send,
     F::Output: Send,
 {
-    std::thread::scope(|s| {
-        match s.spawn(|| runtime.block_on(call)).join() {
-            Ok(out) => out,
-            Err(payload) => std::panic::resume_unwind(payload),
-        }
+    std::thread::scope(|s| match s.spawn(|| runtime.block_on(call)).join() {
+        Ok(out) => out,
+        Err(payload) => std::panic::resume_unwind(payload),
     })
 }
 

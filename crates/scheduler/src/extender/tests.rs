@@ -17,28 +17,44 @@ use super::wire::{ExtenderBindingArgs, HostPriority, Victims};
 use super::{FilterResult, HttpExtender};
 use crate::config::{Extender, ExtenderManagedResource};
 
-/// What the test server answers on every path.
+/// What the test server answers.
 #[derive(Clone)]
-enum Reply {
+pub(crate) enum Reply {
     Json(Value),
     Status(u16),
     /// Never answers: the client's timeout must end the call.
     Hang,
 }
 
-/// A server that records `(path, body)` of every request and answers `reply`.
-struct Recorder {
-    url: String,
+/// A server that records `(path, body)` of every request and answers per verb (the last
+/// path segment).
+pub(crate) struct Recorder {
+    pub(crate) url: String,
     requests: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
 impl Recorder {
-    async fn start(reply: Reply) -> Recorder {
+    /// Answers `reply` on every path.
+    pub(crate) async fn start(reply: Reply) -> Recorder {
+        Recorder::start_per_verb(BTreeMap::new(), reply).await
+    }
+
+    /// Answers `replies[verb]`, or `other` for a verb not in `replies`.
+    pub(crate) async fn start_per_verb(
+        replies: BTreeMap<&'static str, Reply>,
+        other: Reply,
+    ) -> Recorder {
         let requests: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
         let seen = requests.clone();
         let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
             let seen = seen.clone();
-            let reply = reply.clone();
+            let verb = uri
+                .path()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            let reply = replies.get(verb.as_str()).unwrap_or(&other).clone();
             async move {
                 let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 if let Ok(mut seen) = seen.lock() {
@@ -71,7 +87,7 @@ impl Recorder {
         }
     }
 
-    fn requests(&self) -> Vec<(String, Value)> {
+    pub(crate) fn requests(&self) -> Vec<(String, Value)> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
@@ -140,13 +156,13 @@ fn node(name: &str) -> Node {
     }
 }
 
-fn keys(v: &Value) -> Vec<String> {
+pub(crate) fn keys(v: &Value) -> Vec<String> {
     v.as_object()
         .map(|o| o.keys().cloned().collect())
         .unwrap_or_default()
 }
 
-fn item_names(v: &Value) -> Vec<String> {
+pub(crate) fn item_names(v: &Value) -> Vec<String> {
     v["items"]
         .as_array()
         .map(|items| {
@@ -275,10 +291,18 @@ async fn extender_without_filter_verb_is_not_called_and_passes_every_node() {
 /// Every way a filter call fails, as the error message the attempt reports.
 #[rstest]
 #[case::error_in_reply_is_an_error(Reply::Json(json!({"Error": "quota service down"})), 0, "quota service down")]
-#[case::non_200_status_is_an_error(Reply::Status(503), 0, "failed filter with extender at URL {url}/filter, code 503")]
+#[case::non_200_status_is_an_error(
+    Reply::Status(503),
+    0,
+    "failed filter with extender at URL {url}/filter, code 503"
+)]
 #[case::reply_that_is_not_a_filter_result_is_an_error(Reply::Json(json!([1, 2])), 0, "filter with extender at URL {url}/filter: cannot decode the reply")]
 #[case::unknown_node_in_reply_is_an_error(Reply::Json(json!({"NodeNames": ["n9"]})), 0, "extender {url} claims a filtered node n9 which is not found in the input node list")]
-#[case::no_reply_within_http_timeout_is_an_error(Reply::Hang, 200, "filter with extender at URL {url}/filter timed out after 200ms")]
+#[case::no_reply_within_http_timeout_is_an_error(
+    Reply::Hang,
+    200,
+    "filter with extender at URL {url}/filter timed out after 200ms"
+)]
 #[tokio::test]
 async fn failing_filter(#[case] reply: Reply, #[case] timeout_ms: u64, #[case] want: &str) {
     let server = Recorder::start(reply).await;

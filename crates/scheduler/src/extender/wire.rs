@@ -40,9 +40,19 @@ pub type NodeList = List<Node>;
 pub struct ExtenderFilterResult {
     #[serde(default, rename = "Nodes", alias = "nodes")]
     pub nodes: Option<NodeList>,
-    #[serde(default, rename = "NodeNames", alias = "nodeNames", alias = "nodenames")]
+    #[serde(
+        default,
+        rename = "NodeNames",
+        alias = "nodeNames",
+        alias = "nodenames"
+    )]
     pub node_names: Option<Vec<String>>,
-    #[serde(default, rename = "FailedNodes", alias = "failedNodes", alias = "failednodes")]
+    #[serde(
+        default,
+        rename = "FailedNodes",
+        alias = "failedNodes",
+        alias = "failednodes"
+    )]
     pub failed_nodes: Option<FailedNodesMap>,
     #[serde(
         default,
@@ -111,7 +121,12 @@ pub struct Victims {
 pub struct MetaVictims {
     #[serde(default, rename = "Pods", alias = "pods")]
     pub pods: Option<Vec<MetaPod>>,
-    #[serde(default, rename = "NumPDBViolations", alias = "numPDBViolations", alias = "numpdbviolations")]
+    #[serde(
+        default,
+        rename = "NumPDBViolations",
+        alias = "numPDBViolations",
+        alias = "numpdbviolations"
+    )]
     pub num_pdb_violations: i64,
 }
 

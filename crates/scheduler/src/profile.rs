@@ -40,8 +40,12 @@ impl Profiles {
         let mut warnings = Vec::new();
         let mut errors = Vec::new();
         let extenders = build_extenders(cfg, &mut errors);
+        let ignored = ignored_extender_resources(cfg);
         for (i, profile) in cfg.profiles.iter().enumerate() {
-            let spec = profile_spec(profile);
+            let mut spec = profile_spec(profile);
+            if !ignored.is_empty() {
+                ignore_in_fit(&mut spec, &ignored, profile.plugin_config.len());
+            }
             match Framework::build(
                 &spec,
                 registry,
@@ -128,15 +132,6 @@ fn build_extenders(
                 ));
             }
         }
-        for (j, r) in ext.managed_resources.iter().enumerate() {
-            if r.ignored_by_scheduler {
-                refused = true;
-                errors.push(FieldError::new(
-                    format!("{path}.managedResources[{j}].ignoredByScheduler"),
-                    "Forbidden: kubesched's NodeResourcesFit does not leave out extender resources; remove it to have the scheduler check the resource",
-                ));
-            }
-        }
         if refused {
             continue;
         }
@@ -149,6 +144,29 @@ fn build_extenders(
         }
     }
     extenders
+}
+
+/// The managed resources extenders mark `ignoredByScheduler`, in configuration order.
+fn ignored_extender_resources(cfg: &KubeSchedulerConfiguration) -> Vec<String> {
+    cfg.extenders
+        .iter()
+        .flat_map(|e| &e.managed_resources)
+        .filter(|r| r.ignored_by_scheduler)
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// Makes NodeResourcesFit leave out `ignored`: its args' `ignoredResources` become exactly
+/// that list (the extenders' say wins over the profile's, as upstream). A profile without
+/// NodeResourcesFit args gets them at `index`, past its `pluginConfig`.
+fn ignore_in_fit(spec: &mut ProfileSpec, ignored: &[String], index: usize) {
+    let entry = spec
+        .plugin_args
+        .entry(plugins::names::NODE_RESOURCES_FIT.to_string())
+        .or_insert_with(|| (index, serde_json::json!({})));
+    if let Some(args) = entry.1.as_object_mut() {
+        args.insert("ignoredResources".to_string(), serde_json::json!(ignored));
+    }
 }
 
 #[cfg(test)]
@@ -190,10 +208,6 @@ mod tests {
     #[case::preempt_verb_is_refused_not_ignored(
         "- urlPrefix: http://a\n  filterVerb: filter\n- urlPrefix: http://b\n  preemptVerb: preempt\n",
         Err(vec![err("extenders[1].preemptVerb", "Forbidden: kubesched does not call an extender's preemptVerb; remove it to run without it")])
-    )]
-    #[case::ignored_by_scheduler_is_refused_not_ignored(
-        "- urlPrefix: http://a\n  managedResources: [{name: example.com/gpu, ignoredByScheduler: true}]\n",
-        Err(vec![err("extenders[0].managedResources[0].ignoredByScheduler", "Forbidden: kubesched's NodeResourcesFit does not leave out extender resources; remove it to have the scheduler check the resource")])
     )]
     #[case::unreadable_ca_file_is_a_field_error(
         "- urlPrefix: https://a\n  tlsConfig: {caFile: /nonexistent/ca.crt}\n",

@@ -237,3 +237,37 @@ async fn managed_resources_decide_which_pods_the_extender_sees(
     assert!(got.starts_with("assumed n"), "got {got}");
     assert_eq!(server.requests().len(), calls);
 }
+
+/// Nodes n1..n3 have no `example.com/gpu`; the pod requests one, which the extender manages.
+#[rstest]
+#[case::resource_ignored_by_scheduler_is_left_to_the_extender(true, "assumed", 1)]
+#[case::resource_not_ignored_is_checked_by_node_resources_fit(
+    false,
+    "unschedulable: 0/3 nodes are available: 3 Insufficient example.com/gpu. \
+     preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+    0
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignored_by_scheduler(#[case] ignored: bool, #[case] want: &str, #[case] calls: usize) {
+    let server = Recorder::start(filter_reply(&["n1", "n2", "n3"], json!({}), json!({}))).await;
+    let mut h = harness(
+        &server.url,
+        &format!(
+            "  filterVerb: filter\n  managedResources: [{{name: example.com/gpu, ignoredByScheduler: {ignored}}}]\n"
+        ),
+    );
+    h.cluster.apply_pod(
+        make_pod("web")
+            .req(&[("cpu", "100m"), ("example.com/gpu", "1")])
+            .obj(),
+    );
+
+    let got = h.schedule().await;
+    let got = if got.starts_with("assumed n") {
+        "assumed".to_string()
+    } else {
+        got
+    };
+    assert_eq!(got, want);
+    assert_eq!(server.requests().len(), calls);
+}

@@ -119,20 +119,11 @@ fn build_extenders(
     let mut extenders = Vec::new();
     for (i, ext) in cfg.extenders.iter().enumerate() {
         let path = format!("extenders[{i}]");
-        let mut refused = false;
-        for (field, verb) in [
-            ("bindVerb", &ext.bind_verb),
-            ("preemptVerb", &ext.preempt_verb),
-        ] {
-            if !verb.is_empty() {
-                refused = true;
-                errors.push(FieldError::new(
-                    format!("{path}.{field}"),
-                    format!("Forbidden: kubesched does not call an extender's {field}; remove it to run without it"),
-                ));
-            }
-        }
-        if refused {
+        if !ext.preempt_verb.is_empty() {
+            errors.push(FieldError::new(
+                format!("{path}.preemptVerb"),
+                "Forbidden: kubesched does not call an extender's preemptVerb; remove it to run without it",
+            ));
             continue;
         }
         match HttpExtender::new(ext) {
@@ -200,10 +191,6 @@ mod tests {
     #[case::filter_prioritize_and_every_honoured_field_are_built(
         "- urlPrefix: http://127.0.0.1:1/x\n  filterVerb: filter\n  prioritizeVerb: p\n  weight: 2\n  nodeCacheCapable: true\n  ignorable: true\n  httpTimeout: 2s\n  enableHTTPS: true\n  tlsConfig: {insecure: true, serverName: ext.example.com}\n  managedResources: [{name: example.com/gpu}]\n",
         Ok(1)
-    )]
-    #[case::bind_verb_is_refused_not_ignored(
-        "- urlPrefix: http://a\n  bindVerb: bind\n",
-        Err(vec![err("extenders[0].bindVerb", "Forbidden: kubesched does not call an extender's bindVerb; remove it to run without it")])
     )]
     #[case::preempt_verb_is_refused_not_ignored(
         "- urlPrefix: http://a\n  filterVerb: filter\n- urlPrefix: http://b\n  preemptVerb: preempt\n",

@@ -271,3 +271,37 @@ async fn ignored_by_scheduler(#[case] ignored: bool, #[case] want: &str, #[case]
     assert_eq!(got, want);
     assert_eq!(server.requests().len(), calls);
 }
+
+/// A binding extender that answers `reply`; `want_writes` the API bindings kubesched made
+/// itself and `want_failure` the FailedScheduling message left on the pod, if any.
+#[rstest]
+#[case::bind_extender_binds_instead_of_default_binder(json!({"Error": ""}), None)]
+#[case::bind_extender_error_fails_the_binding(
+    json!({"Error": "node is draining"}),
+    Some("node is draining")
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_extender(#[case] reply: Value, #[case] want_failure: Option<&str>) {
+    let server = Recorder::start(Reply::Json(reply)).await;
+    let mut h = harness(&server.url, "  bindVerb: bind\n");
+    h.cluster
+        .apply_pod(make_pod("web").req(&[("cpu", "100m")]).obj());
+
+    let got = h.schedule().await;
+    let node = got.strip_prefix("assumed ").unwrap_or_default().to_string();
+    assert!(node.starts_with('n'), "got {got}");
+    assert_eq!(
+        server.requests(),
+        [(
+            "/scheduler/bind".to_string(),
+            json!({"PodName": "web", "PodNamespace": "default", "PodUID": "uid-web", "Node": node})
+        )]
+    );
+    assert_eq!(h.cluster.writes().bindings, []);
+    let failure = h
+        .cluster
+        .last_status_update("default", "web")
+        .and_then(|u| u.condition)
+        .map(|c| c.message);
+    assert_eq!(failure.as_deref(), want_failure);
+}

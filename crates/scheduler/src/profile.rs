@@ -6,15 +6,16 @@
 //! profile's field path.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use framework::Handle;
+use framework::{Handle, PreemptionExtender};
 use plugins::Registry;
 
 use crate::config::{
     unimplemented_upstream_plugins, ConfigError, FieldError, KubeSchedulerConfiguration,
     KubeSchedulerProfile, PluginSet,
 };
-use crate::extender::HttpExtender;
+use crate::extender::{HttpExtender, PreemptionCaller};
 use crate::runtime::{ExtensionPoint, Framework, PluginSetSpec, ProfileSpec};
 
 /// The frameworks of a configuration, in `profiles[]` order, and its extenders.
@@ -40,6 +41,8 @@ impl Profiles {
         let mut warnings = Vec::new();
         let mut errors = Vec::new();
         let extenders = build_extenders(cfg, &mut errors);
+        let mut handle = handle.clone();
+        handle.preemption_extenders = preemption_extenders(&extenders, &mut errors);
         let ignored = ignored_extender_resources(cfg);
         for (i, profile) in cfg.profiles.iter().enumerate() {
             let mut spec = profile_spec(profile);
@@ -119,13 +122,6 @@ fn build_extenders(
     let mut extenders = Vec::new();
     for (i, ext) in cfg.extenders.iter().enumerate() {
         let path = format!("extenders[{i}]");
-        if !ext.preempt_verb.is_empty() {
-            errors.push(FieldError::new(
-                format!("{path}.preemptVerb"),
-                "Forbidden: kubesched does not call an extender's preemptVerb; remove it to run without it",
-            ));
-            continue;
-        }
         match HttpExtender::new(ext) {
             Ok(e) => extenders.push(e),
             Err(e) => errors.push(FieldError::new(
@@ -135,6 +131,28 @@ fn build_extenders(
         }
     }
     extenders
+}
+
+/// The extenders with a preempt verb, for DefaultPreemption. Their calls run on the tokio
+/// runtime the profiles are built on: a scheduler builds them there.
+fn preemption_extenders(
+    extenders: &[HttpExtender],
+    errors: &mut Vec<FieldError>,
+) -> Arc<[Arc<dyn PreemptionExtender>]> {
+    let mut out: Vec<Arc<dyn PreemptionExtender>> = Vec::new();
+    for (i, ext) in extenders.iter().enumerate() {
+        if !ext.supports_preemption() {
+            continue;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => out.push(Arc::new(PreemptionCaller::new(ext.clone(), rt))),
+            Err(_) => errors.push(FieldError::new(
+                format!("extenders[{i}].preemptVerb"),
+                "Forbidden: an extender's preemptVerb is called only by a scheduler running on a tokio runtime",
+            )),
+        }
+    }
+    Arc::from(out)
 }
 
 /// The managed resources extenders mark `ignoredByScheduler`, in configuration order.
@@ -192,9 +210,9 @@ mod tests {
         "- urlPrefix: http://127.0.0.1:1/x\n  filterVerb: filter\n  prioritizeVerb: p\n  weight: 2\n  nodeCacheCapable: true\n  ignorable: true\n  httpTimeout: 2s\n  enableHTTPS: true\n  tlsConfig: {insecure: true, serverName: ext.example.com}\n  managedResources: [{name: example.com/gpu}]\n",
         Ok(1)
     )]
-    #[case::preempt_verb_is_refused_not_ignored(
+    #[case::preempt_verb_outside_a_runtime_is_refused(
         "- urlPrefix: http://a\n  filterVerb: filter\n- urlPrefix: http://b\n  preemptVerb: preempt\n",
-        Err(vec![err("extenders[1].preemptVerb", "Forbidden: kubesched does not call an extender's preemptVerb; remove it to run without it")])
+        Err(vec![err("extenders[1].preemptVerb", "Forbidden: an extender's preemptVerb is called only by a scheduler running on a tokio runtime")])
     )]
     #[case::unreadable_ca_file_is_a_field_error(
         "- urlPrefix: https://a\n  tlsConfig: {caFile: /nonexistent/ca.crt}\n",

@@ -635,3 +635,85 @@ pub fn error_chain(e: &ExtenderError) -> String {
     }
     message
 }
+
+/// An extender with a preempt verb as DefaultPreemption sees it: its calls block on
+/// `runtime` (the plugin runs inside the synchronous scheduling cycle).
+#[derive(Debug)]
+pub struct PreemptionCaller {
+    extender: HttpExtender,
+    runtime: tokio::runtime::Handle,
+}
+
+impl PreemptionCaller {
+    pub fn new(extender: HttpExtender, runtime: tokio::runtime::Handle) -> Self {
+        PreemptionCaller { extender, runtime }
+    }
+}
+
+impl framework::PreemptionExtender for PreemptionCaller {
+    fn name(&self) -> &str {
+        self.extender.name()
+    }
+
+    fn is_ignorable(&self) -> bool {
+        self.extender.is_ignorable()
+    }
+
+    fn is_interested(&self, pod: &Pod) -> bool {
+        self.extender.is_interested(pod)
+    }
+
+    fn process_preemption(
+        &self,
+        pod: &Pod,
+        victims: &BTreeMap<String, framework::ExtenderVictims>,
+        snapshot: &framework::Snapshot,
+    ) -> Result<BTreeMap<String, framework::ExtenderVictims>, String> {
+        let sent = victims
+            .iter()
+            .map(|(node, v)| {
+                let pods = v.pods.iter().map(|p| (*p.pod).clone()).collect();
+                let v = Victims {
+                    pods,
+                    num_pdb_violations: v.num_pdb_violations,
+                };
+                (node.clone(), v)
+            })
+            .collect();
+        let pods_on_node = |node: &str| -> Vec<Pod> {
+            snapshot
+                .get(node)
+                .map(|n| n.pods.iter().map(|p| (*p.pod).clone()).collect())
+                .unwrap_or_default()
+        };
+        let kept = call_blocking(
+            &self.runtime,
+            self.extender.process_preemption(pod, sent, pods_on_node),
+        )
+        .map_err(|e| error_chain(&e))?;
+        // The extender named pods by UID and each was found on its node: take the
+        // snapshot's PodInfo of each.
+        Ok(kept
+            .into_iter()
+            .map(|(node, v)| {
+                let on_node = snapshot.get(&node);
+                let pods = v
+                    .pods
+                    .iter()
+                    .filter_map(|kept| {
+                        on_node?
+                            .pods
+                            .iter()
+                            .find(|p| p.pod.metadata.uid == kept.metadata.uid)
+                            .cloned()
+                    })
+                    .collect();
+                let v = framework::ExtenderVictims {
+                    pods,
+                    num_pdb_violations: v.num_pdb_violations,
+                };
+                (node, v)
+            })
+            .collect())
+    }
+}

@@ -305,3 +305,63 @@ async fn bind_extender(#[case] reply: Value, #[case] want_failure: Option<&str>)
         .map(|c| c.message);
     assert_eq!(failure.as_deref(), want_failure);
 }
+
+/// Each node runs one low-priority pod using all its CPU; a high-priority pod needs a node.
+/// The preempt extender answers `reply`.
+#[rstest]
+#[case::extender_keeps_one_candidate_and_its_victim(
+    Reply::Json(json!({"NodeNameToMetaVictims": {"n2": {"Pods": [{"UID": "uid-low-n2"}], "NumPDBViolations": 0}}})),
+    "unschedulable: 0/3 nodes are available: 3 Insufficient cpu.",
+    &["low-n2"]
+)]
+#[case::non_ignorable_preempt_failure_fails_the_preemption(
+    Reply::Status(500),
+    "unschedulable: 0/3 nodes are available: 3 Insufficient cpu. preemption: failed preempt with extender at URL {url}/preempt, code 500",
+    &[]
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempt_extender(#[case] reply: Reply, #[case] want: &str, #[case] evicted: &[&str]) {
+    let server = Recorder::start(reply).await;
+    let mut h = harness(&server.url, "  preemptVerb: preempt\n");
+    for n in ["n1", "n2", "n3"] {
+        h.cluster.apply_pod(
+            make_pod(&format!("low-{n}"))
+                .req(&[("cpu", "4")])
+                .node(n)
+                .priority(0)
+                .obj(),
+        );
+    }
+    h.cluster
+        .apply_pod(make_pod("high").req(&[("cpu", "4")]).priority(100).obj());
+
+    assert_eq!(h.schedule().await, want.replace("{url}", &server.url));
+    let (path, body) = server.requests().into_iter().next().unwrap_or_default();
+    assert_eq!(path, "/scheduler/preempt");
+    assert_eq!(
+        keys(&body),
+        ["NodeNameToMetaVictims", "NodeNameToVictims", "Pod"]
+    );
+    assert_eq!(body["NodeNameToMetaVictims"], Value::Null);
+    assert_eq!(keys(&body["NodeNameToVictims"]), ["n1", "n2", "n3"]);
+    assert_eq!(
+        body["NodeNameToVictims"]["n2"]["Pods"][0]["metadata"]["name"],
+        "low-n2"
+    );
+    // Evictions run off the loop: wait for them, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deleted = loop {
+        let deleted: Vec<String> = h
+            .cluster
+            .writes()
+            .deletions
+            .iter()
+            .map(|p| p.name.to_string())
+            .collect();
+        if deleted.len() >= evicted.len() || std::time::Instant::now() > deadline {
+            break deleted;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(deleted, evicted);
+}

@@ -559,3 +559,128 @@ fn is_interested(#[case] managed: &[&str], #[case] pod: Pod, #[case] want: bool)
     // Building the client needs no runtime; calling it would.
     assert_eq!(extender(&cfg).is_interested(&pod), want);
 }
+
+/// A self-signed certificate for 127.0.0.1 and localhost: (certificate PEM, key PEM).
+fn self_signed() -> (String, String) {
+    let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    (c.cert.pem(), c.signing_key.serialize_pem())
+}
+
+/// An HTTPS extender that answers one request with `reply` (any verb), speaking just
+/// enough HTTP/1.1 for it; returns its URL prefix.
+async fn https_extender(cert_pem: &str, key_pem: &str, reply: Value) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move {
+        let Ok((tcp, _)) = listener.accept().await else {
+            return;
+        };
+        let Ok(mut tls) = acceptor.accept(tcp).await else {
+            return;
+        };
+        // Read the head and the body the Content-Length announces, then answer.
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let Ok(n) = tls.read(&mut chunk).await else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())
+                            .flatten()
+                    })
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + length {
+                    break;
+                }
+            }
+        }
+        let body = reply.to_string();
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = tls.write_all(response.as_bytes()).await;
+        let _ = tls.shutdown().await;
+    });
+    format!("https://{addr}/scheduler")
+}
+
+/// The CA `tlsConfig` trusts: the server's own certificate, another one, or none.
+#[derive(Debug, Clone, Copy)]
+enum Trust {
+    /// `enableHTTPS` without a CA: verification skipped, as upstream.
+    NoCaWithEnableHttps,
+    ServersOwn,
+    Another,
+}
+
+#[rstest]
+#[case::enable_https_without_ca_skips_verification(Trust::NoCaWithEnableHttps, true)]
+#[case::ca_data_of_the_server_verifies_it(Trust::ServersOwn, true)]
+#[case::server_signed_by_another_ca_is_refused(Trust::Another, false)]
+#[tokio::test]
+async fn https_extender_filter(#[case] trust: Trust, #[case] succeeds: bool) {
+    let (cert, key) = self_signed();
+    let (other, _) = self_signed();
+    let url = https_extender(&cert, &key, json!({"NodeNames": ["n1"]})).await;
+    let ca = |pem: &str| crate::config::ExtenderTlsConfig {
+        ca_data: k8s_openapi::ByteString(pem.as_bytes().to_vec()),
+        server_name: "localhost".to_string(),
+        ..crate::config::ExtenderTlsConfig::default()
+    };
+    let cfg = Extender {
+        node_cache_capable: true,
+        enable_https: matches!(trust, Trust::NoCaWithEnableHttps),
+        tls_config: match trust {
+            Trust::NoCaWithEnableHttps => None,
+            Trust::ServersOwn => Some(ca(&cert)),
+            Trust::Another => Some(ca(&other)),
+        },
+        ..config(&url)
+    };
+    let n1 = node("n1");
+    let got = extender(&cfg).filter(&pod(), &[&n1]).await;
+
+    match got {
+        Ok(r) => {
+            assert!(succeeds, "trust {trust:?} should have been refused");
+            assert_eq!(r.feasible, ["n1"]);
+        }
+        Err(e) => {
+            assert!(!succeeds, "{}", super::error_chain(&e));
+            assert!(
+                super::error_chain(&e).contains("invalid peer certificate"),
+                "{}",
+                super::error_chain(&e)
+            );
+        }
+    }
+}

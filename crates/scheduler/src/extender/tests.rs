@@ -684,3 +684,123 @@ async fn https_extender_filter(#[case] trust: Trust, #[case] succeeds: bool) {
         }
     }
 }
+
+/// The example extender of `examples/extender/`, run with the Python the test command
+/// installs (`KUBESCHED_PYTHON`, else `python3`); killed when dropped.
+struct ExampleExtender {
+    child: std::process::Child,
+    url: String,
+}
+
+impl ExampleExtender {
+    fn start() -> ExampleExtender {
+        use std::io::BufRead;
+        let python = std::env::var("KUBESCHED_PYTHON").unwrap_or_else(|_| "python3".to_string());
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/extender/extender.py"
+        );
+        let mut child = std::process::Command::new(&python)
+            .args([script, "--port", "0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{python} {script}: {e}"));
+        let stdout = child.stdout.take();
+        // The first line says where it listens; read it on a thread to bound the wait.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            if let Some(out) = stdout {
+                let _ = std::io::BufReader::new(out).read_line(&mut line);
+            }
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("example extender said {line:?}"))
+            .to_string();
+        ExampleExtender {
+            child,
+            url: format!("http://{addr}/scheduler"),
+        }
+    }
+}
+
+impl Drop for ExampleExtender {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn labelled(name: &str, labels: &[(&str, &str)]) -> Node {
+    let mut n = node(name);
+    n.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    n
+}
+
+#[tokio::test]
+async fn example_extender_filters_by_label_prioritizes_by_label_and_keeps_victims() {
+    let example = ExampleExtender::start();
+    let ext = extender(&config(&example.url));
+    let n1 = labelled(
+        "n1",
+        &[
+            ("example.com/extender-allowed", "true"),
+            ("example.com/extender-score", "3"),
+        ],
+    );
+    let n2 = labelled(
+        "n2",
+        &[
+            ("example.com/extender-allowed", "true"),
+            ("example.com/extender-score", "9"),
+        ],
+    );
+    let n3 = labelled("n3", &[]);
+
+    let filtered = ext.filter(&pod(), &[&n1, &n2, &n3]).await;
+    assert_eq!(
+        filtered.map_err(|e| e.to_string()),
+        Ok(FilterResult {
+            feasible: vec!["n1".to_string(), "n2".to_string()],
+            failed: reasons(&[("n3", "node(s) lack label example.com/extender-allowed=true")]),
+            failed_and_unresolvable: BTreeMap::new(),
+        })
+    );
+    let scores = ext.prioritize(&pod(), &[&n1, &n2]).await;
+    assert_eq!(
+        scores.map_err(|e| e.to_string()),
+        Ok(vec![
+            HostPriority {
+                host: "n1".to_string(),
+                score: 3
+            },
+            HostPriority {
+                host: "n2".to_string(),
+                score: 9
+            },
+        ])
+    );
+    let kept = ext.process_preemption(&pod(), offered(), pods_on).await;
+    assert_eq!(kept.map_err(|e| e.to_string()), Ok(offered()));
+    let bound = ext
+        .bind(&ExtenderBindingArgs {
+            pod_name: "web".to_string(),
+            pod_namespace: "default".to_string(),
+            pod_uid: "uid-web".to_string(),
+            node: "n1".to_string(),
+        })
+        .await;
+    assert_eq!(
+        bound.map_err(|e| e.to_string()),
+        Err("this extender was started without --apiserver".to_string())
+    );
+}

@@ -155,19 +155,30 @@ async fn extender_rejections_are_counted_in_the_failed_scheduling_message() {
     );
 }
 
-/// A failing extender: its filter answers 500.
+/// A failing extender: its filter answers 500, or nothing within its 200ms httpTimeout.
 #[rstest]
 #[case::non_ignorable_failure_fails_the_attempt(
+    Reply::Status(500),
     false,
     "error: failed filter with extender at URL {url}/filter, code 500"
 )]
-#[case::ignorable_failure_is_skipped(true, "assumed")]
+#[case::ignorable_failure_is_skipped(Reply::Status(500), true, "assumed")]
+#[case::non_ignorable_timeout_fails_the_attempt(
+    Reply::Hang,
+    false,
+    "error: filter with extender at URL {url}/filter timed out after 200ms"
+)]
+#[case::ignorable_timeout_is_skipped(Reply::Hang, true, "assumed")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failing_extender_filter(#[case] ignorable: bool, #[case] want: &str) {
-    let server = Recorder::start(Reply::Status(500)).await;
+async fn failing_extender_filter(
+    #[case] reply: Reply,
+    #[case] ignorable: bool,
+    #[case] want: &str,
+) {
+    let server = Recorder::start(reply).await;
     let mut h = harness(
         &server.url,
-        &format!("  filterVerb: filter\n  ignorable: {ignorable}\n"),
+        &format!("  filterVerb: filter\n  ignorable: {ignorable}\n  httpTimeout: 200ms\n"),
     );
     h.cluster
         .apply_pod(make_pod("web").req(&[("cpu", "100m")]).obj());
@@ -364,4 +375,33 @@ async fn preempt_extender(#[case] reply: Reply, #[case] want: &str, #[case] evic
         tokio::task::yield_now().await;
     };
     assert_eq!(deleted, evicted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_cache_capable_extender_gets_and_returns_node_names() {
+    let server = Recorder::start(Reply::Json(json!({
+        "NodeNames": ["n3"],
+        "FailedNodes": {"n1": "busy", "n2": "busy"}
+    })))
+    .await;
+    let mut h = harness(
+        &server.url,
+        "  filterVerb: filter\n  nodeCacheCapable: true\n",
+    );
+    h.cluster
+        .apply_pod(make_pod("web").req(&[("cpu", "100m")]).obj());
+
+    assert_eq!(h.schedule().await, "assumed n3");
+    let (_, body) = server.requests().into_iter().next().unwrap_or_default();
+    assert_eq!(body["Nodes"], Value::Null);
+    let mut names: Vec<String> = body["NodeNames"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    assert_eq!(names, ["n1", "n2", "n3"]);
 }

@@ -31,6 +31,8 @@ mod event_handlers;
 
 pub use event_handlers::node_scheduling_properties_change;
 #[cfg(test)]
+mod extender_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
@@ -49,6 +51,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use crate::backend::cache::Cache;
 use crate::backend::queue::{pod_key, AttemptFailure, PendingCounts, PriorityQueue, QueueConfig};
 use crate::clock::Clock;
+use crate::extender::HttpExtender;
 use crate::metrics::{AttemptResult, MetricsRecorder, PendingPods};
 use crate::runtime::Framework;
 use crate::schedule_one::{Explanation, FitError, ScheduleAlgorithm, ScheduleError};
@@ -79,6 +82,8 @@ pub struct SchedulerOptions {
     pub seed: u64,
     /// The configuration's global `percentageOfNodesToScore`.
     pub percentage_of_nodes_to_score: Option<i32>,
+    /// The configuration's extenders, called from the loop on the scheduler's runtime.
+    pub extenders: Arc<[HttpExtender]>,
 }
 
 impl Default for SchedulerOptions {
@@ -88,6 +93,7 @@ impl Default for SchedulerOptions {
             assumed_pod_ttl: Duration::ZERO,
             seed: 0,
             percentage_of_nodes_to_score: None,
+            extenders: Arc::from(Vec::new()),
         }
     }
 }
@@ -313,13 +319,20 @@ impl Scheduler {
     /// The loop, to run on a thread of its own ([`SchedulingLoop::run`]) or step by step.
     /// Each loop has its own snapshot and algorithm state: run one at a time.
     pub fn scheduling_loop(&self) -> SchedulingLoop {
+        let mut algorithm = ScheduleAlgorithm::new(
+            self.shared.options.seed,
+            self.shared.options.percentage_of_nodes_to_score,
+        );
+        if !self.shared.options.extenders.is_empty() {
+            algorithm.set_extenders(
+                self.shared.options.extenders.clone(),
+                self.shared.runtime.clone(),
+            );
+        }
         SchedulingLoop {
             shared: self.shared.clone(),
             snapshot: Snapshot::default(),
-            algorithm: ScheduleAlgorithm::new(
-                self.shared.options.seed,
-                self.shared.options.percentage_of_nodes_to_score,
-            ),
+            algorithm,
             namespaces_version: u64::MAX,
         }
     }

@@ -19,13 +19,12 @@ mod load;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use framework::{Handle, Parallelizer};
 use scheduler::app;
 use scheduler::client::leader::LeaderElectionConfig;
 use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
-use scheduler::memory::MemoryCluster;
-use scheduler::profile::Profiles;
 use scheduler::simulate::{self, ClusterInput, InputError};
+use scheduler::simulate::{SimulateError, Simulation};
+use scheduler::SchedulerBuilder;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -358,6 +357,10 @@ fn is_user_error(err: &anyhow::Error) -> bool {
             || e.is::<InputError>()
             || e.is::<load::LoadError>()
             || e.is::<UsageError>()
+            || matches!(
+                e.downcast_ref::<SimulateError>(),
+                Some(SimulateError::Config(_))
+            )
             || matches!(
                 e.downcast_ref::<app::RunError>(),
                 Some(app::RunError::Config(_) | app::RunError::LeaderElection(_))
@@ -695,15 +698,16 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<(KubeSchedulerConfigura
 
 fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let (cfg, source) = load_config(args.config.as_ref())?;
-    let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
-    let cluster = MemoryCluster::new();
-    let handle = Handle::new(Parallelizer::new(parallelism), cluster.clone());
-    let profiles = Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, &source)?;
-    for w in &profiles.warnings {
+    let simulation = Simulation::new(
+        SchedulerBuilder::new(cfg.clone(), source.clone())
+            .registry(plugins::in_tree_registry())
+            .seed(args.seed),
+    )?;
+    for w in simulation.warnings() {
         eprintln!("warning: {w}");
     }
     // simulate's placements would differ from the scheduler's without the extenders' say.
-    if !profiles.extenders.is_empty() {
+    if !cfg.extenders.is_empty() {
         return Err(ConfigError::Invalid {
             file: source,
             errors: vec![config::FieldError::new(
@@ -711,7 +715,7 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
                 format!(
                     "Forbidden: simulate does not call HTTP extenders ({} configured); \
                      remove them to simulate without them",
-                    profiles.extenders.len()
+                    cfg.extenders.len()
                 ),
             )],
         }
@@ -729,16 +733,7 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
             kinds.join(", ")
         );
     }
-    let report = simulate::run(
-        &input,
-        profiles.frameworks,
-        cluster,
-        &simulate::Options {
-            seed: args.seed,
-            percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
-        },
-    )
-    .context("running the simulation")?;
+    let report = simulation.run(&input);
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         OutputFormat::Table
     } else {

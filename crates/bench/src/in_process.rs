@@ -19,15 +19,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use framework::{Handle, Parallelizer};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use scheduler::clock::RealClock;
 use scheduler::config;
 use scheduler::memory::MemoryCluster;
-use scheduler::profile::Profiles;
 use scheduler::source::{Change, ObjectEvent};
-use scheduler::{Scheduler, SchedulerOptions};
+use scheduler::{Scheduler, SchedulerBuilder};
 
 use crate::objects::{self, Object};
 use crate::recorder::BenchRecorder;
@@ -102,15 +99,7 @@ impl InProcess {
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
             "default configuration",
         )?;
-        let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
         let cluster = MemoryCluster::new();
-        let handle = Handle::new(Parallelizer::new(parallelism), cluster.clone());
-        let profiles = Profiles::build(
-            &cfg,
-            &plugins::in_tree_registry(),
-            &handle,
-            "default configuration",
-        )?;
         // One worker: binding tasks are short, and the loop needs the other core.
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -119,16 +108,11 @@ impl InProcess {
             .build()
             .map_err(BenchError::Runtime)?;
         let recorder = Arc::new(BenchRecorder::default());
-        let sched = Scheduler::new(
-            profiles.frameworks,
-            recorder.clone(),
-            Arc::new(RealClock),
-            rt.handle().clone(),
-            SchedulerOptions {
-                percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
-                ..SchedulerOptions::default()
-            },
-        );
+        let sched = SchedulerBuilder::new(cfg, "default configuration")
+            .client(cluster.clone())
+            .metrics(recorder.clone())
+            .build(rt.handle().clone())?
+            .scheduler;
         cluster.connect(sched.weak_event_handler());
         Ok(InProcess {
             cluster,

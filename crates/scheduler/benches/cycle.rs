@@ -22,14 +22,14 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use framework::testing::{make_node, make_pod, PodBuilder};
-use framework::{CycleState, Handle, Parallelizer, PodInfo, Snapshot};
+use framework::{CycleState, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1::{
     Affinity, PodAffinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use scheduler::builder::SchedulerBuilder;
 use scheduler::config;
-use scheduler::profile::Profiles;
 use scheduler::schedule_one::ScheduleAlgorithm;
 
 const NODES: usize = 5000;
@@ -170,11 +170,10 @@ fn bench_cycle(c: &mut Criterion) {
     ];
     let mut group = c.benchmark_group("schedule_pod_5000_nodes");
     for parallelism in [1usize, 16] {
-        let handle = Handle::new(
-            Parallelizer::new(parallelism),
-            Arc::new(framework::handle::NoopClient),
-        );
-        let profiles = match Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, "bench") {
+        let profiles = match SchedulerBuilder::new(cfg.clone(), "bench")
+            .parallelism(parallelism)
+            .build_profiles()
+        {
             Ok(p) => p,
             Err(e) => panic!("profiles: {e}"),
         };

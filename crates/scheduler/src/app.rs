@@ -9,20 +9,18 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use framework::{Handle, Parallelizer};
 use plugins::Registry;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::backend::queue::QueueConfig;
+use crate::builder::SchedulerBuilder;
 use crate::client::leader::{LeaderElectionConfig, LeaderElector};
 use crate::client::{run_informers, InformerOptions, KubeClusterClient, WriterOptions};
 use crate::clock::RealClock;
 use crate::config::{ConfigError, KubeSchedulerConfiguration};
 use crate::metrics::PrometheusRecorder;
-use crate::profile::Profiles;
-use crate::scheduler::{Scheduler, SchedulerOptions};
+use crate::scheduler::Scheduler;
 use crate::serve::{self, Health, ServeState};
 
 /// What `run` needs besides the API client.
@@ -106,26 +104,21 @@ pub async fn run(
             ..WriterOptions::default()
         },
     );
-    let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1).max(1);
-    let handle = Handle::new(Parallelizer::new(parallelism), Arc::new(writer));
-    let profiles = Profiles::build(cfg, registry, &handle, &options.config_source)?;
-    for w in &profiles.warnings {
-        tracing::warn!("{w}");
-    }
     let recorder: Arc<dyn crate::metrics::MetricsRecorder> = match &options.extra_metrics {
         Some(extra) => Arc::new(crate::metrics::Tee(metrics.clone(), extra.clone())),
         None => metrics.clone(),
     };
-    let sched = Scheduler::new(
-        profiles.frameworks,
-        recorder,
-        Arc::new(RealClock),
-        tokio::runtime::Handle::current(),
-        SchedulerOptions {
-            extenders: profiles.extenders.into(),
-            ..scheduler_options(cfg, options.seed)
-        },
-    );
+    let built = SchedulerBuilder::new(cfg.clone(), options.config_source.clone())
+        .registry(registry.clone())
+        .client(Arc::new(writer))
+        .metrics(recorder)
+        .clock(Arc::new(RealClock))
+        .seed(options.seed)
+        .build(tokio::runtime::Handle::current())?;
+    for w in &built.warnings {
+        tracing::warn!("{w}");
+    }
+    let sched = built.scheduler;
 
     // Serving.
     let listener = TcpListener::bind(options.bind_address)
@@ -230,21 +223,4 @@ async fn schedule(
         }
     }
     result
-}
-
-/// The scheduler's settings from the configuration.
-pub fn scheduler_options(cfg: &KubeSchedulerConfiguration, seed: u64) -> SchedulerOptions {
-    let secs = |v: Option<i64>, d: u64| {
-        std::time::Duration::from_secs(v.and_then(|v| u64::try_from(v).ok()).unwrap_or(d))
-    };
-    SchedulerOptions {
-        queue: QueueConfig {
-            pod_initial_backoff: secs(cfg.pod_initial_backoff_seconds, 1),
-            pod_max_backoff: secs(cfg.pod_max_backoff_seconds, 10),
-            ..QueueConfig::default()
-        },
-        seed,
-        percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
-        ..SchedulerOptions::default()
-    }
 }

@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod backend;
+pub mod builder;
 pub mod client;
 pub mod clock;
 pub mod config;
@@ -24,6 +25,7 @@ pub mod serve;
 pub mod simulate;
 pub mod source;
 
+pub use crate::builder::{Built, SchedulerBuilder, Services};
 pub use crate::scheduler::{Scheduler, SchedulerOptions};
 
 #[cfg(test)]

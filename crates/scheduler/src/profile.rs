@@ -29,12 +29,14 @@ pub struct Profiles {
 }
 
 impl Profiles {
-    /// Builds every profile of a loaded (defaulted, validated) configuration. `source` names
-    /// the configuration in errors.
+    /// Builds every profile of a loaded (defaulted, validated) configuration. `runtime` is
+    /// where extenders' preempt calls run (none: a preempt verb is refused). `source` names
+    /// the configuration in errors. [`crate::builder::SchedulerBuilder`] is the caller.
     pub fn build(
         cfg: &KubeSchedulerConfiguration,
         registry: &Registry,
         handle: &Handle,
+        runtime: Option<&tokio::runtime::Handle>,
         source: &str,
     ) -> Result<Profiles, ConfigError> {
         let mut frameworks = Vec::new();
@@ -42,7 +44,7 @@ impl Profiles {
         let mut errors = Vec::new();
         let extenders = build_extenders(cfg, &mut errors);
         let mut handle = handle.clone();
-        handle.preemption_extenders = preemption_extenders(&extenders, &mut errors);
+        handle.preemption_extenders = preemption_extenders(&extenders, runtime, &mut errors);
         let ignored = ignored_extender_resources(cfg);
         for (i, profile) in cfg.profiles.iter().enumerate() {
             let mut spec = profile_spec(profile);
@@ -133,10 +135,10 @@ fn build_extenders(
     extenders
 }
 
-/// The extenders with a preempt verb, for DefaultPreemption. Their calls run on the tokio
-/// runtime the profiles are built on: a scheduler builds them there.
+/// The extenders with a preempt verb, for DefaultPreemption. Their calls run on `runtime`.
 fn preemption_extenders(
     extenders: &[HttpExtender],
+    runtime: Option<&tokio::runtime::Handle>,
     errors: &mut Vec<FieldError>,
 ) -> Arc<[Arc<dyn PreemptionExtender>]> {
     let mut out: Vec<Arc<dyn PreemptionExtender>> = Vec::new();
@@ -144,9 +146,9 @@ fn preemption_extenders(
         if !ext.supports_preemption() {
             continue;
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => out.push(Arc::new(PreemptionCaller::new(ext.clone(), rt))),
-            Err(_) => errors.push(FieldError::new(
+        match runtime {
+            Some(rt) => out.push(Arc::new(PreemptionCaller::new(ext.clone(), rt.clone()))),
+            None => errors.push(FieldError::new(
                 format!("extenders[{i}].preemptVerb"),
                 "Forbidden: an extender's preemptVerb is called only by a scheduler running on a tokio runtime",
             )),
@@ -180,12 +182,10 @@ fn ignore_in_fit(spec: &mut ProfileSpec, ignored: &[String], index: usize) {
 
 #[cfg(test)]
 mod tests {
-    use framework::{Handle, Parallelizer};
     use rstest::rstest;
 
-    use super::Profiles;
+    use crate::builder::SchedulerBuilder;
     use crate::config::FieldError;
-    use crate::memory::MemoryCluster;
 
     /// Builds the profiles of a configuration with `extenders` (YAML list items) and returns
     /// how many extenders were built, or the field errors.
@@ -195,8 +195,8 @@ mod tests {
              extenders:\n{extenders}"
         );
         let cfg = crate::config::load_str(&yaml, "test").map_err(|e| e.field_errors().to_vec())?;
-        let handle = Handle::new(Parallelizer::sequential(), MemoryCluster::new());
-        Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, "test")
+        SchedulerBuilder::new(cfg, "test")
+            .build_profiles()
             .map(|p| p.extenders.len())
             .map_err(|e| e.field_errors().to_vec())
     }

@@ -6,15 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use framework::testing::{make_node, make_pod};
-use framework::{Handle, Parallelizer};
 use rstest::rstest;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::builder::SchedulerBuilder;
 use crate::clock::FakeClock;
 use crate::extender::tests::{item_names, keys, Recorder, Reply};
 use crate::memory::MemoryCluster;
-use crate::profile::Profiles;
 
 struct Harness {
     sched: Scheduler,
@@ -31,19 +30,13 @@ fn harness(url: &str, extender: &str) -> Harness {
     );
     let cfg = crate::config::load_str(&yaml, "test").unwrap_or_else(|e| panic!("{e}"));
     let cluster = MemoryCluster::new();
-    let handle = Handle::new(Parallelizer::sequential(), cluster.clone());
-    let profiles = Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, "test")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let sched = Scheduler::new(
-        profiles.frameworks,
-        Arc::new(crate::metrics::NoopRecorder),
-        Arc::new(FakeClock::new()),
-        tokio::runtime::Handle::current(),
-        SchedulerOptions {
-            extenders: profiles.extenders.into(),
-            ..SchedulerOptions::default()
-        },
-    );
+    let sched = SchedulerBuilder::new(cfg, "test")
+        .client(cluster.clone())
+        .clock(Arc::new(FakeClock::new()))
+        .parallelism(1)
+        .build(tokio::runtime::Handle::current())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .scheduler;
     cluster.connect(sched.weak_event_handler());
     for n in ["n1", "n2", "n3"] {
         cluster.apply_node(

@@ -50,6 +50,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use crate::backend::cache::Cache;
 use crate::backend::queue::{pod_key, AttemptFailure, PendingCounts, PriorityQueue, QueueConfig};
+use crate::builder::Services;
 use crate::clock::Clock;
 use crate::extender::HttpExtender;
 use crate::metrics::{AttemptResult, MetricsRecorder, PendingPods};
@@ -197,35 +198,24 @@ pub enum AttemptOutcome {
 }
 
 impl Scheduler {
-    /// A scheduler for `frameworks` (one per profile; every one built with the same
-    /// [`framework::Handle`], whose waiting-pods map the scheduler shares). Binding tasks and
-    /// API writes run on `runtime`.
-    pub fn new(
+    /// A scheduler for `frameworks` (one per profile, each built with a handle from
+    /// `services`). Binding tasks and API writes run on `runtime`.
+    /// [`crate::builder::SchedulerBuilder`] is the one caller.
+    pub(crate) fn new(
         frameworks: Vec<Framework>,
-        metrics: Arc<dyn MetricsRecorder>,
-        clock: Arc<dyn Clock>,
+        services: Services,
         runtime: tokio::runtime::Handle,
         options: SchedulerOptions,
     ) -> Scheduler {
-        let frameworks: Vec<Arc<Framework>> = frameworks
-            .into_iter()
-            .map(|mut f| {
-                f.set_metrics(metrics.clone());
-                Arc::new(f)
-            })
-            .collect();
-        let (client, waiting_pods, preempting_pods) = match frameworks.first() {
-            Some(f) => (
-                f.handle().client.clone(),
-                f.handle().waiting_pods.clone(),
-                f.handle().preempting_pods.clone(),
-            ),
-            None => (
-                Arc::new(framework::handle::NoopClient) as Arc<dyn ClusterClient>,
-                WaitingPods::default(),
-                PreemptingPods::default(),
-            ),
-        };
+        let Services {
+            client,
+            waiting_pods,
+            preempting_pods,
+            parallelizer: _,
+            metrics,
+            clock,
+        } = services;
+        let frameworks: Vec<Arc<Framework>> = frameworks.into_iter().map(Arc::new).collect();
         let mut queue = PriorityQueue::new(frameworks.clone(), clock.clone(), options.queue);
         queue.set_metrics(metrics.clone());
         let now = clock.now();
@@ -262,6 +252,16 @@ impl Scheduler {
                 tasks: Tasks::default(),
             }),
         }
+    }
+
+    /// The profiles' names (their `schedulerName`s).
+    pub fn profile_names(&self) -> Vec<String> {
+        self.shared.profiles.keys().cloned().collect()
+    }
+
+    /// The profile that schedules pods with `scheduler_name`.
+    pub fn profile(&self, scheduler_name: &str) -> Option<&Arc<Framework>> {
+        self.shared.profiles.get(scheduler_name)
     }
 
     /// The handler to give an event source.

@@ -10,17 +10,17 @@ use std::time::Duration;
 use framework::testing::{make_node, make_pod};
 use framework::{
     ArgsError, ClientError, Code, CycleState, EventType, FilterPlugin, Handle, NodeInfo,
-    Nomination, Parallelizer, PermitPlugin, Plugin, PodCondition, PodEvent, PodInfo, PodRef,
-    PodStatusUpdate, ReservePlugin, Status,
+    Nomination, PermitPlugin, Plugin, PodCondition, PodEvent, PodInfo, PodRef, PodStatusUpdate,
+    ReservePlugin, Status,
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rstest::rstest;
 
 use super::*;
 use crate::backend::queue::QueueName;
+use crate::builder::SchedulerBuilder;
 use crate::clock::FakeClock;
 use crate::memory::MemoryCluster;
-use crate::profile::Profiles;
 
 // ---- the test plugin --------------------------------------------------------------------
 
@@ -206,17 +206,17 @@ fn harness(log_id: &str, gate: &str, profiles: &[&str]) -> Harness {
     let mut registry = plugins::in_tree_registry();
     registry.insert(GATE, new_gate);
     let cluster = MemoryCluster::new();
-    let handle = Handle::new(Parallelizer::sequential(), cluster.clone());
-    let profiles = Profiles::build(&cfg, &registry, &handle, "test").unwrap();
     let clock = FakeClock::new();
     let metrics = Arc::new(RecordingMetrics::default());
-    let sched = Scheduler::new(
-        profiles.frameworks,
-        metrics.clone(),
-        Arc::new(clock.clone()),
-        tokio::runtime::Handle::current(),
-        SchedulerOptions::default(),
-    );
+    let sched = SchedulerBuilder::new(cfg, "test")
+        .registry(registry)
+        .client(cluster.clone())
+        .metrics(metrics.clone())
+        .clock(Arc::new(clock.clone()))
+        .parallelism(1)
+        .build(tokio::runtime::Handle::current())
+        .unwrap()
+        .scheduler;
     cluster.connect(sched.weak_event_handler());
     let lp = sched.scheduling_loop();
     Harness {

@@ -16,12 +16,13 @@ use std::time::Duration;
 use framework::{PodInfo, Status};
 
 use crate::backend::cache::{is_assigned, is_terminal};
+use crate::builder::SchedulerBuilder;
 use crate::clock::FakeClock;
+use crate::config::ConfigError;
 use crate::memory::MemoryCluster;
 use crate::metrics::NoopRecorder;
-use crate::runtime::Framework;
 use crate::schedule_one::Explanation;
-use crate::scheduler::{Attempt, AttemptOutcome, Scheduler, SchedulerOptions};
+use crate::scheduler::{Attempt, AttemptOutcome, Scheduler};
 use crate::source::{Change, ObjectEvent};
 
 pub use input::{ClusterInput, InputError};
@@ -84,65 +85,102 @@ pub struct Report {
     pub pods: Vec<PodReport>,
 }
 
-/// Options of a run.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Seed of the tie-breaking RNG: the same input and seed give the same placements.
-    pub seed: u64,
-    /// The configuration's global `percentageOfNodesToScore`.
-    pub percentage_of_nodes_to_score: Option<i32>,
+/// Why a simulation could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error("starting the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The configuration's profiles or extenders could not be built.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
-/// Schedules the pending pods of `input` with `profiles` (built with a [`framework::Handle`]
-/// whose client is `cluster`; the first profile's QueueSort orders the queue, as upstream
-/// requires every profile to share it). The report lists pods in the order they were
-/// scheduled, then the gated and skipped ones in input order.
-///
-/// The pods go through the scheduler itself ([`crate::scheduler`]): informer-like events
-/// from `cluster`, the queue, the cache, the scheduling cycle and the binding cycle; the
-/// clock stands still, so each pod gets one attempt (a pod that failed waits out a backoff
-/// that never ends). Permit plugins cannot make a pod wait here: a waiting pod is rejected.
-///
-/// Preemption runs as in the scheduler: a pod that preempts is nominated and its victims are
-/// deleted from the cluster (reported with result `Preempted`); once they are gone the
-/// scheduler moves the preemptor back to activeQ, so it is placed within the run. The
-/// cluster applies the nomination to the pod's status, so the retry tries that node first.
-pub fn run(
-    input: &ClusterInput,
-    profiles: Vec<Framework>,
+/// A scheduler built for a simulation: an in-memory cluster as its client and event
+/// source, no metrics, and a clock that stands still.
+pub struct Simulation {
+    rt: tokio::runtime::Runtime,
+    sched: Scheduler,
     cluster: Arc<MemoryCluster>,
-    options: &Options,
-) -> std::io::Result<Report> {
-    let rt = tokio::runtime::Builder::new_current_thread().build()?;
-    let names: Vec<String> = profiles
-        .iter()
-        .map(|f| f.profile_name().to_string())
-        .collect();
+    clock: FakeClock,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("warnings", &self.warnings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Simulation {
+    /// Builds the scheduler `builder` describes (its registry, configuration and seed) over
+    /// an in-memory cluster. Every profile must share the first one's QueueSort, as upstream
+    /// requires.
+    pub fn new(builder: SchedulerBuilder) -> Result<Simulation, SimulateError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(SimulateError::Runtime)?;
+        let cluster = MemoryCluster::new();
+        let clock = FakeClock::new();
+        let built = builder
+            .client(cluster.clone())
+            .metrics(Arc::new(NoopRecorder))
+            .clock(Arc::new(clock.clone()))
+            .build(rt.handle().clone())?;
+        Ok(Simulation {
+            rt,
+            sched: built.scheduler,
+            cluster,
+            clock,
+            warnings: built.warnings,
+        })
+    }
+
+    /// What building the scheduler had to say (e.g. upstream plugins left out).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Schedules the pending pods of `input`. The report lists pods in the order they were
+    /// scheduled, then the gated and skipped ones in input order.
+    ///
+    /// The pods go through the scheduler itself ([`crate::scheduler`]): informer-like events
+    /// from the in-memory cluster, the queue, the cache, the scheduling cycle and the binding
+    /// cycle; the clock stands still, so each pod gets one attempt (a pod that failed waits
+    /// out a backoff that never ends). Permit plugins cannot make a pod wait here: a waiting
+    /// pod is rejected.
+    ///
+    /// Preemption runs as in the scheduler: a pod that preempts is nominated and its victims
+    /// are deleted from the cluster (reported with result `Preempted`); once they are gone
+    /// the scheduler moves the preemptor back to activeQ, so it is placed within the run. The
+    /// cluster applies the nomination to the pod's status, so the retry tries that node
+    /// first.
+    pub fn run(self, input: &ClusterInput) -> Report {
+        run(self, input)
+    }
+}
+
+fn run(sim: Simulation, input: &ClusterInput) -> Report {
+    let Simulation {
+        rt,
+        sched,
+        cluster,
+        clock,
+        warnings: _,
+    } = sim;
+    let names: Vec<String> = sched.profile_names();
     let gates: HashMap<String, Status> = input
         .pods
         .iter()
         .filter(|p| !is_terminal(p) && !is_assigned(p))
         .filter_map(|p| {
             let info = PodInfo::new(p.clone());
-            let fwk = profiles
-                .iter()
-                .find(|f| f.profile_name() == scheduler_name(p))?;
+            let fwk = sched.profile(&scheduler_name(p))?;
             let s = fwk.run_pre_enqueue_plugins(&info);
             (!s.is_success()).then(|| (info.key.clone(), s))
         })
         .collect();
-    let clock = FakeClock::new();
-    let sched = Scheduler::new(
-        profiles,
-        Arc::new(NoopRecorder),
-        Arc::new(clock.clone()),
-        rt.handle().clone(),
-        SchedulerOptions {
-            seed: options.seed,
-            percentage_of_nodes_to_score: options.percentage_of_nodes_to_score,
-            ..Default::default()
-        },
-    );
     cluster.connect(sched.weak_event_handler());
     load(&cluster, input, &clock);
     sched.event_handler().synced();
@@ -223,7 +261,7 @@ pub fn run(
         }
     }
     report.pods.extend(held_back);
-    Ok(report)
+    report
 }
 
 /// Feeds the input to the scheduler as informers would: namespaces and workloads first,

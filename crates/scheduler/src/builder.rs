@@ -1,0 +1,333 @@
+//! Putting a scheduler together, in one place: the services every profile shares, the
+//! [`Handle`] plugins get, the profiles, and the [`Scheduler`].
+//!
+//! Upstream: scheduler.New (pkg/scheduler/scheduler.go) with its options, and the
+//! out-of-tree registry of cmd/kube-scheduler/app. `run`, `up`, `simulate`, `bench` and the
+//! cycle benchmark all build their scheduler here; they differ only in the services they
+//! hand in (a kube-rs client or a [`crate::memory::MemoryCluster`], a Prometheus or a no-op
+//! recorder, a real or a standing clock) and the registry.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use scheduler::builder::SchedulerBuilder;
+//! use scheduler::clock::FakeClock;
+//! use scheduler::memory::MemoryCluster;
+//!
+//! let config = scheduler::config::load_str(
+//!     "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+//!     "example",
+//! ).unwrap();
+//! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let cluster = MemoryCluster::new();
+//! let built = SchedulerBuilder::new(config, "example")
+//!     .client(cluster.clone())
+//!     .clock(Arc::new(FakeClock::new()))
+//!     .build(runtime.handle().clone())
+//!     .unwrap();
+//! cluster.connect(built.scheduler.weak_event_handler());
+//! ```
+
+use std::sync::Arc;
+
+use framework::handle::NoopClient;
+use framework::{ClusterClient, Handle, Parallelizer, PreemptingPods, WaitingPods};
+use plugins::{Factory, Registry};
+
+use crate::backend::queue::QueueConfig;
+use crate::clock::{Clock, RealClock};
+use crate::config::{ConfigError, FieldError, KubeSchedulerConfiguration};
+use crate::metrics::{MetricsRecorder, NoopRecorder};
+use crate::profile::Profiles;
+use crate::scheduler::{Scheduler, SchedulerOptions};
+
+/// What every profile of one scheduler shares. Built once by [`SchedulerBuilder`]; the
+/// profiles get it through their [`Handle`] and the scheduler keeps it.
+#[derive(Clone)]
+pub struct Services {
+    /// Where decisions go: binds, status writes, events, deletes.
+    pub client: Arc<dyn ClusterClient>,
+    /// Pods waiting at Permit.
+    pub waiting_pods: WaitingPods,
+    /// Preemptors whose victims are being evicted.
+    pub preempting_pods: PreemptingPods,
+    /// The bounded pool Filter and Score run on.
+    pub parallelizer: Parallelizer,
+    pub metrics: Arc<dyn MetricsRecorder>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("parallelizer", &self.parallelizer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Services {
+    /// The handle plugins get. Preemption extenders are added by [`Profiles::build`].
+    pub fn handle(&self) -> Handle {
+        let mut handle = Handle::new(self.parallelizer.clone(), self.client.clone());
+        handle.waiting_pods = self.waiting_pods.clone();
+        handle.preempting_pods = self.preempting_pods.clone();
+        handle
+    }
+}
+
+/// A built scheduler and what building it had to say.
+#[derive(Debug)]
+pub struct Built {
+    pub scheduler: Scheduler,
+    /// Non-fatal notes to show the user, e.g. upstream plugins kubesched leaves out.
+    pub warnings: Vec<String>,
+}
+
+/// Builds a scheduler from a loaded (defaulted, validated) configuration. Every service has
+/// a default fit for offline use: the in-tree registry, a client that drops writes, no
+/// metrics, the real clock, the configuration's parallelism and seed 0.
+#[derive(Clone)]
+pub struct SchedulerBuilder {
+    config: KubeSchedulerConfiguration,
+    source: String,
+    registry: Registry,
+    out_of_tree: Vec<(&'static str, Factory)>,
+    client: Arc<dyn ClusterClient>,
+    metrics: Arc<dyn MetricsRecorder>,
+    clock: Arc<dyn Clock>,
+    parallelism: Option<usize>,
+    seed: u64,
+}
+
+impl std::fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("source", &self.source)
+            .field("parallelism", &self.parallelism)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchedulerBuilder {
+    /// `source` names the configuration in errors (a file path, or "default configuration").
+    pub fn new(config: KubeSchedulerConfiguration, source: impl Into<String>) -> Self {
+        SchedulerBuilder {
+            config,
+            source: source.into(),
+            registry: plugins::in_tree_registry(),
+            out_of_tree: Vec::new(),
+            client: Arc::new(NoopClient),
+            metrics: Arc::new(NoopRecorder),
+            clock: Arc::new(RealClock),
+            parallelism: None,
+            seed: 0,
+        }
+    }
+
+    /// The configuration the scheduler is built from.
+    pub fn config(&self) -> &KubeSchedulerConfiguration {
+        &self.config
+    }
+
+    /// Replaces the whole registry (the in-tree one by default).
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Adds plugins to the registry, as upstream's `app.WithPlugin` does. A name already in
+    /// the registry is refused when building ("a plugin named X already exists").
+    pub fn out_of_tree_plugins(
+        mut self,
+        plugins: impl IntoIterator<Item = (&'static str, Factory)>,
+    ) -> Self {
+        self.out_of_tree.extend(plugins);
+        self
+    }
+
+    /// Where decisions go. Default: dropped.
+    pub fn client(mut self, client: Arc<dyn ClusterClient>) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// Where the scheduler, its queue and its frameworks report. Default: nowhere.
+    pub fn metrics(mut self, metrics: Arc<dyn MetricsRecorder>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Filter and Score workers; default: the configuration's `parallelism`.
+    pub fn parallelism(mut self, parallelism: usize) -> Self {
+        self.parallelism = Some(parallelism.max(1));
+        self
+    }
+
+    /// Seed of the tie-breaking RNG: the same cluster and seed give the same placements.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The shared services, built once.
+    pub fn services(&self) -> Services {
+        let parallelism = self.parallelism.unwrap_or_else(|| {
+            usize::try_from(self.config.parallelism())
+                .unwrap_or(1)
+                .max(1)
+        });
+        Services {
+            client: self.client.clone(),
+            waiting_pods: WaitingPods::default(),
+            preempting_pods: PreemptingPods::default(),
+            parallelizer: Parallelizer::new(parallelism),
+            metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
+    /// The scheduler's settings from the configuration.
+    pub fn options(&self) -> SchedulerOptions {
+        let cfg = &self.config;
+        let secs = |v: Option<i64>, d: u64| {
+            std::time::Duration::from_secs(v.and_then(|v| u64::try_from(v).ok()).unwrap_or(d))
+        };
+        SchedulerOptions {
+            queue: QueueConfig {
+                pod_initial_backoff: secs(cfg.pod_initial_backoff_seconds, 1),
+                pod_max_backoff: secs(cfg.pod_max_backoff_seconds, 10),
+                ..QueueConfig::default()
+            },
+            seed: self.seed,
+            percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+            ..SchedulerOptions::default()
+        }
+    }
+
+    /// The registry with the out-of-tree plugins merged in.
+    fn merged_registry(&self) -> Result<Registry, ConfigError> {
+        let mut registry = self.registry.clone();
+        let mut errors = Vec::new();
+        for (name, factory) in &self.out_of_tree {
+            if registry.insert(name, *factory).is_some() {
+                errors.push(FieldError::new(
+                    "plugins",
+                    format!("a plugin named {name} already exists"),
+                ));
+            }
+        }
+        if errors.is_empty() {
+            Ok(registry)
+        } else {
+            Err(ConfigError::Invalid {
+                file: self.source.clone(),
+                errors,
+            })
+        }
+    }
+
+    /// Only the profiles, for callers that run scheduling cycles themselves (the cycle
+    /// benchmark). Extenders with a preempt verb are refused: they need a runtime.
+    pub fn build_profiles(&self) -> Result<Profiles, ConfigError> {
+        let services = self.services();
+        self.profiles(&services, None)
+    }
+
+    fn profiles(
+        &self,
+        services: &Services,
+        runtime: Option<&tokio::runtime::Handle>,
+    ) -> Result<Profiles, ConfigError> {
+        let registry = self.merged_registry()?;
+        let mut profiles = Profiles::build(
+            &self.config,
+            &registry,
+            &services.handle(),
+            runtime,
+            &self.source,
+        )?;
+        for f in &mut profiles.frameworks {
+            f.set_metrics(services.metrics.clone());
+        }
+        Ok(profiles)
+    }
+
+    /// The scheduler. Binding tasks, API writes and extender calls run on `runtime`.
+    pub fn build(self, runtime: tokio::runtime::Handle) -> Result<Built, ConfigError> {
+        let services = self.services();
+        let profiles = self.profiles(&services, Some(&runtime))?;
+        let options = SchedulerOptions {
+            extenders: profiles.extenders.into(),
+            ..self.options()
+        };
+        let scheduler = Scheduler::new(profiles.frameworks, services, runtime, options);
+        Ok(Built {
+            scheduler,
+            warnings: profiles.warnings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use framework::{ArgsError, Handle, Plugin};
+
+    use super::SchedulerBuilder;
+    use crate::config::FieldError;
+
+    fn config(yaml: &str) -> crate::config::KubeSchedulerConfiguration {
+        let text = format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{yaml}"
+        );
+        crate::config::load_str(&text, "test").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn clashing(
+        _args: Option<&serde_json::Value>,
+        _handle: &Handle,
+    ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
+        Err(vec![ArgsError::new("", "never built")])
+    }
+
+    #[test]
+    fn out_of_tree_plugin_named_like_an_in_tree_one_is_refused() {
+        let err = SchedulerBuilder::new(config(""), "test")
+            .out_of_tree_plugins([(plugins::names::NODE_AFFINITY, clashing as plugins::Factory)])
+            .build_profiles()
+            .err()
+            .map(|e| e.field_errors().to_vec());
+        assert_eq!(
+            err,
+            Some(vec![FieldError::new(
+                "plugins",
+                "a plugin named NodeAffinity already exists"
+            )])
+        );
+    }
+
+    #[test]
+    fn options_come_from_the_configuration() {
+        let b = SchedulerBuilder::new(
+            config("podInitialBackoffSeconds: 3\npodMaxBackoffSeconds: 30\npercentageOfNodesToScore: 40\n"),
+            "test",
+        )
+        .seed(7);
+        let o = b.options();
+        assert_eq!(
+            (
+                o.queue.pod_initial_backoff.as_secs(),
+                o.queue.pod_max_backoff.as_secs(),
+                o.percentage_of_nodes_to_score,
+                o.seed
+            ),
+            (3, 30, Some(40), 7)
+        );
+    }
+}

@@ -11,7 +11,8 @@ use framework::{
 };
 use tokio::sync::oneshot;
 
-use super::{forget, released, Shared};
+use super::schedule_one::{forget, released};
+use super::Shared;
 use crate::backend::queue::pod_key;
 use crate::config::format_go_duration;
 use crate::extender::{self, wire::ExtenderBindingArgs};

@@ -1,0 +1,143 @@
+//! Reporting a failed scheduling attempt: the pod's `PodScheduled=False` condition, its
+//! nomination and a `FailedScheduling` event, written off the loop; the pod goes back to the
+//! queue.
+//!
+//! Upstream: handleSchedulingFailure in pkg/scheduler/schedule_one.go.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use framework::{
+    EventType, Nomination, PodCondition, PodEvent, PodInfo, PodRef, PodStatusUpdate, QueuedPodInfo,
+    Status,
+};
+
+use super::{truncate_message, Shared};
+use crate::backend::queue::{pod_key, AttemptFailure};
+use crate::metrics::AttemptResult;
+use crate::runtime::Framework;
+
+impl Shared {
+    /// Writes the failure to the pod (condition, event) without waiting for the API.
+    pub(super) fn report_failure(
+        self: &Arc<Self>,
+        fwk: &Framework,
+        pod: &PodInfo,
+        status: &Status,
+        message: &str,
+        nomination: Nomination,
+    ) {
+        let reason = if status.is_rejected() {
+            "Unschedulable"
+        } else {
+            "SchedulerError"
+        };
+        let pod_ref = PodRef::of(&pod.pod);
+        let update = PodStatusUpdate {
+            pod: pod_ref.clone(),
+            condition: Some(PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: reason.into(),
+                message: message.to_string(),
+            }),
+            nomination,
+        };
+        let event = PodEvent {
+            regarding: pod_ref,
+            event_type: EventType::Warning,
+            reason: "FailedScheduling".into(),
+            action: "Scheduling".into(),
+            message: truncate_message(message).to_string(),
+            reporting_controller: fwk.profile_name().to_string(),
+        };
+        self.spawn_writes(Some(update), event);
+    }
+
+    pub(super) fn spawn_writes(self: &Arc<Self>, update: Option<PodStatusUpdate>, event: PodEvent) {
+        let shared = self.clone();
+        let client = self.client.clone();
+        shared.tasks.started();
+        self.runtime.spawn(async move {
+            if let Some(u) = update {
+                if let Err(e) = client.update_pod_status(&u).await {
+                    tracing::warn!(pod = %format!("{}/{}", u.pod.namespace, u.pod.name), error = %e, "cannot update pod status");
+                }
+            }
+            if let Err(e) = client.record_event(&event).await {
+                tracing::debug!(error = %e, reason = %event.reason, "cannot record event");
+            }
+            shared.tasks.finished();
+        });
+    }
+
+    /// Hands a pod whose attempt failed back to the queue, and reports the failure.
+    /// Upstream: handleSchedulingFailure.
+    pub(super) fn handle_failure(
+        self: &Arc<Self>,
+        fwk: &Framework,
+        qpi: QueuedPodInfo,
+        status: &Status,
+        message: &str,
+        started: Instant,
+    ) {
+        self.handle_failure_nominated(fwk, qpi, status, message, started, Nomination::Keep);
+    }
+
+    /// [`handle_failure`](Self::handle_failure), also recording what PostFilter decided
+    /// about the pod's nomination: in the queue's nominator at once (so the next cycles
+    /// keep the room for it), and in the status write.
+    pub(super) fn handle_failure_nominated(
+        self: &Arc<Self>,
+        fwk: &Framework,
+        mut qpi: QueuedPodInfo,
+        status: &Status,
+        message: &str,
+        started: Instant,
+        nomination: Nomination,
+    ) {
+        let (result, failure) = if status.is_rejected() {
+            (AttemptResult::Unschedulable, AttemptFailure::Rejected)
+        } else {
+            (AttemptResult::Error, AttemptFailure::Error)
+        };
+        if failure == AttemptFailure::Rejected && qpi.unschedulable_plugins.is_empty() {
+            if let Some(p) = status.plugin() {
+                if status.code() == framework::Code::Pending {
+                    qpi.pending_plugins.insert(p);
+                } else {
+                    qpi.unschedulable_plugins.insert(p);
+                }
+            }
+        }
+        self.metrics.observe_attempt(
+            fwk.profile_name(),
+            result,
+            self.clock.now().saturating_duration_since(started),
+        );
+        let pod = qpi.pod_info.clone();
+        let deleted = {
+            let mut st = self.state();
+            let deleted = st.queue.is_deleted_in_flight(&pod_key(&pod.pod));
+            if let Err(e) = st.queue.add_unschedulable_if_not_present(qpi, failure) {
+                tracing::warn!(pod = %pod.key, error = %e, "cannot requeue pod");
+            }
+            if !deleted {
+                match &nomination {
+                    Nomination::Set(node) => st.queue.add_nominated_pod(pod.clone(), Some(node)),
+                    Nomination::Clear => st.queue.delete_nominated_pod_if_exists(&pod.pod),
+                    Nomination::Keep => {}
+                }
+            }
+            deleted
+        };
+        self.notify();
+        if deleted {
+            // Nothing to tell a pod that is gone.
+            tracing::debug!(pod = %pod.key, %message, "pod deleted during its attempt");
+            return;
+        }
+        tracing::debug!(pod = %pod.key, %message, "unable to schedule pod; waiting");
+        self.report_failure(fwk, &pod, status, message, nomination);
+    }
+}

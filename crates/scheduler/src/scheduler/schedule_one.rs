@@ -1,0 +1,310 @@
+//! The scheduling loop: upstream's ScheduleOne. Pop a pod, pick its profile, refresh the
+//! snapshot, run the scheduling cycle ([`crate::schedule_one::ScheduleAlgorithm`]), then
+//! assume the pod, run Reserve and Permit, and start its binding task
+//! ([`super::binding`]).
+//!
+//! Upstream: ScheduleOne and schedulingCycle in pkg/scheduler/schedule_one.go; the cycle's
+//! algorithm (schedulePod, findNodesThatFitPod, prioritizeNodes) is
+//! [`crate::schedule_one`].
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use framework::{CycleState, PodInfo, QueuedPodInfo, Snapshot, Status, WaitingPod};
+
+use super::{scheduler_name, Attempt, AttemptOutcome, Shared, IDLE_WAKE};
+use crate::backend::queue::pod_key;
+use crate::runtime::Framework;
+use crate::schedule_one::{Explanation, ScheduleAlgorithm, ScheduleError};
+
+/// The scheduling loop: owns the snapshot and the algorithm (round-robin start, RNG).
+pub struct SchedulingLoop {
+    shared: Arc<Shared>,
+    snapshot: Snapshot,
+    algorithm: ScheduleAlgorithm,
+    namespaces_version: u64,
+}
+
+impl std::fmt::Debug for SchedulingLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulingLoop")
+            .field("nodes", &self.snapshot.num_nodes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchedulingLoop {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        let mut algorithm = ScheduleAlgorithm::new(
+            shared.options.seed,
+            shared.options.percentage_of_nodes_to_score,
+        );
+        if !shared.options.extenders.is_empty() {
+            algorithm.set_extenders(shared.options.extenders.clone(), shared.runtime.clone());
+        }
+        SchedulingLoop {
+            shared,
+            snapshot: Snapshot::default(),
+            algorithm,
+            namespaces_version: u64::MAX,
+        }
+    }
+
+    /// The snapshot of the last cycle.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Runs until [`Scheduler::stop`], sleeping while activeQ is empty.
+    pub fn run(mut self) {
+        while let Some(qpi) = self.pop_blocking() {
+            self.schedule_pod(qpi, None);
+        }
+    }
+
+    fn pop_blocking(&self) -> Option<QueuedPodInfo> {
+        let shared = &self.shared;
+        let mut st = shared.state();
+        loop {
+            if shared.stopping.load(Ordering::Acquire) {
+                return None;
+            }
+            shared.flush_locked(&mut st);
+            if let Some(q) = st.queue.pop() {
+                return Some(q);
+            }
+            let now = shared.clock.now();
+            let wait = st
+                .queue
+                .next_backoff_expiry()
+                .map_or(IDLE_WAKE, |t| t.saturating_duration_since(now))
+                .clamp(Duration::from_millis(1), IDLE_WAKE);
+            st = shared
+                .wake
+                .wait_timeout(st, wait)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+
+    /// Takes the next pod from activeQ (without waiting) and runs its scheduling cycle;
+    /// `None` when activeQ is empty. With `explain`, every plugin's verdict is recorded.
+    pub fn schedule_one(&mut self, explain: Option<&mut Explanation>) -> Option<Attempt> {
+        let qpi = {
+            let mut st = self.shared.state();
+            st.queue.pop()?
+        };
+        Some(self.schedule_pod(qpi, explain))
+    }
+
+    /// One scheduling cycle of a popped pod. Upstream: ScheduleOne + schedulingCycle.
+    fn schedule_pod(&mut self, qpi: QueuedPodInfo, explain: Option<&mut Explanation>) -> Attempt {
+        let shared = self.shared.clone();
+        let pod = qpi.pod_info.clone();
+        let key = pod_key(&pod.pod);
+        let Some(fwk) = shared.profile_of(&pod).cloned() else {
+            shared.state().queue.done(&key);
+            let reason = format!(
+                "schedulerName {:?} is not a profile of this scheduler",
+                scheduler_name(&pod)
+            );
+            tracing::error!(pod = %pod.key, %reason, "skipping pod");
+            return attempt(
+                pod,
+                scheduler_name_owned(&qpi),
+                AttemptOutcome::Skipped { reason },
+            );
+        };
+        let profile = fwk.profile_name().to_string();
+        if pod.pod.metadata.deletion_timestamp.is_some() {
+            shared.state().queue.done(&key);
+            let reason = "pod is being deleted".to_string();
+            return attempt(pod, profile, AttemptOutcome::Skipped { reason });
+        }
+        let started = shared.clock.now();
+        self.refresh_snapshot();
+        let mut state = CycleState::new();
+        let result = self
+            .algorithm
+            .schedule_pod(&fwk, &mut state, &pod, &self.snapshot, explain);
+        let host = match result {
+            Ok(r) => r.suggested_host,
+            Err(ScheduleError::Fit(fit)) => {
+                let message = fit.to_string();
+                let mut qpi = qpi;
+                qpi.unschedulable_plugins = fit.diagnosis.unschedulable_plugins.clone();
+                qpi.pending_plugins = fit.diagnosis.pending_plugins.clone();
+                let result = fit.diagnosis.post_filter_result.as_ref();
+                if fwk.has_post_filter_plugins() {
+                    let victims = result.map_or(0, |r| r.victims.len());
+                    shared.metrics.observe_preemption(victims);
+                }
+                let nomination = shared.preempt(&fwk, &pod, result);
+                let status = Status::unschedulable(message.clone());
+                shared.handle_failure_nominated(&fwk, qpi, &status, &message, started, nomination);
+                return attempt(
+                    pod,
+                    profile,
+                    AttemptOutcome::Unschedulable {
+                        message,
+                        fit: Some(fit),
+                    },
+                );
+            }
+            Err(ScheduleError::Internal(status)) => {
+                let message = status.message();
+                shared.handle_failure(&fwk, qpi, &status, &message, started);
+                return attempt(pod, profile, AttemptOutcome::Error { message });
+            }
+        };
+        self.assume_and_bind(fwk, state, qpi, host, started)
+    }
+
+    /// Brings the snapshot up to date with the cache (changed NodeInfos only) and the
+    /// namespace and workload listers.
+    fn refresh_snapshot(&mut self) {
+        let mut st = self.shared.state();
+        st.cache.update_snapshot(&mut self.snapshot);
+        if st.namespaces_version != self.namespaces_version {
+            self.snapshot.set_namespace_labels(st.namespaces.clone());
+            self.namespaces_version = st.namespaces_version;
+        }
+        self.snapshot.set_workloads(st.workloads.clone());
+        self.snapshot.set_pdbs(st.pdb_list.clone());
+        self.algorithm.set_nominated_pods(st.queue.nominated_pods());
+    }
+
+    /// Assume, Reserve, Permit, then the binding task. Upstream: the tail of
+    /// schedulingCycle and the start of bindingCycle.
+    fn assume_and_bind(
+        &mut self,
+        fwk: Arc<Framework>,
+        mut state: CycleState,
+        qpi: QueuedPodInfo,
+        host: String,
+        started: Instant,
+    ) -> Attempt {
+        let shared = self.shared.clone();
+        let pod = qpi.pod_info.clone();
+        let profile = fwk.profile_name().to_string();
+        let assumed = Arc::new(pod.with_node(&host));
+        if let Err(e) = shared.state().cache.assume_pod(assumed.clone()) {
+            // The cache refused: a bug or a race with the informer; retry later.
+            let message = format!("assuming pod on node {host}: {e}");
+            shared.handle_failure(
+                &fwk,
+                qpi,
+                &Status::error(message.clone()),
+                &message,
+                started,
+            );
+            return attempt(pod, profile, AttemptOutcome::Error { message });
+        }
+        let start = std::time::Instant::now();
+        let s = fwk.run_reserve_plugins(&mut state, &assumed, &host);
+        fwk.observe("Reserve", &s, start);
+        if !s.is_success() {
+            fwk.run_unreserve_plugins(&mut state, &assumed, &host);
+            return self.fail_after_assume(&fwk, qpi, &assumed, s, started);
+        }
+        let start = std::time::Instant::now();
+        let (s, waiting) = fwk.run_permit_plugins(&mut state, &assumed, &host);
+        fwk.observe("Permit", &s, start);
+        let verdict = if s.is_wait() {
+            let (wp, rx) = WaitingPod::new(assumed.clone(), host.clone(), waiting);
+            shared.waiting_pods.add(pod_key(&assumed.pod), wp.clone());
+            Some((wp, rx))
+        } else if !s.is_success() {
+            fwk.run_unreserve_plugins(&mut state, &assumed, &host);
+            return self.fail_after_assume(&fwk, qpi, &assumed, s, started);
+        } else {
+            None
+        };
+        {
+            let mut st = shared.state();
+            st.queue.delete_nominated_pod_if_exists(&pod.pod);
+        }
+        shared.tasks.started();
+        let task = super::binding::BindingTask {
+            shared: shared.clone(),
+            fwk,
+            state,
+            qpi,
+            assumed,
+            node: host.clone(),
+            started,
+            permit: verdict,
+        };
+        shared.runtime.spawn(task.run());
+        attempt(pod, profile, AttemptOutcome::Assumed { node: host })
+    }
+
+    /// Reserve or Permit failed: forget the assumed pod and requeue.
+    fn fail_after_assume(
+        &self,
+        fwk: &Framework,
+        qpi: QueuedPodInfo,
+        assumed: &Arc<PodInfo>,
+        status: Status,
+        started: Instant,
+    ) -> Attempt {
+        let shared = &self.shared;
+        forget(shared, assumed);
+        let message = status.message();
+        let pod = qpi.pod_info.clone();
+        let outcome = if status.is_rejected() {
+            AttemptOutcome::Unschedulable {
+                message: message.clone(),
+                fit: None,
+            }
+        } else {
+            AttemptOutcome::Error {
+                message: message.clone(),
+            }
+        };
+        shared.handle_failure(fwk, qpi, &status, &message, started);
+        attempt(pod, fwk.profile_name().to_string(), outcome)
+    }
+}
+
+/// Drops an assumed pod from the cache; `true` when it was there.
+pub(super) fn forget(shared: &Shared, assumed: &PodInfo) -> bool {
+    let uid = pod_key(&assumed.pod);
+    match shared.state().cache.forget_pod(&uid) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(pod = %assumed.key, error = %e, "forgetting assumed pod");
+            false
+        }
+    }
+}
+
+/// The forgotten pod's resources are free again: as if an assigned pod had been deleted,
+/// pods it kept out may try again (all but the pod itself).
+pub(super) fn released(shared: &Shared, assumed: &PodInfo, except_itself: bool) {
+    let key = pod_key(&assumed.pod);
+    let obj = framework::EventObject::Pod(assumed.pod.clone());
+    shared.state().queue.move_all_to_active_or_backoff_except(
+        framework::ClusterEvent::new(
+            framework::EventResource::AssignedPod,
+            framework::ActionType::DELETE,
+        ),
+        Some(&obj),
+        None,
+        except_itself.then_some(key.as_str()),
+    );
+    shared.notify();
+}
+
+pub(super) fn attempt(pod: Arc<PodInfo>, profile: String, outcome: AttemptOutcome) -> Attempt {
+    Attempt {
+        pod,
+        profile,
+        outcome,
+    }
+}
+
+pub(super) fn scheduler_name_owned(qpi: &QueuedPodInfo) -> String {
+    scheduler_name(&qpi.pod_info).to_string()
+}

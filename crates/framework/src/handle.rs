@@ -14,7 +14,7 @@ use thiserror::Error;
 use crate::interface::BoxFuture;
 use crate::parallelize::Parallelizer;
 use crate::snapshot::Snapshot;
-use crate::types::PodInfo;
+use crate::types::{PodInfo, PodKey};
 use crate::waiting_pods::WaitingPods;
 
 /// A pod-to-node binding to write (`pods/binding`).
@@ -57,6 +57,13 @@ impl PodRef {
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone(),
         }
+    }
+}
+
+/// `namespace/name`, as logs and messages name a pod.
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
     }
 }
 
@@ -201,8 +208,8 @@ impl ClusterClient for NoopClient {
     }
 }
 
-/// Pods whose preemption the scheduler is carrying out (victims being deleted), by pod key
-/// (`namespace/name`), shared by the scheduler and the plugins of every profile: a
+/// Pods whose preemption the scheduler is carrying out (victims being deleted), by
+/// [`PodKey`], shared by the scheduler and the plugins of every profile: a
 /// preemptor is held back at PreEnqueue until its preemption ends. Upstream: the
 /// preemption Evaluator's record of running preemptions (SchedulerAsyncPreemption).
 #[derive(Debug, Clone, Default)]
@@ -210,11 +217,11 @@ pub struct PreemptingPods(Arc<Mutex<Preemptions>>);
 
 #[derive(Debug, Default)]
 struct Preemptions {
-    preemptors: HashSet<String>,
+    preemptors: HashSet<PodKey>,
     /// Victims chosen but not yet seen deleted: until their deletion shows in the cache,
     /// they count as terminating by preemption, so that a retry of their preemptor does not
     /// choose new victims for the room they are about to free.
-    victims: HashSet<String>,
+    victims: HashSet<PodKey>,
 }
 
 impl PreemptingPods {
@@ -224,8 +231,8 @@ impl PreemptingPods {
     }
 
     /// The preemption of pod `key` started.
-    pub fn start(&self, key: &str) {
-        self.lock().preemptors.insert(key.to_string());
+    pub fn start(&self, key: &PodKey) {
+        self.lock().preemptors.insert(key.clone());
     }
 
     /// The preemption of pod `key` ended; whether it was running.
@@ -239,9 +246,8 @@ impl PreemptingPods {
     }
 
     /// Pods `keys` were chosen as victims and are being deleted.
-    pub fn add_victims<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
-        let mut p = self.lock();
-        p.victims.extend(keys.into_iter().map(str::to_string));
+    pub fn add_victims(&self, keys: impl IntoIterator<Item = PodKey>) {
+        self.lock().victims.extend(keys);
     }
 
     /// Victim `key` is gone (or its deletion failed); whether it was a victim.

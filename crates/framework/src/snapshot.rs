@@ -329,17 +329,22 @@ impl Snapshot {
         true
     }
 
-    /// Removes the pod with `key` from node `node`; returns whether it was there. Like
-    /// [`assume_pod`](Self::assume_pod), resets the generation.
-    pub fn remove_pod(&mut self, key: &str, node: &str) -> bool {
+    /// Removes the pod whose [`PodInfo::id`](crate::PodInfo::id) is `id` from node `node`;
+    /// returns whether it was there. Like [`assume_pod`](Self::assume_pod), resets the
+    /// generation.
+    pub fn remove_pod(&mut self, id: &str, node: &str) -> bool {
         let Some(&i) = self.index.get(node) else {
             return false;
         };
-        if !self.node_info_list[i].pods.iter().any(|p| p.key == key) {
+        if !self.node_info_list[i]
+            .pods
+            .iter()
+            .any(|p| p.id.as_str() == id)
+        {
             return false;
         }
         self.generation = 0;
-        Arc::make_mut(&mut self.node_info_list[i]).remove_pod(key);
+        Arc::make_mut(&mut self.node_info_list[i]).remove_pod(id);
         self.rebuild_affinity_lists();
         true
     }

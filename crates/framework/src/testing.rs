@@ -51,6 +51,12 @@ impl PodBuilder {
         self
     }
 
+    /// Replaces the generated `uid-<name>`.
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.0.metadata.uid = Some(uid.to_string());
+        self
+    }
+
     pub fn label(mut self, k: &str, v: &str) -> Self {
         self.0
             .metadata

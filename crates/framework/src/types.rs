@@ -206,7 +206,10 @@ pub struct WeightedAffinityTerm {
 #[derive(Debug, Clone)]
 pub struct PodInfo {
     pub pod: Arc<Pod>,
-    /// `namespace/name`.
+    /// Who the pod is (its UID), computed once: what the queue, the cache and the
+    /// scheduler's bookkeeping key it by.
+    pub id: PodKey,
+    /// `namespace/name`, how messages, events and reports name the pod.
     pub key: String,
     /// Effective requests: containers, sidecars, init containers and overhead.
     pub requests: Resource,
@@ -231,13 +234,13 @@ impl PodInfo {
     /// Computes the PodInfo of `pod`. Never fails: problems are kept in `parse_errors` for the
     /// plugin that needs the broken part to report on this pod.
     pub fn new(pod: Arc<Pod>) -> Self {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let key = format!("{}/{}", ns, pod.metadata.name.as_deref().unwrap_or(""));
+        let key = namespaced_name(&pod);
         let mut errors = Vec::new();
         let (requests, non0_cpu, non0_mem) = compute_pod_requests(&pod, &mut errors);
         let host_ports = compute_host_ports(&pod);
         let mut info = PodInfo {
             pod: pod.clone(),
+            id: PodKey::of(&pod),
             key,
             requests,
             non0_cpu,
@@ -695,12 +698,12 @@ impl NodeInfo {
         true
     }
 
-    /// Removes the pod with `key` (`namespace/name`); returns whether it was there.
-    pub fn remove_pod(&mut self, key: &str) -> bool {
-        self.pods_with_affinity.retain(|p| p.key != key);
+    /// Removes the pod whose [`PodInfo::id`] is `id`; returns whether it was there.
+    pub fn remove_pod(&mut self, id: &str) -> bool {
+        self.pods_with_affinity.retain(|p| p.id.as_str() != id);
         self.pods_with_required_anti_affinity
-            .retain(|p| p.key != key);
-        let Some(i) = self.pods.iter().position(|p| p.key == key) else {
+            .retain(|p| p.id.as_str() != id);
+        let Some(i) = self.pods.iter().position(|p| p.id.as_str() == id) else {
             return false;
         };
         let Some(pod) = self.pods.swap_remove(i) else {
@@ -779,7 +782,10 @@ impl NodeScore<'_> {
     }
 }
 
+mod pod_key;
 mod pod_list;
+
+pub use pod_key::{namespaced_name, PodKey};
 pub use pod_list::{Iter as PodListIter, PodList};
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::status::{Code, Status};
-use crate::types::PodInfo;
+use crate::types::{PodInfo, PodKey};
 
 /// A pod held at Permit.
 #[derive(Debug)]
@@ -118,20 +118,20 @@ impl WaitingPod {
     }
 }
 
-/// The pods waiting at Permit, by pod UID. Cloning shares the map.
+/// The pods waiting at Permit, by [`PodKey`]. Cloning shares the map.
 #[derive(Debug, Clone, Default)]
 pub struct WaitingPods {
-    pods: Arc<Mutex<HashMap<String, Arc<WaitingPod>>>>,
+    pods: Arc<Mutex<HashMap<PodKey, Arc<WaitingPod>>>>,
 }
 
 impl WaitingPods {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<WaitingPod>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<PodKey, Arc<WaitingPod>>> {
         self.pods.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a waiting pod under `uid`.
-    pub fn add(&self, uid: impl Into<String>, pod: Arc<WaitingPod>) {
-        self.lock().insert(uid.into(), pod);
+    /// Registers a waiting pod under its key.
+    pub fn add(&self, id: PodKey, pod: Arc<WaitingPod>) {
+        self.lock().insert(id, pod);
     }
 
     /// Forgets the pod (its wait is over).
@@ -221,7 +221,7 @@ mod tests {
     fn map_rejects_by_uid() {
         let map = WaitingPods::default();
         let (wp, mut rx) = waiting(&[("A", 10)]);
-        map.add("uid-1", wp);
+        map.add(PodKey::from("uid-1"), wp);
         assert!(!map.reject("uid-2", "", "gone"));
         assert!(map.reject("uid-1", "", "pod deleted"));
         assert_eq!(

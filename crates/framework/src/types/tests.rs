@@ -116,7 +116,7 @@ fn node_info_accounts_pods_and_undoes_on_remove() {
         ni.pods.len(),
     );
     let gen = ni.generation;
-    let removed = ni.remove_pod("default/a");
+    let removed = ni.remove_pod("uid-a");
     assert_eq!(
         (
             after_add,

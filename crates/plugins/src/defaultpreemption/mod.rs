@@ -129,7 +129,7 @@ impl Plugin for DefaultPreemption {
 /// (and does not preempt again) before they are gone; the scheduler activates it then.
 impl PreEnqueuePlugin for DefaultPreemption {
     fn pre_enqueue(&self, pod: &PodInfo) -> Status {
-        if self.preempting.contains(&pod.key) {
+        if self.preempting.contains(&pod.id) {
             return Status::unresolvable(ERR_PREEMPTION_RUNNING);
         }
         Status::success()
@@ -346,7 +346,7 @@ pub fn pod_eligible_to_preempt_others(
         let priority = pod.priority();
         if node.pods.iter().any(|p| {
             p.priority() < priority
-                && (terminating_by_preemption(&p.pod) || preempting.is_victim(&p.key))
+                && (terminating_by_preemption(&p.pod) || preempting.is_victim(&p.id))
         }) {
             return Err(ERR_TERMINATING_ON_NOMINATED);
         }
@@ -504,7 +504,7 @@ fn remove_pod(
     node: &mut NodeInfo,
     to_remove: &Arc<PodInfo>,
 ) -> Result<(), Status> {
-    if !node.remove_pod(&to_remove.key) {
+    if !node.remove_pod(&to_remove.id) {
         return Err(Status::error(format!(
             "pod {} is not on node {}",
             to_remove.key,

@@ -3,6 +3,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::*;
 
 use framework::testing::{make_node, make_pod, PodBuilder};
+use framework::PodKey;
 use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity, PodStatus};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as V1LabelSelector, Time};
@@ -511,7 +512,7 @@ fn a_terminating_victim_on_the_nominated_node_makes_the_pod_wait() {
 /// the first is about to free.
 #[rstest]
 #[case::a_victim_not_yet_seen_deleted_makes_the_pod_wait(
-    &["default/low"],
+    &["uid-low"],
     (
         None,
         vec![],
@@ -521,6 +522,10 @@ fn a_terminating_victim_on_the_nominated_node_makes_the_pod_wait() {
     )
 )]
 #[case::once_gone_the_pod_may_preempt_again(&[], (nominated_to("n1"), victims(&["low"]), Status::success()))]
+#[case::a_pod_created_again_under_a_victims_name_is_another_pod(
+    &["uid-low-deleted"],
+    (nominated_to("n1"), victims(&["low"]), Status::success())
+)]
 fn victims_in_flight_hold_the_preemptor_back(#[case] in_flight: &[&str], #[case] want: Outcome) {
     let preemptor = pod("hi", 10, "2", "").with(|p| {
         p.status = Some(PodStatus {
@@ -529,7 +534,9 @@ fn victims_in_flight_hold_the_preemptor_back(#[case] in_flight: &[&str], #[case]
         });
     });
     let plugin = DefaultPreemption::from_args(None).unwrap_or_else(|e| unreachable!("{e:?}"));
-    plugin.preempting.add_victims(in_flight.iter().copied());
+    plugin
+        .preempting
+        .add_victims(in_flight.iter().map(|k| PodKey::from(*k)));
     let got = check_with(
         plugin,
         preemptor,
@@ -684,7 +691,7 @@ fn pre_enqueue_holds_back_a_running_preemption(#[case] preempting: &str, #[case]
     let plugin = new(None, &handle).unwrap_or_else(|e| unreachable!("{e:?}"));
     handle
         .preempting_pods
-        .start(&format!("default/{preempting}"));
+        .start(&PodKey::from(format!("uid-{preempting}").as_str()));
     let got = plugin
         .as_pre_enqueue()
         .map(|p| p.pre_enqueue(&pod("hi", 10, "1", "").info()));

@@ -102,7 +102,7 @@ impl Default for WriterOptions {
 }
 
 /// The `(namespace, name)` of a pod.
-type PodKey = (String, String);
+type PodName = (String, String);
 
 /// What makes two events one series (upstream's isomorphic-event key): the pod, reason,
 /// action and reporting controller. The message does not.
@@ -203,7 +203,7 @@ impl Aggregate {
 /// A unit of background work: whose latest intent to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Work {
-    Status(PodKey),
+    Status(PodName),
     Event(EventKey),
 }
 
@@ -211,7 +211,7 @@ enum Work {
 #[derive(Debug, Default)]
 struct Pending {
     work: VecDeque<Work>,
-    statuses: HashMap<PodKey, StatusSlot>,
+    statuses: HashMap<PodName, StatusSlot>,
     events: HashMap<EventKey, Aggregate>,
     /// Aggregates fully written, oldest first: the first forgotten when room is needed
     /// (an entry may have changed since; it is checked when popped).
@@ -232,7 +232,7 @@ struct Queue {
 /// A write a worker sends, taken from the queue under its lock and sent without it.
 #[derive(Debug)]
 enum Job {
-    Status(PodKey, PendingStatus),
+    Status(PodName, PendingStatus),
     CreateEvent(EventKey, Box<CoreEvent>, i32),
     PatchEvent {
         key: EventKey,
@@ -327,7 +327,7 @@ impl Queue {
             tracing::warn!(
                 dropped = dropped + 1,
                 capacity = self.capacity,
-                pod = %format!("{}/{}", event.regarding.namespace, event.regarding.name),
+                pod = %event.regarding,
                 reason = %event.reason,
                 "event aggregates are at capacity; dropping new events"
             );
@@ -373,7 +373,7 @@ impl Queue {
         None
     }
 
-    fn status_done(&self, key: PodKey) {
+    fn status_done(&self, key: PodName) {
         let mut p = self.lock();
         let Some(slot) = p.statuses.get_mut(&key) else {
             return;

@@ -13,7 +13,6 @@ use tokio::sync::oneshot;
 
 use super::schedule_one::{forget, released};
 use super::Shared;
-use crate::backend::queue::pod_key;
 use crate::config::format_go_duration;
 use crate::extender::{self, wire::ExtenderBindingArgs};
 use crate::metrics::AttemptResult;
@@ -50,7 +49,7 @@ impl BindingTask {
     async fn bind(&mut self) -> Status {
         if let Some((wp, rx)) = self.permit.take() {
             let s = wait_on_permit(&wp, rx).await;
-            self.shared.waiting_pods.remove(&pod_key(&self.assumed.pod));
+            self.shared.waiting_pods.remove(&self.assumed.id);
             if !s.is_success() {
                 return s;
             }
@@ -106,13 +105,13 @@ impl BindingTask {
 
     fn succeeded(&self) {
         let shared = &self.shared;
-        let key = pod_key(&self.assumed.pod);
+        let key = &self.assumed.id;
         {
             let mut st = shared.state();
-            if let Err(e) = st.cache.finish_binding(&key) {
+            if let Err(e) = st.cache.finish_binding(key) {
                 tracing::debug!(pod = %self.assumed.key, error = %e, "finishing binding");
             }
-            st.queue.done(&key);
+            st.queue.done(key);
         }
         let now = shared.clock.now();
         shared.metrics.observe_attempt(

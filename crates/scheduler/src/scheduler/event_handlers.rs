@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use framework::{ActionType, ClusterEvent, EventObject, EventResource, PodInfo, Workloads};
+use framework::{ActionType, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, Workloads};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::Metadata;
 
 use super::{scheduler_name, Shared, State};
 use crate::backend::cache::{is_assigned, is_terminal};
-use crate::backend::queue::{pod_key, pod_scheduling_properties_change};
+use crate::backend::queue::pod_scheduling_properties_change;
 use crate::source::{Change, EventHandler, ObjectEvent};
 
 impl EventHandler for Shared {
@@ -127,7 +127,7 @@ impl Shared {
         }
         let mut st = self.state();
         if is_assigned(&new) {
-            let uid = pod_key(&new);
+            let uid = PodKey::of(&new);
             if st.cache.is_assumed_pod(&uid) || st.cache.get_pod(&uid).is_none() {
                 // Just bound (by us, confirming the assumed pod, or by someone else): it
                 // leaves the queue and counts on its node.
@@ -155,7 +155,7 @@ impl Shared {
             st.queue.delete(&old);
             return;
         }
-        if st.cache.is_assumed_pod(&pod_key(&new_info.pod)) {
+        if st.cache.is_assumed_pod(&new_info.id) {
             // Our own placement is on its way; the update is not a reason for a new attempt.
             return;
         }
@@ -164,11 +164,9 @@ impl Shared {
     }
 
     fn pod_deleted(&self, pod: &Arc<Pod>) {
-        let uid = pod_key(pod);
+        let uid = PodKey::of(pod);
         // A preemption victim is gone: it no longer holds its preemptor back.
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        self.preempting_pods.victim_gone(&format!("{ns}/{name}"));
+        self.preempting_pods.victim_gone(&uid);
         let mut st = self.state();
         let in_cache = st.cache.get_pod(&uid).is_some();
         st.queue.delete(pod);
@@ -254,7 +252,7 @@ impl Shared {
 
 /// Adds (or confirms) an assigned pod and tells waiting pods.
 fn add_assigned_pod(st: &mut State, pod: Arc<Pod>) {
-    let uid = pod_key(&pod);
+    let uid = PodKey::of(&pod);
     if let Err(e) = st.cache.add_pod(pod.clone()) {
         tracing::debug!(pod = %uid, error = %e, "adding assigned pod");
     }

@@ -13,7 +13,7 @@ use framework::{
 };
 
 use super::{truncate_message, Shared};
-use crate::backend::queue::{pod_key, AttemptFailure};
+use crate::backend::queue::AttemptFailure;
 use crate::metrics::AttemptResult;
 use crate::runtime::Framework;
 
@@ -61,7 +61,7 @@ impl Shared {
         self.runtime.spawn(async move {
             if let Some(u) = update {
                 if let Err(e) = client.update_pod_status(&u).await {
-                    tracing::warn!(pod = %format!("{}/{}", u.pod.namespace, u.pod.name), error = %e, "cannot update pod status");
+                    tracing::warn!(pod = %u.pod, error = %e, "cannot update pod status");
                 }
             }
             if let Err(e) = client.record_event(&event).await {
@@ -118,7 +118,7 @@ impl Shared {
         let pod = qpi.pod_info.clone();
         let deleted = {
             let mut st = self.state();
-            let deleted = st.queue.is_deleted_in_flight(&pod_key(&pod.pod));
+            let deleted = st.queue.is_deleted_in_flight(&pod.id);
             if let Err(e) = st.queue.add_unschedulable_if_not_present(qpi, failure) {
                 tracing::warn!(pod = %pod.key, error = %e, "cannot requeue pod");
             }

@@ -7,12 +7,11 @@
 use std::sync::Arc;
 
 use framework::{
-    EventType, NominatingMode, Nomination, PodCondition, PodEvent, PodInfo, PodRef,
+    EventType, NominatingMode, Nomination, PodCondition, PodEvent, PodInfo, PodKey, PodRef,
     PodStatusUpdate, PostFilterResult,
 };
 
 use super::Shared;
-use crate::backend::queue::pod_key;
 use crate::runtime::Framework;
 
 impl Shared {
@@ -48,7 +47,7 @@ impl Shared {
         }
         let node = r.nominated_node_name.clone();
         let preemptor_uid = pod.pod.metadata.uid.clone().unwrap_or_default();
-        let mut deletions: Vec<PodRef> = Vec::new();
+        let mut deletions: Vec<(PodRef, PodKey)> = Vec::new();
         let mut events: Vec<PodEvent> = Vec::new();
         // A victim whose eviction already started (by an earlier preemptor whose room the
         // nominator keeps) is not evicted again: no second delete and no second `Preempted`
@@ -60,7 +59,7 @@ impl Shared {
             .iter()
             .filter(|v| {
                 v.pod.metadata.deletion_timestamp.is_none()
-                    && !self.preempting_pods.is_victim(&v.key)
+                    && !self.preempting_pods.is_victim(&v.id)
             })
             .collect();
         if evicting.is_empty() {
@@ -71,17 +70,17 @@ impl Shared {
         }
         // Victims to be deleted, as `PreemptingPods` keys them; a victim waiting at Permit is
         // rejected instead and is not terminating.
-        let mut deleting: Vec<&str> = Vec::new();
+        let mut deleting: Vec<PodKey> = Vec::new();
         for victim in &evicting {
             let victim_ref = PodRef::of(&victim.pod);
             let rejected = self.waiting_pods.reject(
-                &pod_key(&victim.pod),
+                &victim.id,
                 plugins::names::DEFAULT_PREEMPTION,
                 "preempted",
             );
             if !rejected {
-                deletions.push(victim_ref.clone());
-                deleting.push(victim.key.as_str());
+                deletions.push((victim_ref.clone(), victim.id.clone()));
+                deleting.push(victim.id.clone());
             }
             events.push(PodEvent {
                 regarding: victim_ref,
@@ -108,9 +107,8 @@ impl Shared {
         };
         tracing::debug!(pod = %pod.key, %node, victims = events.len(), "preempting");
         self.preempting_pods.add_victims(deleting);
-        let preemptor = pod_key(&pod.pod);
-        let preemptor_name = pod.key.clone();
-        self.preempting_pods.start(&preemptor_name);
+        let preemptor = pod.id.clone();
+        self.preempting_pods.start(&preemptor);
         let shared = self.clone();
         let client = self.client.clone();
         let profile = fwk.profile_name().to_string();
@@ -119,7 +117,7 @@ impl Shared {
         self.runtime.spawn(async move {
             // Victims are deleted in parallel, as upstream does.
             let mut deleting = tokio::task::JoinSet::new();
-            for victim in deletions {
+            for (victim, key) in deletions {
                 let client = client.clone();
                 let preempting = preempting.clone();
                 let disruption = PodStatusUpdate {
@@ -135,7 +133,6 @@ impl Shared {
                     nomination: Nomination::Keep,
                 };
                 deleting.spawn(async move {
-                    let key = format!("{}/{}", victim.namespace, victim.name);
                     // The condition is written, and answered, before the deletion is sent:
                     // the victim's controllers and disruption budgets see why it goes. As
                     // upstream, a victim already gone is left alone, and one that could not
@@ -185,7 +182,7 @@ impl Shared {
             }
             // The victims are gone: the preemptor need not wait out its backoff (upstream
             // activates it when an asynchronous preemption ends).
-            shared.preempting_pods.finish(&preemptor_name);
+            shared.preempting_pods.finish(&preemptor);
             let activated = shared.state().queue.activate(&preemptor);
             if activated {
                 shared.notify();

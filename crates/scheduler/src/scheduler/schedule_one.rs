@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use framework::{CycleState, PodInfo, QueuedPodInfo, Snapshot, Status, WaitingPod};
 
 use super::{scheduler_name, Attempt, AttemptOutcome, Shared, IDLE_WAKE};
-use crate::backend::queue::pod_key;
 use crate::runtime::Framework;
 use crate::schedule_one::{Explanation, ScheduleAlgorithm, ScheduleError};
 
@@ -102,7 +101,7 @@ impl SchedulingLoop {
     fn schedule_pod(&mut self, qpi: QueuedPodInfo, explain: Option<&mut Explanation>) -> Attempt {
         let shared = self.shared.clone();
         let pod = qpi.pod_info.clone();
-        let key = pod_key(&pod.pod);
+        let key = pod.id.clone();
         let Some(fwk) = shared.profile_of(&pod).cloned() else {
             shared.state().queue.done(&key);
             let reason = format!(
@@ -213,7 +212,7 @@ impl SchedulingLoop {
         fwk.observe("Permit", &s, start);
         let verdict = if s.is_wait() {
             let (wp, rx) = WaitingPod::new(assumed.clone(), host.clone(), waiting);
-            shared.waiting_pods.add(pod_key(&assumed.pod), wp.clone());
+            shared.waiting_pods.add(assumed.id.clone(), wp.clone());
             Some((wp, rx))
         } else if !s.is_success() {
             fwk.run_unreserve_plugins(&mut state, &assumed, &host);
@@ -270,8 +269,8 @@ impl SchedulingLoop {
 
 /// Drops an assumed pod from the cache; `true` when it was there.
 pub(super) fn forget(shared: &Shared, assumed: &PodInfo) -> bool {
-    let uid = pod_key(&assumed.pod);
-    match shared.state().cache.forget_pod(&uid) {
+    let uid = &assumed.id;
+    match shared.state().cache.forget_pod(uid) {
         Ok(()) => true,
         Err(e) => {
             tracing::debug!(pod = %assumed.key, error = %e, "forgetting assumed pod");
@@ -283,7 +282,7 @@ pub(super) fn forget(shared: &Shared, assumed: &PodInfo) -> bool {
 /// The forgotten pod's resources are free again: as if an assigned pod had been deleted,
 /// pods it kept out may try again (all but the pod itself).
 pub(super) fn released(shared: &Shared, assumed: &PodInfo, except_itself: bool) {
-    let key = pod_key(&assumed.pod);
+    let key = &assumed.id;
     let obj = framework::EventObject::Pod(assumed.pod.clone());
     shared.state().queue.move_all_to_active_or_backoff_except(
         framework::ClusterEvent::new(

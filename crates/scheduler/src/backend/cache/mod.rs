@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use framework::types::{next_generation, ImageStateSummary};
-use framework::{NodeInfo, PodInfo, Snapshot};
+use framework::{NodeInfo, PodInfo, PodKey, Snapshot};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -102,7 +102,7 @@ pub struct Cache {
     /// changed since a snapshot without walking them all (upstream keeps a recency list).
     by_generation: BTreeMap<u64, String>,
     /// Pods by UID.
-    pods: HashMap<String, PodState>,
+    pods: HashMap<PodKey, PodState>,
     tree: NodeTree,
     /// Generation of the last change to the node tree (node added, removed or moved zone).
     tree_generation: u64,
@@ -110,22 +110,6 @@ pub struct Cache {
     images: HashMap<String, HashSet<String>>,
     /// Images whose node count changed since the node infos were last told.
     dirty_images: HashSet<String>,
-}
-
-/// The UID of `pod`, or its `namespace/name` key when it has none.
-fn pod_uid(pod: &Pod) -> String {
-    match pod.metadata.uid.as_deref() {
-        Some(uid) if !uid.is_empty() => uid.to_string(),
-        _ => pod_key(pod),
-    }
-}
-
-fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or("")
-    )
 }
 
 /// Succeeded and Failed pods hold no resources. Upstream's pod informer never delivers them
@@ -345,17 +329,17 @@ impl Cache {
         self.modify_node(node, |e| Arc::make_mut(&mut e.info).add_pod(pod));
     }
 
-    fn unplace(&mut self, node: &str, key: &str) {
+    fn unplace(&mut self, node: &str, id: &str) {
         if self.nodes.contains_key(node) {
             self.modify_node(node, |e| {
-                if e.info.pods.iter().any(|p| p.key == key) {
-                    Arc::make_mut(&mut e.info).remove_pod(key);
+                if e.info.pods.iter().any(|p| p.id.as_str() == id) {
+                    Arc::make_mut(&mut e.info).remove_pod(id);
                 }
             });
         }
     }
 
-    fn insert_pod(&mut self, uid: String, pod: Arc<PodInfo>, node: String, assumed: bool) {
+    fn insert_pod(&mut self, uid: PodKey, pod: Arc<PodInfo>, node: String, assumed: bool) {
         self.place(&node, pod.clone());
         self.pods.insert(
             uid,
@@ -371,13 +355,13 @@ impl Cache {
 
     fn drop_pod(&mut self, uid: &str) -> Option<PodState> {
         let st = self.pods.remove(uid)?;
-        self.unplace(&st.node, &st.pod.key);
+        self.unplace(&st.node, &st.pod.id);
         Some(st)
     }
 
     /// Counts `pod` on the node in its `spec.nodeName` before it is bound.
     pub fn assume_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
-        let uid = pod_uid(&pod.pod);
+        let uid = pod.id.clone();
         if let Some(st) = self.pods.get(&uid) {
             let (pod, node) = (st.pod.key.clone(), st.node.clone());
             return Err(if st.assumed {
@@ -445,7 +429,7 @@ impl Cache {
     /// elsewhere than assumed); adds a pod not seen before (also one that expired). A
     /// terminal pod is removed instead. A pod already added is refused, as upstream does.
     pub fn add_pod(&mut self, pod: Arc<Pod>) -> Result<(), CacheError> {
-        let uid = pod_uid(&pod);
+        let uid = PodKey::of(&pod);
         if is_terminal(&pod) {
             self.drop_pod(&uid);
             return Ok(());
@@ -492,7 +476,7 @@ impl Cache {
     /// terminal is removed. The pod is taken off the node the cache counted it on, whatever
     /// `old` says.
     pub fn update_pod(&mut self, _old: &Pod, new: Arc<Pod>) -> Result<(), CacheError> {
-        let uid = pod_uid(&new);
+        let uid = PodKey::of(&new);
         match self.pods.get(&uid) {
             None => self.add_pod(new),
             Some(st) if st.assumed => Err(CacheError::UpdateOfAssumed {
@@ -522,17 +506,19 @@ impl Cache {
     /// An assigned pod's delete event (an assumed pod is dropped too). An unknown pod is
     /// ignored, with an error saying so.
     pub fn remove_pod(&mut self, pod: &Pod) -> Result<(), CacheError> {
-        let uid = pod_uid(pod);
+        let uid = PodKey::of(pod);
         match self.drop_pod(&uid) {
             Some(_) => Ok(()),
-            None => Err(CacheError::PodNotFound { uid }),
+            None => Err(CacheError::PodNotFound {
+                uid: uid.to_string(),
+            }),
         }
     }
 
     /// Drops the assumed pods whose binding finished more than the TTL ago; returns them.
     pub fn cleanup_assumed_pods(&mut self) -> Vec<Arc<PodInfo>> {
         let now = self.clock.now();
-        let expired: Vec<String> = self
+        let expired: Vec<PodKey> = self
             .pods
             .iter()
             .filter(|(_, st)| {

@@ -3,8 +3,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use framework::testing::{make_node, make_pod, NodeBuilder, PodBuilder};
-use framework::types::{HostPort, ImageStateSummary};
-use framework::{NodeInfo, Resource, Snapshot};
+use framework::types::{namespaced_name, HostPort, ImageStateSummary};
+use framework::{NodeInfo, PodKey, Resource, Snapshot};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, Pod, PodAffinityTerm, PodAntiAffinity, PodStatus,
 };
@@ -683,9 +683,9 @@ fn incremental_snapshot_equals_full_rebuild(#[case] seed: u64) {
                     c.add_pod(p.clone()).unwrap();
                 } else {
                     c.assume_pod(Arc::new(PodInfo::new(p.clone()))).unwrap();
-                    m.assumed.insert(pod_key(&p), p.clone());
+                    m.assumed.insert(namespaced_name(&p), p.clone());
                 }
-                m.pods.insert(pod_key(&p), p);
+                m.pods.insert(namespaced_name(&p), p);
             }
             5 => {
                 // Update a counted pod: new requests and maybe a new node if it was assumed
@@ -726,13 +726,13 @@ fn incremental_snapshot_equals_full_rebuild(#[case] seed: u64) {
                 let p = m.assumed.remove(&key).unwrap();
                 m.pods.remove(&key);
                 m.deadlines.remove(&key);
-                c.forget_pod(&pod_uid(&p)).unwrap();
+                c.forget_pod(&PodKey::of(&p)).unwrap();
             }
             8 => {
                 let Some(key) = pick(&mut rng, &m.assumed) else {
                     continue;
                 };
-                c.finish_binding(&pod_uid(&m.assumed[&key])).unwrap();
+                c.finish_binding(&PodKey::of(&m.assumed[&key])).unwrap();
                 m.deadlines.insert(key, m.now + TTL);
             }
             9 => {

@@ -7,14 +7,16 @@
 
 use std::collections::HashMap;
 
+use framework::PodKey;
+
 /// An item the heap can hold: it names its own key.
 pub(crate) trait Keyed {
-    fn key(&self) -> &str;
+    fn key(&self) -> &PodKey;
 }
 
 pub(crate) struct Heap<T> {
     items: Vec<T>,
-    index: HashMap<String, usize>,
+    index: HashMap<PodKey, usize>,
 }
 
 impl<T> Default for Heap<T> {
@@ -57,7 +59,7 @@ impl<T: Keyed> Heap<T> {
             }
         }
         let i = self.items.len();
-        self.index.insert(item.key().to_string(), i);
+        self.index.insert(item.key().clone(), i);
         self.items.push(item);
         self.up(i, less);
     }
@@ -143,9 +145,9 @@ impl<T: Keyed> Heap<T> {
 mod tests {
     use super::*;
 
-    struct Item(String, i32);
+    struct Item(PodKey, i32);
     impl Keyed for Item {
-        fn key(&self) -> &str {
+        fn key(&self) -> &PodKey {
             &self.0
         }
     }
@@ -162,7 +164,7 @@ mod tests {
         assert!(h.remove("zz", &less).is_none());
         let mut out = Vec::new();
         while let Some(Item(k, _)) = h.pop(&less) {
-            out.push(k);
+            out.push(k.to_string());
         }
         assert_eq!(out, ["c", "b", "a", "e"]);
         assert_eq!(h.len(), 0);

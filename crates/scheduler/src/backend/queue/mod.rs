@@ -48,7 +48,8 @@ use std::time::{Duration, Instant};
 
 use framework::events::QueueingHintFn;
 use framework::{
-    ActionType, ClusterEvent, EventObject, EventResource, PodInfo, QueuedPodInfo, QueueingHint,
+    ActionType, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, QueuedPodInfo,
+    QueueingHint,
 };
 use k8s_openapi::api::core::v1::Pod;
 
@@ -127,23 +128,11 @@ pub enum QueueName {
 /// A queued pod as [`PriorityQueue::list`] shows it.
 #[derive(Debug, Clone)]
 pub struct ListedPod {
-    pub key: String,
+    pub key: PodKey,
     pub queue: QueueName,
     pub attempts: u32,
     pub unschedulable_plugins: BTreeSet<&'static str>,
     pub gating_plugin: Option<&'static str>,
-}
-
-/// The key a pod is known by: its UID, or `namespace/name` when it has none.
-pub fn pod_key(pod: &Pod) -> String {
-    match pod.metadata.uid.as_deref() {
-        Some(uid) if !uid.is_empty() => uid.to_string(),
-        _ => format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or("")
-        ),
-    }
 }
 
 /// The pod's `schedulerName` (`default-scheduler` when unset, as the API server defaults).
@@ -165,13 +154,13 @@ struct Counts {
 
 /// A pod held by the queue.
 struct Entry {
-    key: String,
+    key: PodKey,
     qpi: QueuedPodInfo,
     counts: Counts,
 }
 
 impl Keyed for Entry {
-    fn key(&self) -> &str {
+    fn key(&self) -> &PodKey {
         &self.key
     }
 }
@@ -223,9 +212,9 @@ pub struct PriorityQueue {
     sort: Option<Arc<Framework>>,
     active: Heap<Entry>,
     backoff: Heap<Entry>,
-    unschedulable: HashMap<String, Entry>,
-    gated: HashMap<String, Entry>,
-    in_flight: HashMap<String, InFlight>,
+    unschedulable: HashMap<PodKey, Entry>,
+    gated: HashMap<PodKey, Entry>,
+    in_flight: HashMap<PodKey, InFlight>,
     events: VecDeque<LoggedEvent>,
     next_seq: u64,
     nominator: Nominator,
@@ -512,7 +501,7 @@ impl PriorityQueue {
     /// An already queued pod is replaced (as an update). Upstream: Add.
     pub fn add(&mut self, pod: Arc<PodInfo>) {
         self.moving_for("PodAdd");
-        let key = pod_key(&pod.pod);
+        let key = pod.id.clone();
         self.nominator.add(pod.clone(), None);
         let previous = self.take(&key);
         let mut qpi = QueuedPodInfo::new(pod, self.clock.now());
@@ -532,7 +521,7 @@ impl PriorityQueue {
     /// update is logged for replay. Unknown: added. Upstream: Update.
     pub fn update(&mut self, old: &PodInfo, new: Arc<PodInfo>) {
         self.moving_for("PodUpdate");
-        let key = pod_key(&new.pod);
+        let key = new.id.clone();
         let events = pod_scheduling_properties_change(old, &new);
         if let Some(f) = self.in_flight.get_mut(&key) {
             if !f.deleted {
@@ -588,7 +577,7 @@ impl PriorityQueue {
     /// remembered as deleted so that its failed attempt does not bring it back. Unknown:
     /// ignored. Upstream: Delete.
     pub fn delete(&mut self, pod: &Pod) {
-        let key = pod_key(pod);
+        let key = PodKey::of(pod);
         self.nominator.delete(&key);
         self.take(&key);
         if let Some(f) = self.in_flight.get_mut(&key) {
@@ -652,7 +641,7 @@ impl PriorityQueue {
         failure: AttemptFailure,
     ) -> Result<(), QueueError> {
         self.moving_for("ScheduleAttemptFailure");
-        let key = pod_key(&qpi.pod_info.pod);
+        let key = qpi.pod_info.id.clone();
         let flight = self.in_flight.remove(&key);
         let result = self.requeue_failed(&key, &mut qpi, failure, flight.as_ref());
         self.trim_events();
@@ -661,7 +650,7 @@ impl PriorityQueue {
 
     fn requeue_failed(
         &mut self,
-        key: &str,
+        key: &PodKey,
         qpi: &mut QueuedPodInfo,
         failure: AttemptFailure,
         flight: Option<&InFlight>,
@@ -694,7 +683,7 @@ impl PriorityQueue {
         qpi.timestamp = self.clock.now();
         qpi.gating_plugin = None;
         let entry = Entry {
-            key: key.to_string(),
+            key: key.clone(),
             qpi: qpi.clone(),
             counts,
         };
@@ -753,7 +742,7 @@ impl PriorityQueue {
             return;
         }
         self.moving_for(&event.label());
-        let keys: Vec<String> = self
+        let keys: Vec<PodKey> = self
             .unschedulable
             .keys()
             .chain(self.gated.keys())
@@ -766,7 +755,7 @@ impl PriorityQueue {
 
     fn move_pods(
         &mut self,
-        keys: Vec<String>,
+        keys: Vec<PodKey>,
         event: ClusterEvent,
         old: Option<&EventObject>,
         new: Option<&EventObject>,
@@ -833,7 +822,7 @@ impl PriorityQueue {
     pub fn flush_unschedulable_pods_leftover(&mut self) {
         let now = self.clock.now();
         let max = self.config.pod_max_in_unschedulable_pods_duration;
-        let keys: Vec<String> = self
+        let keys: Vec<PodKey> = self
             .unschedulable
             .iter()
             .filter(|(_, e)| now.saturating_duration_since(e.qpi.timestamp) > max)
@@ -858,7 +847,7 @@ impl PriorityQueue {
 
     /// Upstream: DeleteNominatedPodIfExists.
     pub fn delete_nominated_pod_if_exists(&mut self, pod: &Pod) {
-        self.nominator.delete(&pod_key(pod));
+        self.nominator.delete(&PodKey::of(pod));
     }
 
     /// Upstream: UpdateNominatedPod.
@@ -873,7 +862,7 @@ impl PriorityQueue {
 
     /// The node `pod` is nominated to, if any.
     pub fn nominated_node(&self, pod: &Pod) -> Option<&str> {
-        self.nominator.node_of(&pod_key(pod))
+        self.nominator.node_of(&PodKey::of(pod))
     }
 
     /// Pods per sub-queue (in-flight pods are not pending). Upstream: PendingPods.

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use framework::PodInfo;
 
-use super::pod_key;
+use framework::PodKey;
 
 /// Node name → the pods nominated to it, in nomination order; pod key → node name.
 #[derive(Default)]
 pub(crate) struct Nominator {
     by_node: HashMap<String, Vec<Arc<PodInfo>>>,
-    node_of: HashMap<String, String>,
+    node_of: HashMap<PodKey, String>,
 }
 
 /// The `status.nominatedNodeName` the API server holds for `pod`, if any.
@@ -39,7 +39,7 @@ impl Nominator {
     /// with `None`, to the pod's `status.nominatedNodeName`. A pod already bound is never
     /// nominated.
     pub(crate) fn add(&mut self, pod: Arc<PodInfo>, node: Option<&str>) {
-        let key = pod_key(&pod.pod);
+        let key = pod.id.clone();
         self.delete(&key);
         let node = match node {
             Some(n) => n.to_string(),
@@ -57,7 +57,7 @@ impl Nominator {
             return;
         };
         if let Some(list) = self.by_node.get_mut(&node) {
-            list.retain(|p| pod_key(&p.pod) != key);
+            list.retain(|p| p.id.as_str() != key);
             if list.is_empty() {
                 self.by_node.remove(&node);
             }
@@ -69,9 +69,9 @@ impl Nominator {
     pub(crate) fn update(&mut self, old: &PodInfo, new: Arc<PodInfo>) {
         let mut node: Option<String> = None;
         if status_nominated_node(old).is_none() && status_nominated_node(&new).is_none() {
-            node = self.node_of.get(&pod_key(&old.pod)).cloned();
+            node = self.node_of.get(&old.id).cloned();
         }
-        self.delete(&pod_key(&old.pod));
+        self.delete(&old.id);
         self.add(new, node.as_deref());
     }
 

@@ -814,13 +814,6 @@ fn update_keeps_a_nomination_not_yet_in_the_status() {
 // ---- profiles and keys ---------------------------------------------------------------------
 
 #[test]
-fn pods_without_uid_are_keyed_by_namespace_and_name() {
-    let pod = make_pod("p").with(|p| p.metadata.uid = None).obj();
-    assert_eq!(pod_key(&pod), "default/p");
-    assert_eq!(pod_key(&make_pod("p").obj()), "uid-p");
-}
-
-#[test]
 fn pod_of_unknown_profile_is_queued_and_any_event_retries_it() {
     let (mut q, clock) = queue();
     q.add(make_pod("p").scheduler_name("other").info());

@@ -50,7 +50,12 @@ enum Command {
     /// `kubectl get nodes,pods,namespaces -A -o yaml`, multi-document YAML, or single
     /// objects). Pods with spec.nodeName are running there; the others are scheduled one by
     /// one in queue order, each placement applied before the next. Nothing is written to
-    /// any cluster.
+    /// any cluster by kubesched itself.
+    ///
+    /// The configuration's HTTP extenders are called live, as the scheduler calls them:
+    /// filter and prioritize (their verdicts and scores are shown per node beside the
+    /// plugins'), preempt, and bind (a binding extender really binds the pod wherever it
+    /// binds pods; the report names it).
     ///
     /// Examples:
     ///   kubectl get nodes,pods,namespaces -A -o yaml > cluster.yaml
@@ -698,24 +703,14 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
     let cluster = MemoryCluster::new();
     let handle = Handle::new(Parallelizer::new(parallelism), cluster.clone());
-    let profiles = Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, &source)?;
+    let rt = simulate::runtime(!cfg.extenders.is_empty()).context("starting the runtime")?;
+    // Inside the runtime: DefaultPreemption's extender calls run on it.
+    let profiles = {
+        let _entered = rt.enter();
+        Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, &source)?
+    };
     for w in &profiles.warnings {
         eprintln!("warning: {w}");
-    }
-    // simulate's placements would differ from the scheduler's without the extenders' say.
-    if !profiles.extenders.is_empty() {
-        return Err(ConfigError::Invalid {
-            file: source,
-            errors: vec![config::FieldError::new(
-                "extenders",
-                format!(
-                    "Forbidden: simulate does not call HTTP extenders ({} configured); \
-                     remove them to simulate without them",
-                    profiles.extenders.len()
-                ),
-            )],
-        }
-        .into());
     }
     let input = ClusterInput::load(&args.files)?;
     if !input.ignored.is_empty() {
@@ -736,7 +731,9 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
         &simulate::Options {
             seed: args.seed,
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+            extenders: profiles.extenders.into(),
         },
+        &rt,
     )
     .context("running the simulation")?;
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {

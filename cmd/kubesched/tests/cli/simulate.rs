@@ -36,7 +36,6 @@ fn read(path: &Path) -> Option<String> {
 #[case::invalid_quantity_exits_2("invalid_quantity")]
 #[case::invalid_config_exits_2("invalid_config")]
 #[case::invalid_plugin_args_exit_2("invalid_plugin_args")]
-#[case::extenders_are_refused_not_ignored("extenders_refused")]
 #[case::missing_file_exits_2("missing_file")]
 fn golden(#[case] name: &str) {
     let dir = repo_root()

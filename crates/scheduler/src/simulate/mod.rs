@@ -11,6 +11,9 @@
 pub mod input;
 pub mod output;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -247,9 +247,7 @@ impl ExampleExtender {
                 .filter_map(|l| l.strip_prefix("extender: ").map(str::to_string))
                 .collect()
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_default();
+        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
         let addr = line
             .trim()
             .strip_prefix("listening on ")

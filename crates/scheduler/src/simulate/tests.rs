@@ -59,8 +59,8 @@ fn simulate(replies: BTreeMap<&'static str, Reply>, extender: &str) -> (Value, V
         percentage_of_nodes_to_score: None,
         extenders: profiles.extenders.into(),
     };
-    let report = run(&input, profiles.frameworks, cluster, &options, &rt)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let report =
+        run(&input, profiles.frameworks, cluster, &options, &rt).unwrap_or_else(|e| panic!("{e}"));
     let text = output::to_json(&report).replace(&server.url, "<ext>");
     let doc = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let paths = server.requests().into_iter().map(|(p, _)| p).collect();
@@ -149,5 +149,11 @@ fn extender_say_in_the_report(
     #[case] want_paths: &[&str],
 ) {
     let (report, paths) = simulate(replies, extender);
-    assert_eq!((report, paths), (want, want_paths.iter().map(|p| p.to_string()).collect::<Vec<_>>()));
+    assert_eq!(
+        (report, paths),
+        (
+            want,
+            want_paths.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+        )
+    );
 }

@@ -147,6 +147,15 @@ pub fn run(
     options: &Options,
     rt: &tokio::runtime::Runtime,
 ) -> std::io::Result<Report> {
+    if !options.extenders.is_empty()
+        && rt.handle().runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+    {
+        // No thread would drive the extenders' I/O while the cycle waits on it.
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "simulating with extenders needs the runtime of simulate::runtime(true)",
+        ));
+    }
     let names: Vec<String> = profiles
         .iter()
         .map(|f| f.profile_name().to_string())

@@ -25,9 +25,12 @@ const CLUSTER: &str = "---
 ";
 
 /// Simulates `CLUSTER` with one extender (`extender`: its YAML fields after `urlPrefix`)
-/// answering `replies` per verb; returns the JSON report with the extender's URL written
-/// `<ext>`, and the paths the extender was asked, in order.
-fn simulate(replies: BTreeMap<&'static str, Reply>, extender: &str) -> (Value, Vec<String>) {
+/// answering `replies` per verb; returns the JSON report and the table with the extender's
+/// URL written `<ext>`, and the paths the extender was asked, in order.
+fn simulate(
+    replies: BTreeMap<&'static str, Reply>,
+    extender: &str,
+) -> (Value, String, Vec<String>) {
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -63,8 +66,9 @@ fn simulate(replies: BTreeMap<&'static str, Reply>, extender: &str) -> (Value, V
         run(&input, profiles.frameworks, cluster, &options, &rt).unwrap_or_else(|e| panic!("{e}"));
     let text = output::to_json(&report).replace(&server.url, "<ext>");
     let doc = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let table = output::to_table(&report).replace(&server.url, "<ext>");
     let paths = server.requests().into_iter().map(|(p, _)| p).collect();
-    (doc, paths)
+    (doc, table, paths)
 }
 
 fn pass_nodes(names: &[&str], failed: Value, unresolvable: Value) -> Reply {
@@ -123,6 +127,12 @@ fn web(fields: Value) -> Value {
         }}},
         "finalScore": {"n2": 20, "n3": 80},
     })),
+    "POD           NODE   RESULT      REASON\n\
+     default/web   n3     Scheduled   bound by extender <ext>\n\
+     \n\
+     default/web: extender <ext>\n  \
+     filter      n1 failed: n1 is reserved, n2 passed, n3 passed\n  \
+     prioritize  weight 2: n2 1 (+20), n3 4 (+80)\n",
     &["/scheduler/filter", "/scheduler/prioritize", "/scheduler/bind"],
 )]
 #[case::unresolvable_and_left_out_nodes_are_told_apart(
@@ -140,20 +150,60 @@ fn web(fields: Value) -> Value {
         },
         "finalScore": {"n2": 0},
     })),
+    "POD           NODE   RESULT      REASON\n\
+     default/web   n2     Scheduled\n\
+     \n\
+     default/web: extender <ext>\n  \
+     filter      n1 failed and unresolvable: n1 is gone for good, n2 passed, n3 left out\n",
     &["/scheduler/filter"],
 )]
 fn extender_say_in_the_report(
     #[case] replies: BTreeMap<&'static str, Reply>,
     #[case] extender: &str,
     #[case] want: Value,
+    #[case] want_table: &str,
     #[case] want_paths: &[&str],
 ) {
-    let (report, paths) = simulate(replies, extender);
+    let (report, table, paths) = simulate(replies, extender);
     assert_eq!(
-        (report, paths),
+        (report, table.as_str(), paths),
         (
             want,
+            want_table,
             want_paths.iter().map(|p| p.to_string()).collect::<Vec<_>>()
         )
+    );
+}
+
+/// On a current-thread runtime nothing would drive an extender's I/O while the cycle waits
+/// for its reply: the run is refused instead of hanging.
+#[test]
+fn extenders_on_a_current_thread_runtime_are_refused() {
+    let yaml = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+                extenders:\n- urlPrefix: http://127.0.0.1:1/scheduler\n  filterVerb: filter\n";
+    let cfg = crate::config::load_str(yaml, "test").unwrap_or_else(|e| panic!("{e}"));
+    let cluster = MemoryCluster::new();
+    let handle = Handle::new(Parallelizer::sequential(), cluster.clone());
+    let profiles = Profiles::build(&cfg, &plugins::in_tree_registry(), &handle, "test")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rt = runtime(false).unwrap_or_else(|e| panic!("{e}"));
+    let options = Options {
+        seed: 1,
+        percentage_of_nodes_to_score: None,
+        extenders: profiles.extenders.into(),
+    };
+    let result = run(
+        &ClusterInput::default(),
+        profiles.frameworks,
+        cluster,
+        &options,
+        &rt,
+    );
+    assert_eq!(
+        result.map(|_| ()).map_err(|e| (e.kind(), e.to_string())),
+        Err((
+            std::io::ErrorKind::InvalidInput,
+            "simulating with extenders needs the runtime of simulate::runtime(true)".to_string()
+        ))
     );
 }

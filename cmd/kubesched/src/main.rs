@@ -49,7 +49,12 @@ enum Command {
     /// `kubectl get nodes,pods,namespaces -A -o yaml`, multi-document YAML, or single
     /// objects). Pods with spec.nodeName are running there; the others are scheduled one by
     /// one in queue order, each placement applied before the next. Nothing is written to
-    /// any cluster.
+    /// any cluster by kubesched itself.
+    ///
+    /// The configuration's HTTP extenders are called live, as the scheduler calls them:
+    /// filter and prioritize (their verdicts and scores are shown per node beside the
+    /// plugins'), preempt, and bind (a binding extender really binds the pod wherever it
+    /// binds pods; the report names it).
     ///
     /// Examples:
     ///   kubectl get nodes,pods,namespaces -A -o yaml > cluster.yaml
@@ -705,21 +710,6 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
     )?;
     for w in simulation.warnings() {
         eprintln!("warning: {w}");
-    }
-    // simulate's placements would differ from the scheduler's without the extenders' say.
-    if !cfg.extenders.is_empty() {
-        return Err(ConfigError::Invalid {
-            file: source,
-            errors: vec![config::FieldError::new(
-                "extenders",
-                format!(
-                    "Forbidden: simulate does not call HTTP extenders ({} configured); \
-                     remove them to simulate without them",
-                    cfg.extenders.len()
-                ),
-            )],
-        }
-        .into());
     }
     let input = ClusterInput::load(&args.files)?;
     if !input.ignored.is_empty() {

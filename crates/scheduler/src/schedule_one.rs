@@ -183,6 +183,45 @@ pub struct Explanation {
     /// Feasible nodes in order, with their scores.
     pub scored_nodes: Vec<String>,
     pub scores: Option<NodeScores>,
+    /// Each filtering extender consulted, in the order it was consulted.
+    pub extender_filter: Vec<ExtenderFilterVerdict>,
+    /// Each prioritizing extender consulted, in configuration order.
+    pub extender_scores: Vec<ExtenderScores>,
+    /// Per node of `scored_nodes`, the total the host was chosen by: the plugins' weighted
+    /// sum plus the extenders' contributions.
+    pub totals: Vec<i64>,
+}
+
+/// What one extender's filter said of the nodes it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtenderFilterVerdict {
+    /// The extender's name (its `urlPrefix`).
+    pub extender: String,
+    /// Per node sent, in the order sent: Success when it passed; Unschedulable or
+    /// UnschedulableAndUnresolvable with the extender's reason when it failed (a node the
+    /// reply leaves out altogether is Unschedulable without a reason); Error with the call's
+    /// error, or Skip with it when the extender is ignorable.
+    pub nodes: Vec<(String, Status)>,
+}
+
+/// What one extender's prioritize added to the nodes' totals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtenderScores {
+    /// The extender's name (its `urlPrefix`).
+    pub extender: String,
+    pub weight: i64,
+    /// The scores as the extender answered them, or the error that left them out.
+    pub result: Result<Vec<ExtenderNodeScore>, String>,
+}
+
+/// One node's score from an extender's prioritize.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtenderNodeScore {
+    pub node: String,
+    /// The extender's score (0..=MaxExtenderPriority).
+    pub score: i64,
+    /// What it adds to the node's total: score × weight × (MaxNodeScore / MaxExtenderPriority).
+    pub added: i64,
 }
 
 /// The scheduling algorithm: remembers where the last filter pass stopped and owns the RNG
@@ -323,16 +362,27 @@ impl ScheduleAlgorithm {
                 None => filters.run(state, pod, node),
             };
             if s.is_success() {
-                if let Some(e) = explain.as_deref_mut() {
+                let recorded = explain.as_deref_mut().map(|e| {
                     e.filter.push((node.name().to_string(), rec));
-                }
+                    e.extender_filter.len()
+                });
                 // As upstream, an extender error here only sends the pod through all nodes.
-                match self.find_nodes_that_pass_extenders(pod, vec![node.clone()], &mut diagnosis) {
+                match self.find_nodes_that_pass_extenders(
+                    pod,
+                    vec![node.clone()],
+                    &mut diagnosis,
+                    explain.as_deref_mut().map(|e| &mut e.extender_filter),
+                ) {
                     Ok(passed) if !passed.is_empty() => return Ok((passed, diagnosis)),
                     Ok(_) => {}
                     Err(e) => {
                         tracing::info!(pod = %pod.key, node = node.name(), error = %e, "extenders failed on the nominated node");
                     }
+                }
+                // The pass over all nodes evaluates this node again: explain that pass only.
+                if let (Some(e), Some(len)) = (explain.as_deref_mut(), recorded) {
+                    e.filter.pop();
+                    e.extender_filter.truncate(len);
                 }
             }
         }
@@ -368,9 +418,20 @@ impl ScheduleAlgorithm {
                 &restricted
             }
         };
-        let feasible =
-            self.find_nodes_that_pass_filters(fwk, state, pod, &mut diagnosis, nodes, explain)?;
-        let feasible = self.find_nodes_that_pass_extenders(pod, feasible, &mut diagnosis)?;
+        let feasible = self.find_nodes_that_pass_filters(
+            fwk,
+            state,
+            pod,
+            &mut diagnosis,
+            nodes,
+            explain.as_deref_mut(),
+        )?;
+        let feasible = self.find_nodes_that_pass_extenders(
+            pod,
+            feasible,
+            &mut diagnosis,
+            explain.map(|e| &mut e.extender_filter),
+        )?;
         Ok((feasible, diagnosis))
     }
 
@@ -378,12 +439,14 @@ impl ScheduleAlgorithm {
     /// Rejected nodes get the extender's reason as their status (Unschedulable, or
     /// UnschedulableAndUnresolvable for `FailedAndUnresolvableNodes`), so they count in the
     /// FailedScheduling message like a plugin's. An ignorable extender's error skips it;
-    /// another's fails the attempt.
+    /// another's fails the attempt. With `explain`, records each consulted extender's
+    /// verdict on every node it was sent.
     fn find_nodes_that_pass_extenders(
         &self,
         pod: &PodInfo,
         mut feasible: Vec<Arc<NodeInfo>>,
         diagnosis: &mut Diagnosis,
+        mut explain: Option<&mut Vec<ExtenderFilterVerdict>>,
     ) -> Result<Vec<Arc<NodeInfo>>, ScheduleError> {
         let Some(runtime) = self.runtime.as_ref() else {
             return Ok(feasible);
@@ -397,18 +460,32 @@ impl ScheduleAlgorithm {
             }
             let nodes: Vec<&k8s_openapi::api::core::v1::Node> =
                 feasible.iter().map(|n| n.node()).collect();
+            let mut record = |status: &dyn Fn(&str) -> Status| {
+                if let Some(verdicts) = explain.as_deref_mut() {
+                    verdicts.push(ExtenderFilterVerdict {
+                        extender: ext.name().to_string(),
+                        nodes: feasible
+                            .iter()
+                            .map(|n| (n.name().to_string(), status(n.name())))
+                            .collect(),
+                    });
+                }
+            };
             let result = match extender::call_blocking(runtime, ext.filter(&pod.pod, &nodes)) {
                 Ok(r) => r,
                 Err(e) if ext.is_ignorable() => {
-                    tracing::info!(pod = %pod.key, extender = ext.name(), error = %extender::error_chain(&e), "skipping ignorable extender");
+                    let message = extender::error_chain(&e);
+                    tracing::info!(pod = %pod.key, extender = ext.name(), error = %message, "skipping ignorable extender");
+                    record(&|_| Status::new(Code::Skip, message.clone()));
                     continue;
                 }
                 Err(e) => {
-                    return Err(ScheduleError::Internal(Status::error(
-                        extender::error_chain(&e),
-                    )))
+                    let message = extender::error_chain(&e);
+                    record(&|_| Status::error(message.clone()));
+                    return Err(ScheduleError::Internal(Status::error(message)));
                 }
             };
+            record(&|node| extender_verdict(&result, node));
             for (node, reason) in &result.failed_and_unresolvable {
                 diagnosis
                     .node_to_status
@@ -434,8 +511,14 @@ impl ScheduleAlgorithm {
 
     /// Adds each interested prioritizing extender's scores × weight × (MaxNodeScore /
     /// MaxExtenderPriority) to `totals`. Errors are logged and the extender left out, as
-    /// upstream does.
-    fn add_extender_scores(&self, pod: &PodInfo, nodes: &[Arc<NodeInfo>], totals: &mut [i64]) {
+    /// upstream does. With `explain`, records each extender's scores and contributions.
+    fn add_extender_scores(
+        &self,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        totals: &mut [i64],
+        mut explain: Option<&mut Vec<ExtenderScores>>,
+    ) {
         let Some(runtime) = self.runtime.as_ref() else {
             return;
         };
@@ -461,16 +544,32 @@ impl ScheduleAlgorithm {
         let scale = framework::MAX_NODE_SCORE / extender::wire::MAX_EXTENDER_PRIORITY;
         let mut combined: BTreeMap<String, i64> = BTreeMap::new();
         for (ext, reply) in prioritizers.iter().zip(replies) {
-            match reply {
+            let result = match reply {
                 Ok(scores) => {
+                    let mut added = Vec::with_capacity(scores.len());
                     for hp in scores {
-                        *combined.entry(hp.host).or_insert(0) +=
-                            hp.score.saturating_mul(ext.weight()).saturating_mul(scale);
+                        let add = hp.score.saturating_mul(ext.weight()).saturating_mul(scale);
+                        *combined.entry(hp.host.clone()).or_insert(0) += add;
+                        added.push(ExtenderNodeScore {
+                            node: hp.host,
+                            score: hp.score,
+                            added: add,
+                        });
                     }
+                    Ok(added)
                 }
                 Err(e) => {
-                    tracing::info!(pod = %pod.key, extender = ext.name(), error = %extender::error_chain(&e), "extender prioritize failed; its scores are left out");
+                    let message = extender::error_chain(&e);
+                    tracing::info!(pod = %pod.key, extender = ext.name(), error = %message, "extender prioritize failed; its scores are left out");
+                    Err(message)
                 }
+            };
+            if let Some(scores) = explain.as_deref_mut() {
+                scores.push(ExtenderScores {
+                    extender: ext.name().to_string(),
+                    weight: ext.weight(),
+                    result,
+                });
             }
         }
         for (total, node) in totals.iter_mut().zip(nodes) {
@@ -577,7 +676,16 @@ impl ScheduleAlgorithm {
                 return Ok(vec![1; nodes.len()]);
             }
             let mut totals = vec![0; nodes.len()];
-            self.add_extender_scores(pod, nodes, &mut totals);
+            self.add_extender_scores(
+                pod,
+                nodes,
+                &mut totals,
+                explain.as_deref_mut().map(|e| &mut e.extender_scores),
+            );
+            if let Some(e) = explain {
+                e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();
+                e.totals = totals.clone();
+            }
             return Ok(totals);
         }
         let start = Instant::now();
@@ -601,10 +709,16 @@ impl ScheduleAlgorithm {
         fwk.observe("Score", &s, start);
         let scores = scores.map_err(ScheduleError::Internal)?;
         let mut totals = scores.totals.clone();
-        self.add_extender_scores(pod, nodes, &mut totals);
+        self.add_extender_scores(
+            pod,
+            nodes,
+            &mut totals,
+            explain.as_deref_mut().map(|e| &mut e.extender_scores),
+        );
         if let Some(e) = explain {
             e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();
             e.scores = Some(scores);
+            e.totals = totals.clone();
         }
         Ok(totals)
     }
@@ -624,6 +738,20 @@ impl ScheduleAlgorithm {
             .filter(|(_, &t)| t == max)
             .nth(pick)
             .map_or("", |(i, _)| nodes[i].name())
+    }
+}
+
+/// An extender's verdict on `node` in its filter reply. A node in both failure maps is
+/// unresolvable, as `find_nodes_that_pass_extenders` counts it.
+fn extender_verdict(result: &extender::FilterResult, node: &str) -> Status {
+    if let Some(reason) = result.failed_and_unresolvable.get(node) {
+        Status::unresolvable(reason.clone())
+    } else if let Some(reason) = result.failed.get(node) {
+        Status::unschedulable(reason.clone())
+    } else if result.feasible.iter().any(|n| n == node) {
+        Status::success()
+    } else {
+        Status::with_reasons(Code::Unschedulable, std::iter::empty::<&'static str>())
     }
 }
 

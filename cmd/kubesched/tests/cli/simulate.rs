@@ -5,11 +5,22 @@
 //! to the case folder, or to the repository when written `@examples/...`), `stdout` (expected output) and optionally
 //! `stderr` and `exit` (expected exit code, default 0). `UPDATE_GOLDEN=1 cargo test`
 //! rewrites the expected files from the current output (then review the diff).
+//!
+//! A case's `config.yaml` may name two extenders by placeholder: `<live-extender>`, the
+//! example extender of `examples/extender/` started for the case, and `<down-extender>`,
+//! a port where nothing listens. The test writes the configuration with the real URLs and
+//! puts the placeholders back in the output; `extender_requests` holds the requests the
+//! live extender logged, in order.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rstest::rstest;
+
+use crate::support::{down_extender_url, ExampleExtender, Scratch};
+
+const LIVE: &str = "<live-extender>";
+const DOWN: &str = "<down-extender>";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -36,12 +47,36 @@ fn read(path: &Path) -> Option<String> {
 #[case::invalid_quantity_exits_2("invalid_quantity")]
 #[case::invalid_config_exits_2("invalid_config")]
 #[case::invalid_plugin_args_exit_2("invalid_plugin_args")]
-#[case::extenders_are_refused_not_ignored("extenders_refused")]
 #[case::missing_file_exits_2("missing_file")]
+#[case::extender_filter_rejects_and_weighted_prioritize_places("extender_filter_prioritize")]
+#[case::extender_verdicts_in_the_table("extender_table")]
+#[case::extender_preempt_is_consulted("extender_preempt")]
+#[case::extender_bind_error_fails_the_pod("extender_bind_error")]
+#[case::ignorable_extender_down_is_skipped("extender_down_ignorable")]
+#[case::extender_down_fails_the_attempt("extender_down")]
 fn golden(#[case] name: &str) {
     let dir = repo_root()
         .join("cmd/kubesched/tests/testdata/simulate")
         .join(name);
+    let scratch = Scratch::new(&format!("simulate-{name}"));
+    let config = read(&dir.join("config.yaml")).unwrap_or_default();
+    let live = config.contains(LIVE).then(ExampleExtender::start);
+    let down = config.contains(DOWN).then(down_extender_url);
+    // The configuration with the real extender URLs, beside a copy of the case's files.
+    let config_path = if live.is_some() || down.is_some() {
+        let mut text = config.clone();
+        if let Some(l) = &live {
+            text = text.replace(LIVE, &l.url);
+        }
+        if let Some(d) = &down {
+            text = text.replace(DOWN, d);
+        }
+        let path = scratch.path("config.yaml");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        Some(path)
+    } else {
+        None
+    };
     let args_text = read(&dir.join("args")).unwrap_or_default();
     // Values of -f and --config are files: relative to the case folder, or to the
     // repository with a leading `@`.
@@ -50,6 +85,8 @@ fn golden(#[case] name: &str) {
     for l in args_text.lines().filter(|l| !l.trim().is_empty()) {
         let arg = if !path_next {
             l.to_string()
+        } else if let (Some(p), "config.yaml") = (&config_path, l) {
+            p.display().to_string()
         } else if let Some(rest) = l.strip_prefix('@') {
             repo_root().join(rest).display().to_string()
         } else {
@@ -65,14 +102,26 @@ fn golden(#[case] name: &str) {
         .output()
         .unwrap_or_else(|e| panic!("running kubesched: {e}"));
     let normalize = |s: &[u8]| {
-        String::from_utf8_lossy(s)
+        let mut s = String::from_utf8_lossy(s)
             .replace(&repo_root().display().to_string(), "<repo>")
             .replace(&dir.display().to_string(), "<case>")
+            .replace(&scratch.path("").display().to_string(), "<case>/");
+        if let Some(l) = &live {
+            s = s.replace(&l.url, LIVE);
+        }
+        if let Some(d) = &down {
+            s = s.replace(d, DOWN);
+        }
+        s
     };
     let stdout = normalize(&out.stdout);
     let stderr = normalize(&out.stderr);
     let code = out.status.code().unwrap_or(-1);
+    let requests = live.map(|l| l.stop().join("\n") + "\n");
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        if let Some(r) = &requests {
+            std::fs::write(dir.join("extender_requests"), r).unwrap_or_else(|e| panic!("{e}"));
+        }
         std::fs::write(dir.join("stdout"), &stdout).unwrap_or_else(|e| panic!("{e}"));
         if stderr.is_empty() {
             let _ = std::fs::remove_file(dir.join("stderr"));
@@ -88,12 +137,13 @@ fn golden(#[case] name: &str) {
     }
     let want_code: i32 = read(&dir.join("exit")).map_or(0, |s| s.trim().parse().unwrap_or(-2));
     assert_eq!(
-        (code, stdout.as_str(), stderr.as_str()),
+        (code, stdout.as_str(), stderr.as_str(), requests),
         (
             want_code,
             read(&dir.join("stdout")).unwrap_or_default().as_str(),
-            read(&dir.join("stderr")).unwrap_or_default().as_str()
+            read(&dir.join("stderr")).unwrap_or_default().as_str(),
+            read(&dir.join("extender_requests"))
         ),
-        "case {name}: exit code, stdout, stderr"
+        "case {name}: exit code, stdout, stderr, extender requests"
     );
 }

@@ -201,3 +201,82 @@ pub(crate) fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Op
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The example extender of `examples/extender/`, run with the Python the test command
+/// installs (`KUBESCHED_PYTHON`, else `python3`) on a free port; killed when dropped.
+pub(crate) struct ExampleExtender {
+    proc: Option<Proc>,
+    /// `http://127.0.0.1:<port>/scheduler`, the `urlPrefix` to configure.
+    pub(crate) url: String,
+    log: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl ExampleExtender {
+    pub(crate) fn start() -> ExampleExtender {
+        let python = std::env::var("KUBESCHED_PYTHON").unwrap_or_else(|_| "python3".to_string());
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/extender/extender.py"
+        );
+        let mut child = Command::new(&python)
+            .args(["-u", script, "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{python} {script}: {e}"));
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let proc = Proc(child);
+        // The first line says where it listens; read it on a thread to bound the wait.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            if let Some(out) = stdout {
+                let _ = BufReader::new(out).read_line(&mut line);
+            }
+            let _ = tx.send(line);
+        });
+        // Its request log, one line per request, read until it exits.
+        let log = std::thread::spawn(move || {
+            let Some(err) = stderr else {
+                return Vec::new();
+            };
+            BufReader::new(err)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.strip_prefix("extender: ").map(str::to_string))
+                .collect()
+        });
+        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("example extender said {line:?}"))
+            .to_string();
+        ExampleExtender {
+            proc: Some(proc),
+            url: format!("http://{addr}/scheduler"),
+            log: Some(log),
+        }
+    }
+
+    /// Stops the extender and returns the requests it logged, in order.
+    pub(crate) fn stop(mut self) -> Vec<String> {
+        // The server logs a request before answering it: once the caller has its answers,
+        // every line is in the pipe, and the reader sees them all before the end of file.
+        drop(self.proc.take());
+        self.log
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// A `http://127.0.0.1:<port>/scheduler` URL where nothing listens: the port of a listener
+/// bound and closed at once.
+pub(crate) fn down_extender_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    drop(listener);
+    format!("http://{addr}/scheduler")
+}

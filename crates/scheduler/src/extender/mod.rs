@@ -608,6 +608,16 @@ impl rustls::client::danger::ServerCertVerifier for NoVerification {
     }
 }
 
+/// The extender that binds `pod` instead of the Bind plugins: the first binding extender
+/// interested in it.
+///
+/// Upstream: extendersBinding.
+pub fn binder_for<'a>(extenders: &'a [HttpExtender], pod: &Pod) -> Option<&'a HttpExtender> {
+    extenders
+        .iter()
+        .find(|e| e.is_binder() && e.is_interested(pod))
+}
+
 /// Runs an extender call to completion from the synchronous scheduling cycle, on a scoped
 /// thread that drives `runtime`'s I/O and timers: the cycle's thread may itself be inside
 /// a runtime (tests, `simulate`), where blocking on it in place would panic. `runtime` must

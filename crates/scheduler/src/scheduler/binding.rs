@@ -85,12 +85,7 @@ impl BindingTask {
     /// Bind plugins; `None` when no extender binds this pod.
     async fn extenders_binding(&self) -> Option<Status> {
         let pod = &self.assumed.pod;
-        let ext = self
-            .shared
-            .options
-            .extenders
-            .iter()
-            .find(|e| e.is_binder() && e.is_interested(pod))?;
+        let ext = extender::binder_for(&self.shared.options.extenders, pod)?;
         let args = ExtenderBindingArgs {
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
             pod_namespace: pod.metadata.namespace.clone().unwrap_or_default(),

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use framework::testing::{make_node, make_pod};
+use framework::Status;
 use rstest::rstest;
 use serde_json::{json, Value};
 
@@ -397,4 +398,57 @@ async fn node_cache_capable_extender_gets_and_returns_node_names() {
         .unwrap_or_default();
     names.sort();
     assert_eq!(names, ["n1", "n2", "n3"]);
+}
+
+/// The cycle tries a nominated node first, extenders included; when they reject it, the
+/// pass over all nodes evaluates it again. The explanation tells that pass only: each node
+/// once, one verdict per extender call that decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nominated_node_rejected_by_extender_is_explained_once() {
+    // Sent n1 alone, the reply names nodes that were not sent: the nominated try fails.
+    let server = Recorder::start(filter_reply(
+        &["n2", "n3"],
+        json!({"n1": "n1 is reserved"}),
+        json!({}),
+    ))
+    .await;
+    let mut h = harness(&server.url, "  filterVerb: filter\n");
+    h.cluster.apply_pod(
+        make_pod("web")
+            .req(&[("cpu", "100m")])
+            .with(|p| {
+                p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                    nominated_node_name: Some("n1".to_string()),
+                    ..Default::default()
+                })
+            })
+            .obj(),
+    );
+    let mut e = crate::schedule_one::Explanation::default();
+    let a = h.lp.schedule_one(Some(&mut e));
+    h.sched.wait_for_bindings().await;
+
+    let filtered: Vec<&str> = e.filter.iter().map(|(n, _)| n.as_str()).collect();
+    let url = server.url.clone();
+    assert_eq!(
+        (
+            a.map(|a| matches!(a.outcome, AttemptOutcome::Assumed { .. })),
+            filtered,
+            e.extender_filter,
+            verbs(&server).len(),
+        ),
+        (
+            Some(true),
+            vec!["n1", "n2", "n3"],
+            vec![crate::schedule_one::ExtenderFilterVerdict {
+                extender: url,
+                nodes: vec![
+                    ("n1".to_string(), Status::unschedulable("n1 is reserved")),
+                    ("n2".to_string(), Status::success()),
+                    ("n3".to_string(), Status::success()),
+                ],
+            }],
+            2,
+        )
+    );
 }

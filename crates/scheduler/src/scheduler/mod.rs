@@ -269,6 +269,11 @@ impl Scheduler {
         self.shared.profiles.get(scheduler_name)
     }
 
+    /// The configuration's extenders, in order.
+    pub fn extenders(&self) -> &[HttpExtender] {
+        &self.shared.options.extenders
+    }
+
     /// The handler to give an event source.
     pub fn event_handler(&self) -> Arc<dyn EventHandler> {
         self.shared.clone()

@@ -3,11 +3,16 @@
 //!
 //! The same scheduling cycle as the live scheduler ([`crate::schedule_one`]), fed from
 //! files instead of informers: each placement is applied to the in-memory snapshot before
-//! the next pod is scheduled. Nothing is bound; Reserve and Permit run, binding plugins do
-//! not.
+//! the next pod is scheduled. Reserve and Permit run, and the binding cycle binds to the
+//! in-memory cluster. The configuration's HTTP extenders are called as the scheduler calls
+//! them (filter, prioritize, preempt, bind): their answers are part of the input, so the
+//! same input, seed and extender answers give the same report.
 
 pub mod input;
 pub mod output;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +24,7 @@ use crate::backend::cache::{is_assigned, is_terminal};
 use crate::builder::SchedulerBuilder;
 use crate::clock::FakeClock;
 use crate::config::ConfigError;
+use crate::extender::{self, HttpExtender};
 use crate::memory::MemoryCluster;
 use crate::metrics::NoopRecorder;
 use crate::schedule_one::Explanation;
@@ -67,6 +73,8 @@ pub struct PodReport {
     pub result: PodResult,
     /// The FailedScheduling message (or why the pod was gated, skipped or errored).
     pub message: Option<String>,
+    /// The extender that bound the pod, when a binding extender did (its `urlPrefix`).
+    pub bound_by: Option<String>,
     /// `(reason, node count)` of an unschedulable pod's message.
     pub reason_counts: Vec<(String, usize)>,
     /// Per-plugin, per-node detail, for pods that went through a scheduling cycle.
@@ -83,6 +91,25 @@ pub struct PodReport {
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     pub pods: Vec<PodReport>,
+}
+
+/// The tokio runtime a simulation runs on.
+///
+/// Without extenders, one thread: the simulation drives the runtime itself between cycles.
+/// With them, one worker thread besides: the cycle blocks on an extender's reply from the
+/// simulation's thread, and a current-thread runtime drives I/O only inside its own
+/// `block_on`. Bindings still run one pod at a time (the simulation waits for them after
+/// each cycle), so the worker changes no outcome.
+fn runtime(with_extenders: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    if with_extenders {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("simulate-extenders")
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().build()
+    }
 }
 
 /// Why a simulation could not start.
@@ -118,9 +145,7 @@ impl Simulation {
     /// an in-memory cluster. Every profile must share the first one's QueueSort, as upstream
     /// requires.
     pub fn new(builder: SchedulerBuilder) -> Result<Simulation, SimulateError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .map_err(SimulateError::Runtime)?;
+        let rt = runtime(!builder.config().extenders.is_empty()).map_err(SimulateError::Runtime)?;
         let cluster = MemoryCluster::new();
         let clock = FakeClock::new();
         let built = builder
@@ -228,7 +253,7 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
         }
         rt.block_on(sched.wait_for_bindings());
         let preempted = preempted_by(&a);
-        let mut r = pod_report(&cluster, a, explanation);
+        let mut r = pod_report(&cluster, sched.extenders(), a, explanation);
         let key = format!("{}/{}", r.namespace, r.name);
         match seen.get(&key) {
             Some(&i) => {
@@ -307,6 +332,7 @@ fn skipped(info: &PodInfo, scheduler_name: &str, result: PodResult, message: Str
         node: None,
         result,
         message: Some(message),
+        bound_by: None,
         reason_counts: Vec::new(),
         explanation: None,
         nominated_node: None,
@@ -340,6 +366,7 @@ fn preempted_report(victim: &PodInfo, preemptor: &PodInfo, node: &str) -> PodRep
         node: Some(node.to_string()),
         result: PodResult::Preempted,
         message: Some(format!("Preempted by pod {} on node {node}", preemptor.key)),
+        bound_by: None,
         reason_counts: Vec::new(),
         explanation: None,
         nominated_node: None,
@@ -349,7 +376,12 @@ fn preempted_report(victim: &PodInfo, preemptor: &PodInfo, node: &str) -> PodRep
 }
 
 /// The report of one attempt, once its binding cycle (if any) is over.
-fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> PodReport {
+fn pod_report(
+    cluster: &MemoryCluster,
+    extenders: &[HttpExtender],
+    a: Attempt,
+    explanation: Explanation,
+) -> PodReport {
     let mut r = PodReport {
         namespace: a.pod.namespace().to_string(),
         name: a.pod.name().to_string(),
@@ -357,6 +389,7 @@ fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> 
         node: None,
         result: PodResult::Error,
         message: None,
+        bound_by: None,
         reason_counts: Vec::new(),
         explanation: Some(explanation),
         nominated_node: None,
@@ -368,9 +401,18 @@ fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> 
             let bound = cluster
                 .pod(&r.namespace, &r.name)
                 .and_then(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()));
+            let binder = extender::binder_for(extenders, &a.pod.pod);
             if bound.as_deref() == Some(node.as_str()) {
                 r.result = PodResult::Scheduled;
                 r.node = Some(node);
+            } else if let Some(ext) =
+                binder.filter(|_| last_event_is_scheduled(cluster, &r.namespace, &r.name))
+            {
+                // The extender bound the pod through its own client: the in-memory cluster
+                // saw no bind, and the binding cycle's Scheduled event says it succeeded.
+                r.result = PodResult::Scheduled;
+                r.node = Some(node);
+                r.bound_by = Some(ext.name().to_string());
             } else {
                 // The binding cycle failed: its PodScheduled condition says why.
                 let condition = cluster
@@ -416,6 +458,17 @@ fn pod_report(cluster: &MemoryCluster, a: Attempt, explanation: Explanation) -> 
         }
     }
     r
+}
+
+/// Whether the scheduler's last event about the pod `namespace/name` is `Scheduled`.
+fn last_event_is_scheduled(cluster: &MemoryCluster, namespace: &str, name: &str) -> bool {
+    cluster
+        .writes()
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.regarding.namespace == namespace && e.regarding.name == name)
+        .is_some_and(|e| e.reason == "Scheduled")
 }
 
 fn scheduler_name(pod: &k8s_openapi::api::core::v1::Pod) -> String {

@@ -5,9 +5,10 @@ use std::fmt::Write as _;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use framework::Status;
+use framework::{Code, Status};
 
 use super::{PodReport, PodResult, Report};
+use crate::schedule_one::{ExtenderFilterVerdict, ExtenderScores};
 
 /// A map serialized in the order of its entries.
 struct Ordered<K, V>(Vec<(K, V)>);
@@ -54,6 +55,49 @@ struct CodeJson {
     code: &'static str,
 }
 
+/// One extender's prioritize: its weight, and per node its score and what it added to the
+/// node's total; or the error that left its scores out.
+#[derive(serde::Serialize)]
+struct ExtenderScoreJson<'a> {
+    weight: i64,
+    #[serde(skip_serializing_if = "Ordered::is_empty")]
+    scores: Ordered<&'a str, ExtenderNodeScoreJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct ExtenderNodeScoreJson {
+    score: i64,
+    added: i64,
+}
+
+impl<'a> From<&'a ExtenderScores> for ExtenderScoreJson<'a> {
+    fn from(e: &'a ExtenderScores) -> Self {
+        let (scores, error) = match &e.result {
+            Ok(scores) => (
+                scores
+                    .iter()
+                    .map(|s| {
+                        let json = ExtenderNodeScoreJson {
+                            score: s.score,
+                            added: s.added,
+                        };
+                        (s.node.as_str(), json)
+                    })
+                    .collect(),
+                None,
+            ),
+            Err(message) => (Vec::new(), Some(message.as_str())),
+        };
+        ExtenderScoreJson {
+            weight: e.weight,
+            scores: Ordered(scores),
+            error,
+        }
+    }
+}
+
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PodJson<'a> {
@@ -63,17 +107,24 @@ struct PodJson<'a> {
     node: Option<&'a str>,
     result: &'static str,
     message: Option<&'a str>,
+    /// The extender that bound the pod, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bound_by: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nominated_node: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     victims: Vec<VictimJson<'a>>,
     pre_filter: Ordered<&'static str, StatusJson>,
-    filter: Ordered<&'a str, Ordered<&'static str, StatusJson>>,
+    /// Per node, each Filter plugin's verdict and then each extender's (by `urlPrefix`).
+    filter: Ordered<&'a str, Ordered<&'a str, StatusJson>>,
     /// Per node, why preemption did or did not help.
     #[serde(skip_serializing_if = "Ordered::is_empty")]
     preemption: Ordered<&'a str, StatusJson>,
     pre_score: Ordered<&'static str, CodeJson>,
     score: Ordered<&'a str, Ordered<&'static str, i64>>,
+    /// Per prioritizing extender (by `urlPrefix`), what it added to the scores.
+    #[serde(skip_serializing_if = "Ordered::is_empty")]
+    extender_score: Ordered<&'a str, ExtenderScoreJson<'a>>,
     final_score: Ordered<&'a str, i64>,
 }
 
@@ -86,6 +137,7 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
             node: p.node.as_deref(),
             result: p.result.as_str(),
             message: p.message.as_deref(),
+            bound_by: p.bound_by.as_deref(),
             nominated_node: p.nominated_node.as_deref(),
             victims: p
                 .victims
@@ -102,21 +154,12 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
             ),
             pre_score: Ordered(Vec::new()),
             score: Ordered(Vec::new()),
+            extender_score: Ordered(Vec::new()),
             final_score: Ordered(Vec::new()),
         };
         let Some(e) = &p.explanation else { return j };
         j.pre_filter = Ordered(e.pre_filter.iter().map(|(n, s)| (*n, s.into())).collect());
-        j.filter = Ordered(
-            e.filter
-                .iter()
-                .map(|(node, list)| {
-                    (
-                        node.as_str(),
-                        Ordered(list.iter().map(|(n, s)| (*n, s.into())).collect()),
-                    )
-                })
-                .collect(),
-        );
+        j.filter = filter_json(&e.filter, &e.extender_filter);
         j.pre_score = Ordered(
             e.pre_score
                 .iter()
@@ -150,16 +193,49 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
                     })
                     .collect(),
             );
-            j.final_score = Ordered(
-                e.scored_nodes
-                    .iter()
-                    .map(String::as_str)
-                    .zip(scores.totals.iter().copied())
-                    .collect(),
-            );
         }
+        j.extender_score = Ordered(
+            e.extender_scores
+                .iter()
+                .map(|x| (x.extender.as_str(), x.into()))
+                .collect(),
+        );
+        j.final_score = Ordered(
+            e.scored_nodes
+                .iter()
+                .map(String::as_str)
+                .zip(e.totals.iter().copied())
+                .collect(),
+        );
         j
     }
+}
+
+/// The plugins' verdicts per node, each node's extender verdicts after them. A node only
+/// extenders judged (a profile without Filter plugins) comes after the others.
+fn filter_json<'a>(
+    plugins: &'a [(String, Vec<crate::runtime::PluginStatus>)],
+    extenders: &'a [ExtenderFilterVerdict],
+) -> Ordered<&'a str, Ordered<&'a str, StatusJson>> {
+    let mut nodes: Vec<(&str, Ordered<&str, StatusJson>)> = plugins
+        .iter()
+        .map(|(node, list)| {
+            (
+                node.as_str(),
+                Ordered(list.iter().map(|(n, s)| (*n, s.into())).collect()),
+            )
+        })
+        .collect();
+    for v in extenders {
+        for (node, status) in &v.nodes {
+            let entry = (v.extender.as_str(), status.into());
+            match nodes.iter_mut().find(|(n, _)| *n == node.as_str()) {
+                Some((_, list)) => list.0.push(entry),
+                None => nodes.push((node.as_str(), Ordered(vec![entry]))),
+            }
+        }
+    }
+    Ordered(nodes)
 }
 
 #[derive(serde::Serialize)]
@@ -232,7 +308,71 @@ pub fn to_table(report: &Report) -> String {
             let _ = writeln!(out, "  {count:>5}  {reason}");
         }
     }
+    for p in &report.pods {
+        write_extenders(&mut out, p);
+    }
     out
+}
+
+/// The extenders' say on a pod, one block per extender: its filter verdict per node and
+/// its prioritize scores (each `+` what it added to the node's total).
+fn write_extenders(out: &mut String, p: &PodReport) {
+    let Some(e) = &p.explanation else { return };
+    let mut names: Vec<&str> = Vec::new();
+    for n in e
+        .extender_filter
+        .iter()
+        .map(|v| v.extender.as_str())
+        .chain(e.extender_scores.iter().map(|s| s.extender.as_str()))
+    {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    for name in names {
+        let _ = writeln!(out, "\n{}/{}: extender {name}", p.namespace, p.name);
+        for v in e.extender_filter.iter().filter(|v| v.extender == name) {
+            let _ = writeln!(out, "  filter      {}", filter_line(v));
+        }
+        for s in e.extender_scores.iter().filter(|s| s.extender == name) {
+            let scores = match &s.result {
+                Ok(scores) => scores
+                    .iter()
+                    .map(|n| format!("{} {} (+{})", n.node, n.score, n.added))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                Err(message) => format!("error, scores left out: {message}"),
+            };
+            let _ = writeln!(out, "  prioritize  weight {}: {scores}", s.weight);
+        }
+    }
+}
+
+fn filter_line(v: &ExtenderFilterVerdict) -> String {
+    // An error is the same on every node it was sent: say it once.
+    if let Some((_, s)) = v.nodes.first() {
+        let reason = s.reasons().join("; ");
+        match s.code() {
+            Code::Error => return format!("error: {reason}"),
+            Code::Skip => return format!("ignorable, skipped: {reason}"),
+            _ => {}
+        }
+    }
+    v.nodes
+        .iter()
+        .map(|(node, s)| {
+            let reason = s.reasons().join("; ");
+            match s.code() {
+                Code::Success => format!("{node} passed"),
+                Code::UnschedulableAndUnresolvable => {
+                    format!("{node} failed and unresolvable: {reason}")
+                }
+                _ if reason.is_empty() => format!("{node} left out"),
+                _ => format!("{node} failed: {reason}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn short_reason(p: &PodReport) -> String {
@@ -245,7 +385,10 @@ fn short_reason(p: &PodReport) -> String {
                 .collect();
             format!("preempted {}", names.join(", "))
         }
-        PodResult::Scheduled => String::new(),
+        PodResult::Scheduled => match &p.bound_by {
+            Some(ext) => format!("bound by extender {ext}"),
+            None => String::new(),
+        },
         PodResult::Unschedulable => match p.reason_counts.first() {
             // The most frequent reason first: the rest are listed below the table.
             Some(_) => {

@@ -35,7 +35,11 @@
 //!   when activeQ is empty (upstream's SchedulerPopFromBackoffQ);
 //! - AssignedPod events are offered to every waiting pod (upstream first narrows them to
 //!   pods with a matching affinity term or a PodTopologySpread rejection; the hints give
-//!   the same answer, only slower).
+//!   the same answer, only slower);
+//! - a pod activated while in flight goes to activeQ when its attempt fails, as it would
+//!   have had it been waiting (upstream records a ForceActivate event and retries it after
+//!   backoff): a preemptor whose victims went before it was handed back is not left
+//!   waiting out a backoff.
 
 mod heap;
 mod nominator;
@@ -185,6 +189,8 @@ struct InFlight {
     /// The newest version of the pod seen while it was in flight.
     latest: Option<Arc<PodInfo>>,
     deleted: bool,
+    /// [`PriorityQueue::activate`] asked for it during the attempt.
+    activated: bool,
 }
 
 struct LoggedEvent {
@@ -610,6 +616,7 @@ impl PriorityQueue {
                 counts,
                 latest: None,
                 deleted: false,
+                activated: false,
             },
         );
         Some(qpi)
@@ -687,7 +694,9 @@ impl PriorityQueue {
             qpi: qpi.clone(),
             counts,
         };
-        let strategy = if errored {
+        let strategy = if flight.is_some_and(|f| f.activated) {
+            Strategy::Immediately
+        } else if errored {
             Strategy::AfterBackoff
         } else {
             self.hint_for_in_flight(&entry, flight.map(|f| f.since))
@@ -784,12 +793,18 @@ impl PriorityQueue {
 
     /// Moves the pod with `key` to activeQ now (through PreEnqueue: a gate still holds it),
     /// wherever it waits: backoffQ, unschedulablePods or gated. For a pod known to be able
-    /// to make progress, e.g. a preemptor whose victims are gone. A pod in activeQ, in
-    /// flight or not queued is left alone. Whether the pod reached activeQ. Upstream:
-    /// Activate.
+    /// to make progress, e.g. a preemptor whose victims are gone. A pod in flight goes to
+    /// activeQ if its attempt fails. A pod in activeQ or not queued is left alone. Whether
+    /// the pod reached activeQ now. Upstream: Activate.
     pub fn activate(&mut self, key: &str) -> bool {
         match self.queue_of(key) {
             Some(QueueName::Backoff | QueueName::Unschedulable | QueueName::Gated) => {}
+            Some(QueueName::InFlight) => {
+                if let Some(f) = self.in_flight.get_mut(key) {
+                    f.activated = true;
+                }
+                return false;
+            }
             _ => return false,
         }
         let Some(entry) = self.take(key) else {

@@ -555,6 +555,43 @@ fn pending_plugin_queues_immediately_despite_backoff() {
     assert_eq!(where_is(&q, "p"), Some(QueueName::Active));
 }
 
+/// A preemptor's victims can be gone before its failed attempt is handed back: the
+/// activation must not be lost, or the pod waits out a backoff (forever under a clock that
+/// stands still, as in `simulate`).
+#[rstest]
+#[case::rejected(AttemptFailure::Rejected)]
+#[case::errored(AttemptFailure::Error)]
+fn activation_while_in_flight_sends_the_failed_pod_to_active(#[case] failure: AttemptFailure) {
+    let (mut q, _clock) = queue();
+    q.add(make_pod("p").info());
+    let mut p = q.pop().expect("p");
+    let moved = q.activate(&key("p"));
+    p.unschedulable_plugins.insert("NodeAdd");
+    let requeued = q.add_unschedulable_if_not_present(p, failure);
+    assert_eq!(
+        (moved, requeued, where_is(&q, "p")),
+        (false, Ok(()), Some(QueueName::Active))
+    );
+}
+
+#[test]
+fn activation_of_an_in_flight_pod_that_binds_is_forgotten() {
+    let (mut q, _clock) = queue();
+    q.add(make_pod("p").info());
+    let p = q.pop().expect("p");
+    q.activate(&key("p"));
+    q.done(&key("p"));
+    // The same pod popped again (say, re-added) carries no activation from before.
+    q.add(p.pod_info.clone());
+    let mut again = q.pop().expect("p again");
+    again.unschedulable_plugins.insert("NodeAdd");
+    assert_eq!(
+        q.add_unschedulable_if_not_present(again, AttemptFailure::Rejected),
+        Ok(())
+    );
+    assert_eq!(where_is(&q, "p"), Some(QueueName::Unschedulable));
+}
+
 #[test]
 fn event_while_in_flight_is_replayed_when_the_attempt_fails() {
     let (mut q, clock) = queue();

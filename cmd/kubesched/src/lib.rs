@@ -1,0 +1,972 @@
+//! `kubesched`: a Kubernetes scheduler, kube-scheduler rebuilt in Rust, as a library.
+//!
+//! [`SchedulerCommand`] is the whole command line: it parses flags, loads files, sets up
+//! logging and maps errors to exit codes (2 for invalid input or configuration, 1 for
+//! anything else); the work is done by the `scheduler` crate. The `kubesched` binary is
+//! `SchedulerCommand::new().run()`. A custom scheduler, as upstream's users build one with
+//! `app.NewSchedulerCommand(app.WithPlugin(...))`, adds its plugins with
+//! [`SchedulerCommand::with_plugin`] and gets every subcommand and flag, with configuration
+//! files that may name those plugins (docs/plugins.md).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+mod load;
+
+
+/// mimalloc rather than glibc's malloc: the API server, the informers and the scheduler
+/// allocate and free many small objects across threads, where glibc's arenas spent a fifth
+/// of the benchmark's API-side time growing and consolidating the heap (docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use framework::{Handle, Parallelizer};
+use plugins::RegistryError;
+use scheduler::app;
+use scheduler::client::leader::LeaderElectionConfig;
+use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
+use scheduler::memory::MemoryCluster;
+use scheduler::profile::Profiles;
+use scheduler::simulate::{self, ClusterInput, InputError};
+
+/// The crates a plugin author writes against: the plugin API, and the registry types.
+pub use framework;
+pub use plugins::{Factory, Registry};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubesched",
+    version,
+    about = "A Kubernetes scheduler: upstream kube-scheduler rebuilt plugin for plugin, with an offline simulator",
+    long_about = None,
+)]
+struct Cli {
+    /// Log verbosity: 0 warnings, 1 info, 2 debug, 3+ trace (logs go to stderr).
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
+    verbosity: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Schedule the pending pods of a cluster snapshot offline and explain every decision.
+    ///
+    /// Reads Nodes, Pods and Namespaces from YAML or JSON files (a `v1 List` as printed by
+    /// `kubectl get nodes,pods,namespaces -A -o yaml`, multi-document YAML, or single
+    /// objects). Pods with spec.nodeName are running there; the others are scheduled one by
+    /// one in queue order, each placement applied before the next. Nothing is written to
+    /// any cluster.
+    ///
+    /// Examples:
+    ///   kubectl get nodes,pods,namespaces -A -o yaml > cluster.yaml
+    ///   kubesched simulate -f cluster.yaml
+    ///   kubesched simulate -f cluster.yaml -f new-pods.yaml --config binpack.yaml -o json
+    ///
+    /// Exit status: 0 when the simulation ran (even if pods stay pending), 2 when an input
+    /// file or the configuration is invalid.
+    #[command(verbatim_doc_comment)]
+    Simulate(SimulateArgs),
+    /// Run a local Kubernetes-compatible API server (in memory, or kept in --data-dir) that
+    /// kubectl and other clients use unmodified.
+    ///
+    /// Prints the address it listens on. With --kubeconfig, writes a kubeconfig pointing at
+    /// it, for `kubectl --kubeconfig PATH` or KUBECONFIG=PATH.
+    ///
+    /// Examples:
+    ///   kubesched apiserver --listen 127.0.0.1:0 --kubeconfig /tmp/kubesched.kubeconfig
+    ///   KUBECONFIG=/tmp/kubesched.kubeconfig kubectl get nodes,pods -o wide
+    ///   kubesched apiserver --data-dir ./state --simulate-kubelets
+    ///   kubesched apiserver --tls-cert-file tls.crt --tls-private-key-file tls.key \
+    ///     --token-file tokens.csv --kubeconfig /tmp/kubesched.kubeconfig
+    ///   kubesched apiserver --cert-dir ./certs --token-file tokens.csv \
+    ///     --kubeconfig /tmp/kubesched.kubeconfig
+    ///
+    /// Exit status: 2 when a flag, the token file or the TLS files are invalid, when
+    /// another server holds --data-dir, or when --data-dir is damaged or lacks a file it
+    /// needs (--data-dir-repair then starts from what is left).
+    #[command(verbatim_doc_comment)]
+    Apiserver(ApiserverArgs),
+    /// The local API server and the scheduler in one process: a working cluster API where
+    /// pods get scheduled, for trying, learning and testing.
+    ///
+    /// Starts the API server (with the kubelet stand-in: nodes Ready, bound pods Running),
+    /// loads the objects of -f files through the API, and runs the scheduler against it
+    /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
+    /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
+    /// so its clientConnection qps/burst are 5000/10000 unless --config sets them (`run`
+    /// keeps upstream's 50/100, meant to protect a shared API server).
+    ///
+    /// Examples:
+    ///   kubesched up -f examples/cluster.yaml --kubeconfig /tmp/kubesched.kubeconfig
+    ///   export KUBECONFIG=/tmp/kubesched.kubeconfig; kubectl get pods -o wide
+    ///   kubesched up --data-dir ./state --config examples/binpack.yaml
+    #[command(verbatim_doc_comment)]
+    Up(UpArgs),
+    /// The scheduler alone, against any Kubernetes API server: a second scheduler on a real
+    /// cluster, deployed like kube-scheduler (see deploy/ and docs/deploy.md).
+    ///
+    /// Watches pods, nodes and the objects scheduling reads, schedules the pending pods whose
+    /// spec.schedulerName is one of the configuration's profiles, and binds them. Serves
+    /// /healthz, /livez, /readyz and /metrics on --bind-address:--port. With leader election
+    /// (the configuration's default, as kube-scheduler), only the replica holding the Lease
+    /// schedules.
+    ///
+    /// Examples:
+    ///   kubesched run --kubeconfig ~/.kube/config --config kubesched.yaml
+    ///   kubesched run --kubeconfig /tmp/kubesched.kubeconfig --leader-elect=false --port 0
+    #[command(verbatim_doc_comment)]
+    Run(RunArgs),
+    /// Run upstream scheduler_perf's workloads against kubesched and report throughput.
+    ///
+    /// Each workload creates upstream's nodes (4 CPU / 32Gi / 110 pods) and initial pods,
+    /// waits until those are bound, then creates the measured pods and samples every second
+    /// how many are bound: pods/s average and p50/p90/p99 (upstream's SchedulingThroughput),
+    /// scheduling-attempt latency, peak RSS, and upstream's floor for the workload.
+    ///
+    /// Modes: `http` (the default) starts the local API server in this process, creates the
+    /// objects through it with kube-rs, and schedules with `kubesched run`'s own code path
+    /// (informers, the binding subresource; client QPS raised to 5,000 as upstream's
+    /// benchmark does); `in-process` drives the scheduler directly (an in-memory cluster, the
+    /// default profile, the real plugins).
+    ///
+    /// Examples:
+    ///   kubesched bench --workload SchedulingBasic
+    ///   kubesched bench --mode in-process --workload all -o json > bench.json
+    ///   kubesched bench --mode in-process --workload TopologySpreading --nodes 500 --pods 1000
+    ///
+    /// Exit status: 0 when every workload ran (skipped ones included), 1 when one timed
+    /// out, 2 for invalid flags.
+    #[command(verbatim_doc_comment)]
+    Bench(BenchArgs),
+}
+
+/// kube-scheduler's serving and leader election flags, shared by `run` and `up`.
+#[derive(clap::Args, Debug)]
+struct SchedulerFlags {
+    /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file, as given to
+    /// kube-scheduler's --config. Without it, upstream's default profile is used.
+    #[arg(long, value_name = "CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to serve /healthz, /livez, /readyz and /metrics on (plain HTTP).
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    bind_address: std::net::IpAddr,
+    /// Port for /healthz, /livez, /readyz and /metrics; 0 picks a free port.
+    #[arg(long, value_name = "PORT", default_value_t = scheduler::serve::DEFAULT_PORT)]
+    port: u16,
+    /// Seed for breaking ties between equally scored nodes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    /// The workload to run (upstream's test case name), or `all`.
+    #[arg(long, value_name = "NAME", default_value = "all",
+          value_parser = clap::builder::PossibleValuesParser::new(bench::workload::names_and_all()))]
+    workload: String,
+    /// How pods reach the scheduler: through the local API server (http), or directly.
+    #[arg(long, value_enum, default_value_t = BenchMode::Http)]
+    mode: BenchMode,
+    /// Nodes of the workload's main node group (default: upstream's size).
+    #[arg(long, value_name = "N")]
+    nodes: Option<usize>,
+    /// Initial pods per initial pod group (default: upstream's size).
+    #[arg(long, value_name = "N")]
+    init_pods: Option<usize>,
+    /// Measured pods (default: upstream's size).
+    #[arg(long, value_name = "N")]
+    pods: Option<usize>,
+    /// Time budget of each workload, in seconds; a workload still running then is reported
+    /// as timed out.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    timeout: u64,
+    /// Output format. Default: table on a terminal, json otherwise.
+    #[arg(short = 'o', long = "output", value_enum)]
+    output: Option<OutputFormat>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BenchMode {
+    Http,
+    InProcess,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    scheduler: SchedulerFlags,
+    /// The kubeconfig of the cluster. Default: the configuration's
+    /// clientConnection.kubeconfig, then $KUBECONFIG, ~/.kube/config, in-cluster.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Elect a leader among replicas on a Lease before scheduling (overrides the
+    /// configuration's leaderElection.leaderElect, default true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: Option<bool>,
+    /// How long other replicas wait before taking over a lease that is not renewed
+    /// (default 15s).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_lease_duration: Option<std::time::Duration>,
+    /// How long the leader keeps trying to renew before it stops scheduling (default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_renew_deadline: Option<std::time::Duration>,
+    /// Pause between attempts to acquire or renew the lease (default 2s).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_retry_period: Option<std::time::Duration>,
+    /// The lock kind: only `leases` is supported.
+    #[arg(long, value_name = "KIND")]
+    leader_elect_resource_lock: Option<String>,
+    /// Name of the Lease (default kube-scheduler).
+    #[arg(long, value_name = "NAME")]
+    leader_elect_resource_name: Option<String>,
+    /// Namespace of the Lease (default kube-system).
+    #[arg(long, value_name = "NAMESPACE")]
+    leader_elect_resource_namespace: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct UpArgs {
+    #[command(flatten)]
+    server: ApiserverFlags,
+    /// A YAML or JSON file of objects to create once the API server is up (objects that
+    /// already exist are left alone); repeat for several files.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Do not act as the nodes' kubelets (pods then stay Pending after binding).
+    #[arg(long)]
+    no_kubelets: bool,
+    #[command(flatten)]
+    scheduler: SchedulerFlags,
+}
+
+fn go_duration(s: &str) -> Result<std::time::Duration, String> {
+    config::parse_go_duration(s).map_err(|e| e.to_string())
+}
+
+#[derive(clap::Args, Debug)]
+struct ApiserverFlags {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
+    listen: std::net::SocketAddr,
+    /// Write a kubeconfig pointing at the server to this path.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Keep the state in this directory: every write is logged there and fsynced before it
+    /// is acknowledged or shown to watchers, and the state is recovered from it on start.
+    /// Start refuses (exit 2) a directory whose log is damaged before its end or that lacks
+    /// a file its manifest names. One server per directory (a lock on DIR/lock; a second
+    /// one exits 2). Without it, the state is in memory only.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Start from what is left of a damaged --data-dir instead of refusing it: the last log
+    /// is copied to FILE.corrupt-<unix time> and cut at its first damaged record (the
+    /// records from there on are lost), and missing files are skipped, each with a warning.
+    #[arg(long, requires = "data_dir")]
+    data_dir_repair: bool,
+    /// Require `Authorization: Bearer <token>` on every request but /healthz, /livez,
+    /// /readyz and /version, with the tokens in this file (upstream's --token-auth-file CSV,
+    /// `token,user,uid,"groups"`, or one token per line). --kubeconfig then holds the first.
+    /// kubectl sends tokens only over TLS: use it with --tls-cert-file.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate (chain); needs --tls-private-key-file.
+    /// --kubeconfig then writes an https:// server with the certificate as
+    /// certificate-authority-data, so kubectl verifies it.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Serve HTTPS with a self-signed certificate kept in this directory (apiserver.crt,
+    /// apiserver.key): made on the first start for 127.0.0.1, localhost and the --listen
+    /// address, reused after. --kubeconfig then carries it as certificate-authority-data.
+    #[arg(long, value_name = "DIR", conflicts_with = "tls_cert_file")]
+    cert_dir: Option<PathBuf>,
+    /// Browser origins allowed to call the API, as regular expressions matched anywhere in
+    /// the Origin header (anchor them: '^https://dash\.example$'); comma-separated or
+    /// repeated. A request with any other Origin, which browsers send from web pages, gets
+    /// 403; kubectl and other clients send none.
+    #[arg(long, value_name = "REGEXP", value_delimiter = ',')]
+    cors_allowed_origins: Vec<String>,
+    /// Host names clients may use in the Host header besides localhost and IP addresses
+    /// (any other name gets 403, which stops DNS rebinding); comma-separated or repeated.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// Open connections at most; at the limit the connection idle longest is closed for
+    /// each new one. Keep it below `ulimit -n`. A connection must finish a request head
+    /// within 32s of its start (of its first byte after a response) and is closed after
+    /// 90s with no request.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    max_connections: usize,
+}
+
+#[derive(clap::Args, Debug)]
+struct ApiserverArgs {
+    #[command(flatten)]
+    server: ApiserverFlags,
+    /// Act as the nodes' kubelets: nodes become Ready, and pods bound to a node become
+    /// Running with Ready conditions (the status transitions KWOK performs).
+    #[arg(long)]
+    simulate_kubelets: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct SimulateArgs {
+    /// A YAML or JSON file of objects; repeat for several files.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+    /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file, as given to
+    /// kube-scheduler's --config. Without it, upstream's default profile is used.
+    #[arg(long, value_name = "CONFIG")]
+    config: Option<PathBuf>,
+    /// Output format. Default: table on a terminal, json otherwise.
+    #[arg(short = 'o', long = "output", value_enum)]
+    output: Option<OutputFormat>,
+    /// Seed for breaking ties between equally scored nodes; the same input and seed give
+    /// the same placements.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OutputFormat {
+    Json,
+    Table,
+}
+
+/// kubesched's command line, optionally with out-of-tree plugins: every subcommand and
+/// flag of `kubesched`, with configuration files that may name the added plugins at any
+/// extension point they implement.
+///
+/// Upstream: cmd/kube-scheduler/app (`NewSchedulerCommand` with `WithPlugin` options). The
+/// added plugins are merged with the in-tree registry at start-up; a name that is already
+/// registered is refused there (exit status 2).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use kubesched::framework::{ArgsError, Handle, Plugin};
+/// # fn new(_: Option<&serde_json::Value>, _: &Handle) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> { unimplemented!() }
+/// fn main() -> std::process::ExitCode {
+///     kubesched::SchedulerCommand::new()
+///         .with_plugin("NodeNumber", new)
+///         .run()
+/// }
+/// ```
+#[derive(Default)]
+pub struct SchedulerCommand {
+    /// Out-of-tree plugins in the order they were added; duplicates are refused at start-up.
+    plugins: Vec<(&'static str, Factory)>,
+}
+
+impl std::fmt::Debug for SchedulerCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.plugins.iter().map(|(n, _)| *n).collect();
+        f.debug_struct("SchedulerCommand")
+            .field("plugins", &names)
+            .finish()
+    }
+}
+
+impl SchedulerCommand {
+    /// `kubesched` with the in-tree plugins only.
+    pub fn new() -> Self {
+        SchedulerCommand::default()
+    }
+
+    /// Adds an out-of-tree plugin: `factory` builds it from its `pluginConfig` args (absent
+    /// when the configuration has none), once per profile that enables it. Errors the
+    /// factory returns name fields below `args`; they are reported as configuration errors
+    /// at `profiles[i].pluginConfig[j].args.<field>`. Upstream: WithPlugin.
+    pub fn with_plugin<F>(mut self, name: &'static str, factory: F) -> Self
+    where
+        F: Fn(
+                Option<&serde_json::Value>,
+                &Handle,
+            ) -> Result<std::sync::Arc<dyn framework::Plugin>, Vec<framework::ArgsError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.plugins.push((name, std::sync::Arc::new(factory)));
+        self
+    }
+
+    /// The registry the scheduler runs with: the in-tree plugins and the added ones. A name
+    /// added twice, or the name of an in-tree plugin, is refused.
+    pub fn registry(&self) -> Result<Registry, RegistryError> {
+        let mut out_of_tree = Registry::new();
+        for (name, factory) in &self.plugins {
+            if out_of_tree.insert(name, factory.clone()).is_some() {
+                return Err(RegistryError::AlreadyExists((*name).to_string()));
+            }
+        }
+        let mut registry = plugins::in_tree_registry();
+        plugins::registry::merge(&mut registry, out_of_tree)?;
+        Ok(registry)
+    }
+
+    /// Parses the process's arguments and runs the subcommand; the exit status to return
+    /// from `main`.
+    pub fn run(self) -> ExitCode {
+        self.run_from(std::env::args_os())
+    }
+
+    /// [`run`](Self::run) with the given arguments, the first being the program name.
+    /// Invalid flags and `--help` print and exit the process, as for any clap command.
+    pub fn run_from<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli = Cli::parse_from(args);
+        let registry = match self.registry() {
+            Ok(r) => r,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::from(2);
+            }
+        };
+        init_logging(cli.verbosity);
+        let result = match cli.command {
+            Command::Simulate(args) => run_simulate(args, &registry),
+            Command::Apiserver(args) => run_apiserver(args),
+            Command::Run(args) => run_scheduler(args, &registry),
+            Command::Up(args) => run_up(args, &registry),
+            Command::Bench(args) => run_bench(args),
+        };
+        exit_code(result)
+    }
+}
+
+/// Prints the error chain of a failed subcommand and picks the exit status.
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if is_user_error(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn is_user_error(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.is::<ConfigError>()
+            || e.is::<InputError>()
+            || e.is::<load::LoadError>()
+            || e.is::<UsageError>()
+            || matches!(
+                e.downcast_ref::<app::RunError>(),
+                Some(app::RunError::Config(_) | app::RunError::LeaderElection(_))
+            )
+            || e.downcast_ref::<apiserver::Error>()
+                .is_some_and(apiserver::Error::is_user_error)
+    })
+}
+
+/// A flag combination that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// A future that resolves on Ctrl-C (SIGINT) or SIGTERM (how Kubernetes stops a
+/// container). The handlers are installed when this is called, not when the future is
+/// first polled, so a signal that arrives while the server starts is not lost (and does
+/// not kill the process with the default action). Must be called inside the runtime.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
+}
+
+/// Leader election settings: the configuration's, with the flags given on top.
+fn leader_election(
+    cfg: &KubeSchedulerConfiguration,
+    args: &RunArgs,
+) -> anyhow::Result<Option<LeaderElectionConfig>> {
+    let le = &cfg.leader_election;
+    if !args.leader_elect.unwrap_or_else(|| le.leader_elect()) {
+        return Ok(None);
+    }
+    let lock = args
+        .leader_elect_resource_lock
+        .clone()
+        .unwrap_or_else(|| le.resource_lock.clone());
+    if !lock.is_empty() && lock != "leases" {
+        return Err(UsageError(format!(
+            "--leader-elect-resource-lock: {lock:?} is not supported: only \"leases\""
+        ))
+        .into());
+    }
+    let defaults = LeaderElectionConfig::default();
+    let pick = |flag: Option<std::time::Duration>, cfg: std::time::Duration, d| {
+        flag.or((!cfg.is_zero()).then_some(cfg)).unwrap_or(d)
+    };
+    let text = |flag: &Option<String>, cfg: &str, d: String| {
+        flag.clone()
+            .or_else(|| (!cfg.is_empty()).then(|| cfg.to_string()))
+            .unwrap_or(d)
+    };
+    Ok(Some(LeaderElectionConfig {
+        namespace: text(
+            &args.leader_elect_resource_namespace,
+            &le.resource_namespace,
+            defaults.namespace,
+        ),
+        name: text(
+            &args.leader_elect_resource_name,
+            &le.resource_name,
+            defaults.name,
+        ),
+        lease_duration: pick(
+            args.leader_elect_lease_duration,
+            le.lease_duration,
+            defaults.lease_duration,
+        ),
+        renew_deadline: pick(
+            args.leader_elect_renew_deadline,
+            le.renew_deadline,
+            defaults.renew_deadline,
+        ),
+        retry_period: pick(
+            args.leader_elect_retry_period,
+            le.retry_period,
+            defaults.retry_period,
+        ),
+        ..defaults
+    }))
+}
+
+fn run_options(
+    cfg: KubeSchedulerConfiguration,
+    source: String,
+    flags: &SchedulerFlags,
+    leader_election: Option<LeaderElectionConfig>,
+) -> app::RunOptions {
+    app::RunOptions {
+        config: cfg,
+        config_source: source,
+        bind_address: std::net::SocketAddr::new(flags.bind_address, flags.port),
+        leader_election,
+        seed: flags.seed,
+        extra_metrics: None,
+    }
+}
+
+fn print_serving(started: &app::Started) {
+    println!(
+        "kubesched scheduler serving /healthz, /readyz, /metrics on http://{}",
+        started.serving
+    );
+}
+
+fn run_scheduler(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
+    let (cfg, source) = load_config(args.scheduler.config.as_ref(), registry)?;
+    let le = leader_election(&cfg, &args)?;
+    let kubeconfig = args.kubeconfig.clone().or_else(|| {
+        let k = &cfg.client_connection.kubeconfig;
+        (!k.is_empty()).then(|| PathBuf::from(k))
+    });
+    let options = run_options(cfg, source, &args.scheduler, le);
+    runtime()?.block_on(async {
+        let shutdown = shutdown_signal()?;
+        let client = scheduler::client::connect(kubeconfig.as_deref())
+            .await
+            .context("connecting to the API server")?;
+        app::run(client, options, registry, print_serving, shutdown).await?;
+        Ok(())
+    })
+}
+
+/// `up`'s client rate: its scheduler talks only to the API server in the same process, so
+/// the limits that protect a shared kube-apiserver (50/100) would only slow it down.
+const UP_CLIENT_QPS: f32 = 5000.0;
+const UP_CLIENT_BURST: i32 = 10_000;
+
+/// Raises `cfg`'s client limits to `up`'s unless the configuration file `written` (as
+/// written, before defaulting) sets them.
+fn up_client_limits(cfg: &mut KubeSchedulerConfiguration, written: Option<&str>) {
+    let as_written = written.and_then(|text| config::decode(text).ok());
+    let set = as_written.as_ref().map(|c| &c.client_connection);
+    if set.is_none_or(|c| c.qps == 0.0) {
+        cfg.client_connection.qps = UP_CLIENT_QPS;
+    }
+    if set.is_none_or(|c| c.burst == 0) {
+        cfg.client_connection.burst = UP_CLIENT_BURST;
+    }
+}
+
+fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
+    let (mut cfg, source) = load_config(args.scheduler.config.as_ref(), registry)?;
+    let written = args
+        .scheduler
+        .config
+        .as_ref()
+        .map(|path| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        })
+        .transpose()?;
+    up_client_limits(&mut cfg, written.as_deref());
+    let options = run_options(cfg, source, &args.scheduler, None);
+    runtime()?.block_on(async {
+        let shutdown = shutdown_signal()?;
+        let server =
+            apiserver::Server::start(server_config(&args.server, !args.no_kubelets)?).await?;
+        println!("kubesched apiserver listening on {}", server.url());
+        if let Some(path) = &args.server.kubeconfig {
+            write_kubeconfig(path, &server)?;
+        }
+        // The scheduler connects as any client would: through the server's own kubeconfig
+        // (its URL, and its token and CA when it has them).
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())
+            .context("the API server's own kubeconfig does not parse")?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .context("the API server's own kubeconfig is not usable")?;
+        let client = kube::Client::try_from(config).context("building the API client")?;
+        if !args.files.is_empty() {
+            let (created, existed) = load::load_files(&client, &args.files).await?;
+            println!("loaded {created} objects ({existed} already there)");
+        }
+        let hint = match &args.server.kubeconfig {
+            Some(p) => format!(
+                "  export KUBECONFIG={}\n  kubectl get nodes,pods -o wide",
+                p.display()
+            ),
+            None => format!("  kubectl --server {} get nodes,pods -o wide", server.url()),
+        };
+        let run = app::run(
+            client,
+            options,
+            registry,
+            |started| {
+                print_serving(started);
+                println!("ready; try:\n{hint}\nCtrl-C stops the API server and the scheduler.");
+            },
+            shutdown,
+        )
+        .await;
+        server.shutdown().await;
+        run?;
+        Ok(())
+    })
+}
+
+fn init_logging(verbosity: u8) {
+    let level = match verbosity {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // A program embedding the command may have set its own subscriber; that one stays.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The API server's configuration from its flags.
+fn server_config(
+    flags: &ApiserverFlags,
+    simulate_kubelets: bool,
+) -> anyhow::Result<apiserver::Config> {
+    Ok(apiserver::Config {
+        listen: flags.listen,
+        data_dir: flags.data_dir.clone(),
+        data_dir_repair: flags.data_dir_repair,
+        simulate_kubelets,
+        tokens: match &flags.token_file {
+            Some(f) => apiserver::read_token_file(f).map_err(|e| apiserver::Error::TokenFile {
+                path: f.clone(),
+                source: e,
+            })?,
+            None => Vec::new(),
+        },
+        tls: match (
+            &flags.tls_cert_file,
+            &flags.tls_private_key_file,
+            &flags.cert_dir,
+        ) {
+            (Some(cert), Some(key), _) => {
+                Some(apiserver::TlsConfig::from_files(cert, key).map_err(apiserver::Error::from)?)
+            }
+            (None, None, Some(dir)) => {
+                let mut hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+                let ip = flags.listen.ip();
+                if !ip.is_loopback() && !ip.is_unspecified() {
+                    hosts.push(ip.to_string());
+                }
+                Some(
+                    apiserver::TlsConfig::self_signed_in(dir, &hosts)
+                        .map_err(apiserver::Error::from)?,
+                )
+            }
+            // clap requires both files or neither, and no --cert-dir with them.
+            _ => None,
+        },
+        cors_allowed_origins: flags.cors_allowed_origins.clone(),
+        allowed_hosts: flags.allowed_hosts.clone(),
+        max_connections: flags.max_connections,
+        ..apiserver::Config::default()
+    })
+}
+
+/// Writes the server's kubeconfig readable by its owner only (0600), as kubectl writes
+/// its own: it may carry the bearer token. An existing file is narrowed to 0600 too.
+fn write_kubeconfig(path: &std::path::Path, server: &apiserver::Server) -> anyhow::Result<()> {
+    let context = || format!("writing kubeconfig {}", path.display());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        options.mode(0o600);
+        let file = options.open(path).with_context(context)?;
+        // The mode above applies only to a file it creates.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(context)?;
+        std::io::Write::write_all(&mut &file, server.kubeconfig().as_bytes()).with_context(context)
+    }
+    #[cfg(not(unix))]
+    {
+        let mut file = options.open(path).with_context(context)?;
+        std::io::Write::write_all(&mut file, server.kubeconfig().as_bytes()).with_context(context)
+    }
+}
+
+fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let shutdown = shutdown_signal()?;
+        let config = server_config(&args.server, args.simulate_kubelets)?;
+        let server = apiserver::Server::start(config).await?;
+        if let Some(path) = &args.server.kubeconfig {
+            write_kubeconfig(path, &server)?;
+        }
+        println!("kubesched apiserver listening on {}", server.url());
+        tokio::select! {
+            r = server.wait() => r?,
+            _ = shutdown => {}
+        }
+        Ok(())
+    })
+}
+
+fn load_config(
+    path: Option<&PathBuf>,
+    registry: &Registry,
+) -> anyhow::Result<(KubeSchedulerConfiguration, String)> {
+    match path {
+        Some(p) => Ok((config::load_file_with(p, registry)?, p.display().to_string())),
+        None => Ok((
+            config::load_str_with(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+                "default configuration",
+                registry,
+            )?,
+            "default configuration".to_string(),
+        )),
+    }
+}
+
+fn run_simulate(args: SimulateArgs, registry: &Registry) -> anyhow::Result<()> {
+    let (cfg, source) = load_config(args.config.as_ref(), registry)?;
+    let parallelism = usize::try_from(cfg.parallelism()).unwrap_or(1);
+    let cluster = MemoryCluster::new();
+    let handle = Handle::new(Parallelizer::new(parallelism), cluster.clone());
+    let profiles = Profiles::build(&cfg, registry, &handle, &source)?;
+    for w in &profiles.warnings {
+        eprintln!("warning: {w}");
+    }
+    // simulate's placements would differ from the scheduler's without the extenders' say.
+    if !profiles.extenders.is_empty() {
+        return Err(ConfigError::Invalid {
+            file: source,
+            errors: vec![config::FieldError::new(
+                "extenders",
+                format!(
+                    "Forbidden: simulate does not call HTTP extenders ({} configured); \
+                     remove them to simulate without them",
+                    profiles.extenders.len()
+                ),
+            )],
+        }
+        .into());
+    }
+    let input = ClusterInput::load(&args.files)?;
+    if !input.ignored.is_empty() {
+        let kinds: Vec<String> = input
+            .ignored
+            .iter()
+            .map(|(k, n)| format!("{k} ({n})"))
+            .collect();
+        eprintln!(
+            "warning: ignored objects of kinds simulate does not use: {}",
+            kinds.join(", ")
+        );
+    }
+    let report = simulate::run(
+        &input,
+        profiles.frameworks,
+        cluster,
+        &simulate::Options {
+            seed: args.seed,
+            percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+        },
+    )
+    .context("running the simulation")?;
+    let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
+        OutputFormat::Table
+    } else {
+        OutputFormat::Json
+    });
+    let text = match format {
+        OutputFormat::Json => simulate::output::to_json(&report) + "\n",
+        OutputFormat::Table => simulate::output::to_table(&report),
+    };
+    use std::io::Write;
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing the report to stdout")?;
+    Ok(())
+}
+
+fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    let workloads: Vec<&bench::Workload> = if args.workload == "all" {
+        bench::WORKLOADS.iter().collect()
+    } else {
+        bench::workload::find(&args.workload).into_iter().collect()
+    };
+    let options = bench::RunOptions {
+        timeout: std::time::Duration::from_secs(args.timeout),
+    };
+    let show_progress = std::io::stderr().is_terminal();
+    let mut reports = Vec::new();
+    for w in workloads {
+        let sizes = bench::Sizes {
+            nodes: args.nodes.unwrap_or(w.sizes.nodes),
+            init_pods: args.init_pods.unwrap_or(w.sizes.init_pods),
+            measured_pods: args.pods.unwrap_or(w.sizes.measured_pods),
+        };
+        let mut last_shown = std::time::Instant::now();
+        let mut progress = |p: &bench::Progress| {
+            if !show_progress
+                || (p.phase != bench::Phase::Done && last_shown.elapsed().as_millis() < 100)
+            {
+                return;
+            }
+            last_shown = std::time::Instant::now();
+            let mut err = std::io::stderr().lock();
+            let _ = if p.phase == bench::Phase::Done {
+                write!(err, "\r\x1b[K")
+            } else {
+                write!(
+                    err,
+                    "\r\x1b[K{}: {} {}/{}",
+                    p.workload,
+                    p.phase.as_str(),
+                    p.done,
+                    p.total
+                )
+            };
+            let _ = err.flush();
+        };
+        let report = match args.mode {
+            BenchMode::InProcess => bench::in_process::run(w, sizes, &options, &mut progress),
+            BenchMode::Http => bench::in_process::run_on(
+                w,
+                sizes,
+                &options,
+                &mut progress,
+                &|| Ok(std::sync::Arc::new(bench::http::Http::new()?) as _),
+                "http",
+            ),
+        }
+        .with_context(|| format!("running workload {}", w.name))?;
+        reports.push(report);
+    }
+    let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
+        OutputFormat::Table
+    } else {
+        OutputFormat::Json
+    });
+    let text = match format {
+        OutputFormat::Json => bench::report::to_json(&reports, args.workload == "all") + "\n",
+        OutputFormat::Table => bench::report::to_table(&reports),
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing the report to stdout")?;
+    let timed_out: Vec<&str> = reports
+        .iter()
+        .filter(|r| r.status == bench::RunStatus::TimedOut)
+        .map(|r| r.workload.as_str())
+        .collect();
+    if !timed_out.is_empty() {
+        anyhow::bail!(
+            "timed out after {} s: {}",
+            args.timeout,
+            timed_out.join(", ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str =
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    #[rstest::rstest]
+    #[case::no_config_file_gets_ups_limits(None, (UP_CLIENT_QPS, UP_CLIENT_BURST))]
+    #[case::a_file_without_client_connection_gets_ups_limits(Some(""), (UP_CLIENT_QPS, UP_CLIENT_BURST))]
+    #[case::a_file_setting_both_keeps_them(
+        Some("clientConnection:\n  qps: 20\n  burst: 30\n"),
+        (20.0, 30)
+    )]
+    #[case::a_file_setting_qps_only_keeps_it(Some("clientConnection:\n  qps: 20\n"), (20.0, UP_CLIENT_BURST))]
+    fn up_raises_the_client_limits_unless_the_config_file_sets_them(
+        #[case] file: Option<&str>,
+        #[case] want: (f32, i32),
+    ) {
+        let text = file.map(|body| format!("{HEADER}{body}"));
+        let mut cfg = config::load_str(text.as_deref().unwrap_or(HEADER), "test")
+            .unwrap_or_else(|e| panic!("{e}"));
+        up_client_limits(&mut cfg, text.as_deref());
+        assert_eq!(
+            (cfg.client_connection.qps, cfg.client_connection.burst),
+            want
+        );
+    }
+}

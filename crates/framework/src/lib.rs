@@ -34,5 +34,5 @@ pub use interface::*;
 pub use parallelize::Parallelizer;
 pub use snapshot::{Snapshot, Workloads};
 pub use status::{Code, Status};
-pub use types::{NodeInfo, NodeScore, PodInfo, QueuedPodInfo, Resource};
+pub use types::{pod_key, NodeInfo, NodeScore, PodInfo, QueuedPodInfo, Resource};
 pub use waiting_pods::{WaitingPod, WaitingPods};

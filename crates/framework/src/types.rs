@@ -782,5 +782,18 @@ impl NodeScore<'_> {
 mod pod_list;
 pub use pod_list::{Iter as PodListIter, PodList};
 
+/// The key the scheduler knows a pod by (its queue, [`crate::WaitingPods`]): its UID, or
+/// `namespace/name` when it has none (objects read from files by `simulate`).
+pub fn pod_key(pod: &Pod) -> String {
+    match pod.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => uid.to_string(),
+        _ => format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or("")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -118,7 +118,7 @@ impl WaitingPod {
     }
 }
 
-/// The pods waiting at Permit, by pod UID. Cloning shares the map.
+/// The pods waiting at Permit, by [`crate::pod_key`] (the pod's UID). Cloning shares the map.
 #[derive(Debug, Clone, Default)]
 pub struct WaitingPods {
     pods: Arc<Mutex<HashMap<String, Arc<WaitingPod>>>>,
@@ -129,7 +129,7 @@ impl WaitingPods {
         self.pods.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a waiting pod under `uid`.
+    /// Registers a waiting pod under `uid` (its [`crate::pod_key`]).
     pub fn add(&self, uid: impl Into<String>, pod: Arc<WaitingPod>) {
         self.lock().insert(uid.into(), pod);
     }

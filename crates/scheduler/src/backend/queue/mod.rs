@@ -134,17 +134,9 @@ pub struct ListedPod {
     pub gating_plugin: Option<&'static str>,
 }
 
-/// The key a pod is known by: its UID, or `namespace/name` when it has none.
-pub fn pod_key(pod: &Pod) -> String {
-    match pod.metadata.uid.as_deref() {
-        Some(uid) if !uid.is_empty() => uid.to_string(),
-        _ => format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or("")
-        ),
-    }
-}
+/// The key a pod is known by (the queue, the waiting pods): defined by the framework, so
+/// that plugins find their waiting pods under the same key.
+pub use framework::pod_key;
 
 /// The pod's `schedulerName` (`default-scheduler` when unset, as the API server defaults).
 pub fn scheduler_name(pod: &Pod) -> &str {

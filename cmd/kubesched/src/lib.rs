@@ -948,6 +948,43 @@ mod tests {
     const HEADER: &str =
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
 
+    fn registry_names(
+        cmd: &SchedulerCommand,
+    ) -> Result<Vec<&'static str>, plugins::RegistryError> {
+        cmd.registry().map(|r| r.keys().copied().collect())
+    }
+
+    fn with_plugins(names: &[&'static str]) -> SchedulerCommand {
+        names.iter().fold(SchedulerCommand::new(), |cmd, name| {
+            cmd.with_plugin(name, plugins::queuesort::new)
+        })
+    }
+
+    #[rstest::rstest]
+    #[case::no_added_plugin_is_the_in_tree_registry(&[], Ok(vec![]))]
+    #[case::an_added_plugin_joins_the_in_tree_ones(&["NodeNumber"], Ok(vec!["NodeNumber"]))]
+    #[case::an_in_tree_name_is_refused(
+        &["NodeNumber", "TaintToleration"],
+        Err(RegistryError::AlreadyExists("TaintToleration".into()))
+    )]
+    #[case::a_name_added_twice_is_refused(
+        &["NodeNumber", "NodeNumber"],
+        Err(RegistryError::AlreadyExists("NodeNumber".into()))
+    )]
+    fn registry_merges_added_plugins_with_the_in_tree_ones(
+        #[case] added: &[&'static str],
+        #[case] want_extra: Result<Vec<&'static str>, RegistryError>,
+    ) {
+        let want = want_extra.map(|extra| {
+            let mut names: Vec<&'static str> =
+                plugins::in_tree_registry().keys().copied().collect();
+            names.extend(extra);
+            names.sort_unstable();
+            names
+        });
+        assert_eq!(registry_names(&with_plugins(added)), want);
+    }
+
     #[rstest::rstest]
     #[case::no_config_file_gets_ups_limits(None, (UP_CLIENT_QPS, UP_CLIENT_BURST))]
     #[case::a_file_without_client_connection_gets_ups_limits(Some(""), (UP_CLIENT_QPS, UP_CLIENT_BURST))]

@@ -17,7 +17,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod load;
 
-
 /// mimalloc rather than glibc's malloc: the API server, the informers and the scheduler
 /// allocate and free many small objects across threads, where glibc's arenas spent a fifth
 /// of the benchmark's API-side time growing and consolidating the heap (docs/performance.md).
@@ -387,7 +386,8 @@ impl SchedulerCommand {
         F: Fn(
                 Option<&serde_json::Value>,
                 &Handle,
-            ) -> Result<std::sync::Arc<dyn framework::Plugin>, Vec<framework::ArgsError>>
+            )
+                -> Result<std::sync::Arc<dyn framework::Plugin>, Vec<framework::ArgsError>>
             + Send
             + Sync
             + 'static,
@@ -785,7 +785,10 @@ fn load_config(
     registry: &Registry,
 ) -> anyhow::Result<(KubeSchedulerConfiguration, String)> {
     match path {
-        Some(p) => Ok((config::load_file_with(p, registry)?, p.display().to_string())),
+        Some(p) => Ok((
+            config::load_file_with(p, registry)?,
+            p.display().to_string(),
+        )),
         None => Ok((
             config::load_str_with(
                 "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
@@ -948,9 +951,7 @@ mod tests {
     const HEADER: &str =
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
 
-    fn registry_names(
-        cmd: &SchedulerCommand,
-    ) -> Result<Vec<&'static str>, plugins::RegistryError> {
+    fn registry_names(cmd: &SchedulerCommand) -> Result<Vec<&'static str>, plugins::RegistryError> {
         cmd.registry().map(|r| r.keys().copied().collect())
     }
 

@@ -49,16 +49,25 @@ pub fn merge(into: &mut Registry, from: Registry) -> Result<(), RegistryError> {
 pub fn in_tree_registry() -> Registry {
     let mut r: Registry = BTreeMap::new();
     r.insert(names::PRIORITY_SORT, Arc::new(crate::queuesort::new));
-    r.insert(names::SCHEDULING_GATES, Arc::new(crate::schedulinggates::new));
+    r.insert(
+        names::SCHEDULING_GATES,
+        Arc::new(crate::schedulinggates::new),
+    );
     r.insert(
         names::NODE_UNSCHEDULABLE,
         Arc::new(crate::nodeunschedulable::new),
     );
     r.insert(names::NODE_NAME, Arc::new(crate::nodename::new));
-    r.insert(names::TAINT_TOLERATION, Arc::new(crate::tainttoleration::new));
+    r.insert(
+        names::TAINT_TOLERATION,
+        Arc::new(crate::tainttoleration::new),
+    );
     r.insert(names::NODE_AFFINITY, Arc::new(crate::nodeaffinity::new));
     r.insert(names::NODE_PORTS, Arc::new(crate::nodeports::new));
-    r.insert(names::NODE_RESOURCES_FIT, Arc::new(crate::noderesources::new_fit));
+    r.insert(
+        names::NODE_RESOURCES_FIT,
+        Arc::new(crate::noderesources::new_fit),
+    );
     r.insert(
         names::NODE_RESOURCES_BALANCED_ALLOCATION,
         Arc::new(crate::noderesources::new_balanced_allocation),

@@ -164,7 +164,7 @@ impl PermitPlugin for NodeNumber {
         let pod_name = pod.key.clone();
         let node = node_name.to_string();
         let waiting_pods = self.waiting_pods.clone();
-        tracing::info!(pod = %pod.key, node = node_name, ?wait, "NodeNumber makes the pod wait");
+        tracing::info!(pod = %pod.key, node = %node_name, ?wait, "NodeNumber makes the pod wait");
         let spawned = std::thread::Builder::new()
             .name("nodenumber-permit".into())
             .spawn(move || {
@@ -189,7 +189,10 @@ impl EnqueueExtensions for NodeNumber {
     /// A pod NodeNumber rejected (its Permit timed out) may fit a node added since, as
     /// mini-kube-scheduler registers.
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
-        vec![ClusterEventWithHint::new(EventResource::Node, ActionType::ADD)]
+        vec![ClusterEventWithHint::new(
+            EventResource::Node,
+            ActionType::ADD,
+        )]
     }
 }
 

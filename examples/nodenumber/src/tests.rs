@@ -45,10 +45,8 @@ fn pre_score_then_score_gives_ten_to_the_node_with_the_pods_digit(
     let nodes = nodes();
     let mut state = CycleState::new();
     let pre = pl.pre_score(&mut state, &pod, &Snapshot::default(), &nodes);
-    let scores: Result<Vec<i64>, Status> = nodes
-        .iter()
-        .map(|n| pl.score(&state, &pod, n))
-        .collect();
+    let scores: Result<Vec<i64>, Status> =
+        nodes.iter().map(|n| pl.score(&state, &pod, n)).collect();
     assert_eq!((pre, scores), (Status::success(), Ok(want)));
 }
 

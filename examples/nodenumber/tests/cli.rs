@@ -264,6 +264,11 @@ fn bad_nodenumber_args_are_refused_at_their_field_path() {
 fn a_plugin_named_like_an_in_tree_plugin_is_refused_at_start_up() {
     let code = kubesched::SchedulerCommand::new()
         .with_plugin("TaintToleration", nodenumber::new)
-        .run_from(["nodenumber-scheduler", "simulate", "-f", &example("nodes.yaml")]);
+        .run_from([
+            "nodenumber-scheduler",
+            "simulate",
+            "-f",
+            &example("nodes.yaml"),
+        ]);
     assert_eq!(code, ExitCode::from(2));
 }

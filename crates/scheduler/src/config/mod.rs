@@ -160,8 +160,7 @@ pub fn load_str_with(
     // not the merged ones.
     let as_written: Vec<Option<Plugins>> = cfg.profiles.iter().map(|p| p.plugins.clone()).collect();
     set_defaults(&mut cfg);
-    let errors =
-        validation::validate_with(&cfg, Some(&as_written), &known_plugins_in(registry));
+    let errors = validation::validate_with(&cfg, Some(&as_written), &known_plugins_in(registry));
     if errors.is_empty() {
         Ok(cfg)
     } else {

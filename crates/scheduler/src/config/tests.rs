@@ -605,10 +605,13 @@ fn out_of_tree_plugin_is_known_through_the_registry(
         .map(|e| e.field_errors().to_vec())
         .unwrap_or_default();
     let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
-    let want: Vec<&str> = ["profiles[0].plugins.score.enabled[0]", "profiles[0].pluginConfig[0]"]
-        .into_iter()
-        .take(want_errors)
-        .collect();
+    let want: Vec<&str> = [
+        "profiles[0].plugins.score.enabled[0]",
+        "profiles[0].pluginConfig[0]",
+    ]
+    .into_iter()
+    .take(want_errors)
+    .collect();
     assert_eq!(paths, want);
 }
 

@@ -24,7 +24,6 @@ mod load;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use framework::{Handle, Parallelizer};
-use plugins::RegistryError;
 use scheduler::app;
 use scheduler::client::leader::LeaderElectionConfig;
 use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
@@ -32,9 +31,9 @@ use scheduler::memory::MemoryCluster;
 use scheduler::profile::Profiles;
 use scheduler::simulate::{self, ClusterInput, InputError};
 
-/// The crates a plugin author writes against: the plugin API, and the registry types.
+/// What a plugin author writes against: the plugin API, and the registry types.
 pub use framework;
-pub use plugins::{Factory, Registry};
+pub use plugins::{Factory, Registry, RegistryError};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -26,4 +26,4 @@ pub mod queuesort;
 pub mod schedulinggates;
 pub mod tainttoleration;
 
-pub use registry::{in_tree_registry, Factory, Registry};
+pub use registry::{in_tree_registry, Factory, Registry, RegistryError};

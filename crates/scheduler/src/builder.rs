@@ -31,11 +31,11 @@ use std::sync::Arc;
 
 use framework::handle::NoopClient;
 use framework::{ClusterClient, Handle, Parallelizer, PreemptingPods, WaitingPods};
-use plugins::{Factory, Registry};
+use plugins::Registry;
 
 use crate::backend::queue::QueueConfig;
 use crate::clock::{Clock, RealClock};
-use crate::config::{ConfigError, FieldError, KubeSchedulerConfiguration};
+use crate::config::{ConfigError, KubeSchedulerConfiguration};
 use crate::metrics::{MetricsRecorder, NoopRecorder};
 use crate::profile::Profiles;
 use crate::scheduler::{Scheduler, SchedulerOptions};
@@ -90,7 +90,6 @@ pub struct SchedulerBuilder {
     config: KubeSchedulerConfiguration,
     source: String,
     registry: Registry,
-    out_of_tree: Vec<(&'static str, Factory)>,
     client: Arc<dyn ClusterClient>,
     metrics: Arc<dyn MetricsRecorder>,
     clock: Arc<dyn Clock>,
@@ -115,7 +114,6 @@ impl SchedulerBuilder {
             config,
             source: source.into(),
             registry: plugins::in_tree_registry(),
-            out_of_tree: Vec::new(),
             client: Arc::new(NoopClient),
             metrics: Arc::new(NoopRecorder),
             clock: Arc::new(RealClock),
@@ -129,19 +127,11 @@ impl SchedulerBuilder {
         &self.config
     }
 
-    /// Replaces the whole registry (the in-tree one by default).
+    /// Replaces the whole registry (the in-tree one by default). Out-of-tree plugins are
+    /// merged into the in-tree registry first, with [`plugins::registry::merge`], which
+    /// refuses a name clash as upstream's `app.WithPlugin` does.
     pub fn registry(mut self, registry: Registry) -> Self {
         self.registry = registry;
-        self
-    }
-
-    /// Adds plugins to the registry, as upstream's `app.WithPlugin` does. A name already in
-    /// the registry is refused when building ("a plugin named X already exists").
-    pub fn out_of_tree_plugins(
-        mut self,
-        plugins: impl IntoIterator<Item = (&'static str, Factory)>,
-    ) -> Self {
-        self.out_of_tree.extend(plugins);
         self
     }
 
@@ -209,28 +199,6 @@ impl SchedulerBuilder {
         }
     }
 
-    /// The registry with the out-of-tree plugins merged in.
-    fn merged_registry(&self) -> Result<Registry, ConfigError> {
-        let mut registry = self.registry.clone();
-        let mut errors = Vec::new();
-        for (name, factory) in &self.out_of_tree {
-            if registry.insert(name, *factory).is_some() {
-                errors.push(FieldError::new(
-                    "plugins",
-                    format!("a plugin named {name} already exists"),
-                ));
-            }
-        }
-        if errors.is_empty() {
-            Ok(registry)
-        } else {
-            Err(ConfigError::Invalid {
-                file: self.source.clone(),
-                errors,
-            })
-        }
-    }
-
     /// Only the profiles, for callers that run scheduling cycles themselves (the cycle
     /// benchmark). Extenders with a preempt verb are refused: they need a runtime.
     pub fn build_profiles(&self) -> Result<Profiles, ConfigError> {
@@ -243,10 +211,9 @@ impl SchedulerBuilder {
         services: &Services,
         runtime: Option<&tokio::runtime::Handle>,
     ) -> Result<Profiles, ConfigError> {
-        let registry = self.merged_registry()?;
         let mut profiles = Profiles::build(
             &self.config,
-            &registry,
+            &self.registry,
             &services.handle(),
             runtime,
             &self.source,
@@ -275,41 +242,13 @@ impl SchedulerBuilder {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use framework::{ArgsError, Handle, Plugin};
-
     use super::SchedulerBuilder;
-    use crate::config::FieldError;
 
     fn config(yaml: &str) -> crate::config::KubeSchedulerConfiguration {
         let text = format!(
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{yaml}"
         );
         crate::config::load_str(&text, "test").unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn clashing(
-        _args: Option<&serde_json::Value>,
-        _handle: &Handle,
-    ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
-        Err(vec![ArgsError::new("", "never built")])
-    }
-
-    #[test]
-    fn out_of_tree_plugin_named_like_an_in_tree_one_is_refused() {
-        let err = SchedulerBuilder::new(config(""), "test")
-            .out_of_tree_plugins([(plugins::names::NODE_AFFINITY, clashing as plugins::Factory)])
-            .build_profiles()
-            .err()
-            .map(|e| e.field_errors().to_vec());
-        assert_eq!(
-            err,
-            Some(vec![FieldError::new(
-                "plugins",
-                "a plugin named NodeAffinity already exists"
-            )])
-        );
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl FakeRegistry {
         });
         let mut r: plugins::Registry = Default::default();
         for f in &all {
-            r.insert(f.name, make);
+            r.insert(f.name, Arc::new(make));
         }
         FAKES.with(|cell| *cell.borrow_mut() = all);
         r

@@ -36,7 +36,7 @@ pub use types::{
     KubeSchedulerConfiguration, KubeSchedulerProfile, LeaderElectionConfiguration, Plugin,
     PluginConfig, PluginSet, Plugins, API_VERSION, KIND,
 };
-pub use validation::{known_plugins, unimplemented_upstream_plugins, validate};
+pub use validation::{known_plugins, known_plugins_in, unimplemented_upstream_plugins, validate};
 
 /// A configuration that could not be loaded.
 #[derive(Debug, Error)]
@@ -120,19 +120,37 @@ impl FieldError {
     }
 }
 
-/// Reads, defaults and validates the configuration file at `path`.
+/// Reads, defaults and validates the configuration file at `path`, for the in-tree plugins.
 pub fn load_file(path: &Path) -> Result<KubeSchedulerConfiguration, ConfigError> {
+    load_file_with(path, &plugins::in_tree_registry())
+}
+
+/// Reads, defaults and validates the configuration file at `path`; its plugin references
+/// may name any plugin of `registry` (in-tree and out-of-tree).
+pub fn load_file_with(
+    path: &Path,
+    registry: &plugins::Registry,
+) -> Result<KubeSchedulerConfiguration, ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         file: file.clone(),
         source,
     })?;
-    load_str(&text, &file)
+    load_str_with(&text, &file, registry)
 }
 
-/// Decodes, defaults and validates a configuration given as YAML or JSON text; `source`
-/// names it in errors (a file name, `--config`, ...).
+/// Decodes, defaults and validates a configuration given as YAML or JSON text, for the
+/// in-tree plugins; `source` names it in errors (a file name, `--config`, ...).
 pub fn load_str(text: &str, source: &str) -> Result<KubeSchedulerConfiguration, ConfigError> {
+    load_str_with(text, source, &plugins::in_tree_registry())
+}
+
+/// [`load_str`] for the plugins of `registry` (in-tree and out-of-tree).
+pub fn load_str_with(
+    text: &str,
+    source: &str,
+    registry: &plugins::Registry,
+) -> Result<KubeSchedulerConfiguration, ConfigError> {
     let invalid = |errors| ConfigError::Invalid {
         file: source.to_string(),
         errors,
@@ -142,7 +160,7 @@ pub fn load_str(text: &str, source: &str) -> Result<KubeSchedulerConfiguration, 
     // not the merged ones.
     let as_written: Vec<Option<Plugins>> = cfg.profiles.iter().map(|p| p.plugins.clone()).collect();
     set_defaults(&mut cfg);
-    let errors = validation::validate_with(&cfg, Some(&as_written));
+    let errors = validation::validate_with(&cfg, Some(&as_written), &known_plugins_in(registry));
     if errors.is_empty() {
         Ok(cfg)
     } else {

@@ -584,6 +584,37 @@ fn unknown_plugin_is_refused_at_its_index_in_the_file() {
     assert_eq!(got, want);
 }
 
+/// An out-of-tree plugin may be named wherever an in-tree one may, once it is in the
+/// registry the configuration is loaded for; without it, the name is unknown.
+#[rstest]
+#[case::unknown_to_the_in_tree_registry(false, 2)]
+#[case::known_to_a_registry_holding_it(true, 0)]
+fn out_of_tree_plugin_is_known_through_the_registry(
+    #[case] registered: bool,
+    #[case] want_errors: usize,
+) {
+    let mut registry = plugins::in_tree_registry();
+    if registered {
+        registry.insert("NodeNumber", std::sync::Arc::new(plugins::queuesort::new));
+    }
+    let text = format!(
+        "{HEADER}profiles:\n- plugins:\n    score:\n      enabled: [{{name: NodeNumber}}]\n  pluginConfig:\n  - name: NodeNumber\n"
+    );
+    let errors = load_str_with(&text, "test.yaml", &registry)
+        .err()
+        .map(|e| e.field_errors().to_vec())
+        .unwrap_or_default();
+    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+    let want: Vec<&str> = [
+        "profiles[0].plugins.score.enabled[0]",
+        "profiles[0].pluginConfig[0]",
+    ]
+    .into_iter()
+    .take(want_errors)
+    .collect();
+    assert_eq!(paths, want);
+}
+
 #[rstest]
 #[case::leader_election_off_skips_its_checks(
     "leaderElection:\n  leaderElect: false\n  leaseDuration: 1s\n  renewDeadline: 10s\n  resourceLock: configmaps\n"

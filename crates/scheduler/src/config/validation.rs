@@ -8,8 +8,9 @@
 //!
 //! Checks kubesched adds, each because the configuration would otherwise fail later or
 //! silently do something else:
-//! - plugin names must be upstream in-tree plugins or kubesched's (upstream fails at
-//!   start-up with `plugin "X" does not exist`);
+//! - plugin names must be upstream in-tree plugins or those of the registry the scheduler
+//!   runs with, in-tree and out-of-tree (upstream fails at start-up with
+//!   `plugin "X" does not exist`);
 //! - Score weights must not be negative (upstream would accept and invert the score);
 //! - `leaderElection.renewDeadline` must exceed `retryPeriod` × 1.2 (client-go refuses
 //!   such timings when the leader elector starts);
@@ -58,10 +59,16 @@ pub fn unimplemented_upstream_plugins() -> &'static [&'static str] {
     &UNIMPLEMENTED_UPSTREAM_PLUGINS
 }
 
-/// Every plugin name a configuration may use: kubesched's registry and the upstream
-/// plugins not implemented yet.
+/// Every plugin name a configuration may use: kubesched's in-tree registry and the
+/// upstream plugins not implemented yet.
 pub fn known_plugins() -> BTreeSet<&'static str> {
-    plugins::in_tree_registry()
+    known_plugins_in(&plugins::in_tree_registry())
+}
+
+/// Every plugin name a configuration may use with `registry` (in-tree and out-of-tree
+/// plugins): its names and the upstream plugins not implemented yet.
+pub fn known_plugins_in(registry: &plugins::Registry) -> BTreeSet<&'static str> {
+    registry
         .keys()
         .copied()
         .chain(UNIMPLEMENTED_UPSTREAM_PLUGINS)
@@ -71,18 +78,19 @@ pub fn known_plugins() -> BTreeSet<&'static str> {
 /// Checks a defaulted configuration; an empty list means valid. Paths into the plugin
 /// lists index them as they are in `cfg`.
 pub fn validate(cfg: &KubeSchedulerConfiguration) -> Vec<FieldError> {
-    validate_with(cfg, None)
+    validate_with(cfg, None, &known_plugins())
 }
 
 /// Checks a defaulted configuration. `as_written` holds each profile's `plugins` as the
 /// file wrote them, before the merge with the defaults: plugin references are checked
-/// there, so that their paths index the lists the user wrote.
+/// there, so that their paths index the lists the user wrote. `known` are the plugin names
+/// the configuration may use.
 pub(crate) fn validate_with(
     cfg: &KubeSchedulerConfiguration,
     as_written: Option<&[Option<Plugins>]>,
+    known: &BTreeSet<&'static str>,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let known = known_plugins();
 
     if cfg.client_connection.burst < 0 {
         errs.push(invalid(
@@ -111,7 +119,7 @@ pub(crate) fn validate_with(
                 Some(written) => written.get(i).and_then(Option::as_ref),
                 None => profile.plugins.as_ref(),
             };
-            validate_profile(&path, profile, plugins, &known, &mut errs);
+            validate_profile(&path, profile, plugins, known, &mut errs);
             let name = profile.scheduler_name();
             if let Some(first) = first_with_name.get(name) {
                 errs.push(FieldError::new(

@@ -204,7 +204,7 @@ fn harness(log_id: &str, gate: &str, profiles: &[&str]) -> Harness {
     let mut cfg = crate::config::decode(&yaml).unwrap();
     crate::config::set_defaults(&mut cfg);
     let mut registry = plugins::in_tree_registry();
-    registry.insert(GATE, new_gate);
+    registry.insert(GATE, std::sync::Arc::new(new_gate));
     let cluster = MemoryCluster::new();
     let clock = FakeClock::new();
     let metrics = Arc::new(RecordingMetrics::default());

@@ -91,7 +91,7 @@ fn framework(scheduler_name: &str, probes: Vec<Probe>) -> Arc<Framework> {
         disabled: vec![],
     };
     for (i, p) in probes.iter().enumerate() {
-        registry.insert(p.name, make_probe);
+        registry.insert(p.name, std::sync::Arc::new(make_probe));
         spec.multi_point.enabled.push((p.name.to_string(), 0));
         spec.plugin_args.insert(
             p.name.to_string(),

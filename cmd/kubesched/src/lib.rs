@@ -1,8 +1,12 @@
-//! `kubesched`: a Kubernetes scheduler, kube-scheduler rebuilt in Rust.
+//! `kubesched`: a Kubernetes scheduler, kube-scheduler rebuilt in Rust, as a library.
 //!
-//! This binary parses flags, loads files, sets up logging and maps errors to exit codes
-//! (2 for invalid input or configuration, 1 for anything else). The work is done by the
-//! `scheduler` crate.
+//! [`SchedulerCommand`] is the whole command line: it parses flags, loads files, sets up
+//! logging and maps errors to exit codes (2 for invalid input or configuration, 1 for
+//! anything else); the work is done by the `scheduler` crate. The `kubesched` binary is
+//! `SchedulerCommand::new().run()`. A custom scheduler, as upstream's users build one with
+//! `app.NewSchedulerCommand(app.WithPlugin(...))`, adds its plugins with
+//! [`SchedulerCommand::with_plugin`] and gets every subcommand and flag, with configuration
+//! files that may name those plugins (docs/plugins.md).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -25,6 +29,10 @@ use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
 use scheduler::simulate::{self, ClusterInput, InputError};
 use scheduler::simulate::{SimulateError, Simulation};
 use scheduler::SchedulerBuilder;
+
+/// What a plugin author writes against: the plugin API, and the registry types.
+pub use framework;
+pub use plugins::{Factory, Registry, RegistryError};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -333,16 +341,113 @@ enum OutputFormat {
     Table,
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(cli.verbosity);
-    let result = match cli.command {
-        Command::Simulate(args) => run_simulate(args),
-        Command::Apiserver(args) => run_apiserver(args),
-        Command::Run(args) => run_scheduler(args),
-        Command::Up(args) => run_up(args),
-        Command::Bench(args) => run_bench(args),
-    };
+/// kubesched's command line, optionally with out-of-tree plugins: every subcommand and
+/// flag of `kubesched`, with configuration files that may name the added plugins at any
+/// extension point they implement.
+///
+/// Upstream: cmd/kube-scheduler/app (`NewSchedulerCommand` with `WithPlugin` options). The
+/// added plugins are merged with the in-tree registry at start-up; a name that is already
+/// registered is refused there (exit status 2).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use kubesched::framework::{ArgsError, Handle, Plugin};
+/// # fn new(_: Option<&serde_json::Value>, _: &Handle) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> { unimplemented!() }
+/// fn main() -> std::process::ExitCode {
+///     kubesched::SchedulerCommand::new()
+///         .with_plugin("NodeNumber", new)
+///         .run()
+/// }
+/// ```
+#[derive(Default)]
+pub struct SchedulerCommand {
+    /// Out-of-tree plugins in the order they were added; duplicates are refused at start-up.
+    plugins: Vec<(&'static str, Factory)>,
+}
+
+impl std::fmt::Debug for SchedulerCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.plugins.iter().map(|(n, _)| *n).collect();
+        f.debug_struct("SchedulerCommand")
+            .field("plugins", &names)
+            .finish()
+    }
+}
+
+impl SchedulerCommand {
+    /// `kubesched` with the in-tree plugins only.
+    pub fn new() -> Self {
+        SchedulerCommand::default()
+    }
+
+    /// Adds an out-of-tree plugin: `factory` builds it from its `pluginConfig` args (absent
+    /// when the configuration has none), once per profile that enables it. Errors the
+    /// factory returns name fields below `args`; they are reported as configuration errors
+    /// at `profiles[i].pluginConfig[j].args.<field>`. Upstream: WithPlugin.
+    pub fn with_plugin<F>(mut self, name: &'static str, factory: F) -> Self
+    where
+        F: Fn(
+                Option<&serde_json::Value>,
+                &framework::Handle,
+            )
+                -> Result<std::sync::Arc<dyn framework::Plugin>, Vec<framework::ArgsError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.plugins.push((name, std::sync::Arc::new(factory)));
+        self
+    }
+
+    /// The registry the scheduler runs with: the in-tree plugins and the added ones. A name
+    /// added twice, or the name of an in-tree plugin, is refused.
+    pub fn registry(&self) -> Result<Registry, RegistryError> {
+        let mut out_of_tree = Registry::new();
+        for (name, factory) in &self.plugins {
+            if out_of_tree.insert(name, factory.clone()).is_some() {
+                return Err(RegistryError::AlreadyExists((*name).to_string()));
+            }
+        }
+        let mut registry = plugins::in_tree_registry();
+        plugins::registry::merge(&mut registry, out_of_tree)?;
+        Ok(registry)
+    }
+
+    /// Parses the process's arguments and runs the subcommand; the exit status to return
+    /// from `main`.
+    pub fn run(self) -> ExitCode {
+        self.run_from(std::env::args_os())
+    }
+
+    /// [`run`](Self::run) with the given arguments, the first being the program name.
+    /// Invalid flags and `--help` print and exit the process, as for any clap command.
+    pub fn run_from<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli = Cli::parse_from(args);
+        let registry = match self.registry() {
+            Ok(r) => r,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::from(2);
+            }
+        };
+        init_logging(cli.verbosity);
+        let result = match cli.command {
+            Command::Simulate(args) => run_simulate(args, &registry),
+            Command::Apiserver(args) => run_apiserver(args),
+            Command::Run(args) => run_scheduler(args, &registry),
+            Command::Up(args) => run_up(args, &registry),
+            Command::Bench(args) => run_bench(args),
+        };
+        exit_code(result)
+    }
+}
+
+/// Prints the error chain of a failed subcommand and picks the exit status.
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -484,8 +589,8 @@ fn print_serving(started: &app::Started) {
     );
 }
 
-fn run_scheduler(args: RunArgs) -> anyhow::Result<()> {
-    let (cfg, source) = load_config(args.scheduler.config.as_ref())?;
+fn run_scheduler(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
+    let (cfg, source) = load_config(args.scheduler.config.as_ref(), registry)?;
     let le = leader_election(&cfg, &args)?;
     let kubeconfig = args.kubeconfig.clone().or_else(|| {
         let k = &cfg.client_connection.kubeconfig;
@@ -497,14 +602,7 @@ fn run_scheduler(args: RunArgs) -> anyhow::Result<()> {
         let client = scheduler::client::connect(kubeconfig.as_deref())
             .await
             .context("connecting to the API server")?;
-        app::run(
-            client,
-            options,
-            &plugins::in_tree_registry(),
-            print_serving,
-            shutdown,
-        )
-        .await?;
+        app::run(client, options, registry, print_serving, shutdown).await?;
         Ok(())
     })
 }
@@ -527,8 +625,8 @@ fn up_client_limits(cfg: &mut KubeSchedulerConfiguration, written: Option<&str>)
     }
 }
 
-fn run_up(args: UpArgs) -> anyhow::Result<()> {
-    let (mut cfg, source) = load_config(args.scheduler.config.as_ref())?;
+fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
+    let (mut cfg, source) = load_config(args.scheduler.config.as_ref(), registry)?;
     let written = args
         .scheduler
         .config
@@ -569,7 +667,7 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
         let run = app::run(
             client,
             options,
-            &plugins::in_tree_registry(),
+            registry,
             |started| {
                 print_serving(started);
                 println!("ready; try:\n{hint}\nCtrl-C stops the API server and the scheduler.");
@@ -592,10 +690,11 @@ fn init_logging(verbosity: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
+    // A program embedding the command may have set its own subscriber; that one stays.
+    let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .try_init();
 }
 
 /// The API server's configuration from its flags.
@@ -688,24 +787,31 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
     })
 }
 
-fn load_config(path: Option<&PathBuf>) -> anyhow::Result<(KubeSchedulerConfiguration, String)> {
+fn load_config(
+    path: Option<&PathBuf>,
+    registry: &Registry,
+) -> anyhow::Result<(KubeSchedulerConfiguration, String)> {
     match path {
-        Some(p) => Ok((config::load_file(p)?, p.display().to_string())),
+        Some(p) => Ok((
+            config::load_file_with(p, registry)?,
+            p.display().to_string(),
+        )),
         None => Ok((
-            config::load_str(
+            config::load_str_with(
                 "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
                 "default configuration",
+                registry,
             )?,
             "default configuration".to_string(),
         )),
     }
 }
 
-fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
-    let (cfg, source) = load_config(args.config.as_ref())?;
+fn run_simulate(args: SimulateArgs, registry: &Registry) -> anyhow::Result<()> {
+    let (cfg, source) = load_config(args.config.as_ref(), registry)?;
     let simulation = Simulation::new(
-        SchedulerBuilder::new(cfg.clone(), source.clone())
-            .registry(plugins::in_tree_registry())
+        SchedulerBuilder::new(cfg, source)
+            .registry(registry.clone())
             .seed(args.seed),
     )?;
     for w in simulation.warnings() {
@@ -828,6 +934,41 @@ mod tests {
 
     const HEADER: &str =
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    fn registry_names(cmd: &SchedulerCommand) -> Result<Vec<&'static str>, plugins::RegistryError> {
+        cmd.registry().map(|r| r.keys().copied().collect())
+    }
+
+    fn with_plugins(names: &[&'static str]) -> SchedulerCommand {
+        names.iter().fold(SchedulerCommand::new(), |cmd, name| {
+            cmd.with_plugin(name, plugins::queuesort::new)
+        })
+    }
+
+    #[rstest::rstest]
+    #[case::no_added_plugin_is_the_in_tree_registry(&[], Ok(vec![]))]
+    #[case::an_added_plugin_joins_the_in_tree_ones(&["NodeNumber"], Ok(vec!["NodeNumber"]))]
+    #[case::an_in_tree_name_is_refused(
+        &["NodeNumber", "TaintToleration"],
+        Err(RegistryError::AlreadyExists("TaintToleration".into()))
+    )]
+    #[case::a_name_added_twice_is_refused(
+        &["NodeNumber", "NodeNumber"],
+        Err(RegistryError::AlreadyExists("NodeNumber".into()))
+    )]
+    fn registry_merges_added_plugins_with_the_in_tree_ones(
+        #[case] added: &[&'static str],
+        #[case] want_extra: Result<Vec<&'static str>, RegistryError>,
+    ) {
+        let want = want_extra.map(|extra| {
+            let mut names: Vec<&'static str> =
+                plugins::in_tree_registry().keys().copied().collect();
+            names.extend(extra);
+            names.sort_unstable();
+            names
+        });
+        assert_eq!(registry_names(&with_plugins(added)), want);
+    }
 
     #[rstest::rstest]
     #[case::no_config_file_gets_ups_limits(None, (UP_CLIENT_QPS, UP_CLIENT_BURST))]

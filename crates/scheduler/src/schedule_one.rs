@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Status};
 use rand::rngs::SmallRng;
@@ -228,7 +227,6 @@ impl ScheduleAlgorithm {
             self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
         if feasible.is_empty() {
             if fwk.has_post_filter_plugins() {
-                let start = Instant::now();
                 let runner = CycleRunner::new(fwk, state, &self.nominated, &mut self.rng);
                 let (r, s) = fwk.run_post_filter_plugins(
                     state,
@@ -237,7 +235,6 @@ impl ScheduleAlgorithm {
                     &diagnosis.node_to_status,
                     &runner,
                 );
-                fwk.observe("PostFilter", &s, start);
                 if !s.is_success() {
                     tracing::debug!(pod = %pod.key, status = %s.message(), "PostFilter did not help");
                 }
@@ -275,14 +272,12 @@ impl ScheduleAlgorithm {
         mut explain: Option<&mut Explanation>,
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
         let mut diagnosis = Diagnosis::new();
-        let start = Instant::now();
         let (pre_res, s, with_nodes) = fwk.run_pre_filter_plugins(
             state,
             pod,
             snapshot,
             explain.as_deref_mut().map(|e| &mut e.pre_filter),
         );
-        fwk.observe("PreFilter", &s, start);
         if !s.is_success() {
             if !s.is_rejected() {
                 return Err(ScheduleError::Internal(s));
@@ -442,7 +437,6 @@ impl ScheduleAlgorithm {
         if !fwk.has_score_plugins() {
             return Ok(vec![1; nodes.len()]);
         }
-        let start = Instant::now();
         let s = fwk.run_pre_score_plugins(
             state,
             pod,
@@ -450,18 +444,12 @@ impl ScheduleAlgorithm {
             nodes,
             explain.as_deref_mut().map(|e| &mut e.pre_score),
         );
-        fwk.observe("PreScore", &s, start);
         if !s.is_success() {
             return Err(ScheduleError::Internal(s));
         }
-        let start = Instant::now();
-        let scores = fwk.run_score_plugins(state, pod, nodes);
-        let s = match &scores {
-            Ok(_) => Status::success(),
-            Err(s) => s.clone(),
-        };
-        fwk.observe("Score", &s, start);
-        let scores = scores.map_err(ScheduleError::Internal)?;
+        let scores = fwk
+            .run_score_plugins(state, pod, nodes)
+            .map_err(ScheduleError::Internal)?;
         let totals = scores.totals.clone();
         if let Some(e) = explain {
             e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();

@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use framework::Code;
+
 mod prometheus;
 
 pub use prometheus::{PrometheusRecorder, CONTENT_TYPE};
@@ -27,6 +29,50 @@ impl AttemptResult {
             AttemptResult::Scheduled => "scheduled",
             AttemptResult::Unschedulable => "unschedulable",
             AttemptResult::Error => "error",
+        }
+    }
+}
+
+/// The `extension_point` label of the framework's duration metrics. Besides the extension
+/// points of the configuration this names the operations run inside them that upstream
+/// times apart (Unreserve, the PreFilter extensions, NormalizeScore), so it is a type of its
+/// own rather than [`crate::runtime::ExtensionPoint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtensionPointLabel {
+    PreFilter,
+    PreFilterExtensionAddPod,
+    PreFilterExtensionRemovePod,
+    Filter,
+    PostFilter,
+    PreScore,
+    Score,
+    ScoreExtensionNormalize,
+    Reserve,
+    Unreserve,
+    Permit,
+    PreBind,
+    Bind,
+    PostBind,
+}
+
+impl ExtensionPointLabel {
+    /// The label value, as upstream spells it (`PreFilter`, `ScoreExtensionNormalize`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtensionPointLabel::PreFilter => "PreFilter",
+            ExtensionPointLabel::PreFilterExtensionAddPod => "PreFilterExtensionAddPod",
+            ExtensionPointLabel::PreFilterExtensionRemovePod => "PreFilterExtensionRemovePod",
+            ExtensionPointLabel::Filter => "Filter",
+            ExtensionPointLabel::PostFilter => "PostFilter",
+            ExtensionPointLabel::PreScore => "PreScore",
+            ExtensionPointLabel::Score => "Score",
+            ExtensionPointLabel::ScoreExtensionNormalize => "ScoreExtensionNormalize",
+            ExtensionPointLabel::Reserve => "Reserve",
+            ExtensionPointLabel::Unreserve => "Unreserve",
+            ExtensionPointLabel::Permit => "Permit",
+            ExtensionPointLabel::PreBind => "PreBind",
+            ExtensionPointLabel::Bind => "Bind",
+            ExtensionPointLabel::PostBind => "PostBind",
         }
     }
 }
@@ -54,26 +100,27 @@ pub trait MetricsRecorder: Send + Sync + std::fmt::Debug {
     /// (histogram) and `scheduler_pod_scheduling_attempts` (histogram of `attempts`).
     fn observe_pod_scheduled(&self, attempts: u32, since_first_attempt: Duration);
 
-    /// An extension point ran for a pod. Upstream series:
+    /// The framework runtime ran an extension point for a pod (every run; Filter runs per
+    /// node and is timed per plugin only). Upstream series:
     /// `scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}`
-    /// (histogram); `extension_point` is `PreFilter`, `Filter`, ..., `status` a
-    /// [`framework::Code`] string.
+    /// (histogram).
     fn observe_extension_point(
         &self,
         profile: &str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     );
 
-    /// One plugin ran at one extension point. Upstream series:
-    /// `scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`
-    /// (histogram; upstream samples 10% of cycles, so do callers).
+    /// The framework runtime ran one plugin at one extension point, in a cycle sampled for
+    /// plugin metrics (see [`framework::CycleState::should_record_plugin_metrics`]).
+    /// Upstream series: `scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`
+    /// (histogram). Called from the Filter and Score worker threads too.
     fn observe_plugin_execution(
         &self,
         plugin: &'static str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     );
 
@@ -110,12 +157,12 @@ pub struct NoopRecorder;
 impl MetricsRecorder for NoopRecorder {
     fn observe_attempt(&self, _: &str, _: AttemptResult, _: Duration) {}
     fn observe_pod_scheduled(&self, _: u32, _: Duration) {}
-    fn observe_extension_point(&self, _: &str, _: &'static str, _: &'static str, _: Duration) {}
+    fn observe_extension_point(&self, _: &str, _: ExtensionPointLabel, _: Code, _: Duration) {}
     fn observe_plugin_execution(
         &self,
         _: &'static str,
-        _: &'static str,
-        _: &'static str,
+        _: ExtensionPointLabel,
+        _: Code,
         _: Duration,
     ) {
     }
@@ -142,8 +189,8 @@ impl MetricsRecorder for Tee {
     fn observe_extension_point(
         &self,
         profile: &str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     ) {
         self.0
@@ -154,8 +201,8 @@ impl MetricsRecorder for Tee {
     fn observe_plugin_execution(
         &self,
         plugin: &'static str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     ) {
         self.0

@@ -24,7 +24,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
-use super::{AttemptResult, MetricsRecorder, PendingPods};
+use framework::Code;
+
+use super::{AttemptResult, ExtensionPointLabel, MetricsRecorder, PendingPods};
 
 /// The content type of [`PrometheusRecorder::encode`]'s output.
 ///
@@ -421,13 +423,13 @@ impl MetricsRecorder for PrometheusRecorder {
     fn observe_extension_point(
         &self,
         profile: &str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     ) {
         let labels = ExtensionPointLabels {
-            extension_point,
-            status,
+            extension_point: extension_point.as_str(),
+            status: status.as_str(),
             profile: self.names.get(profile),
         };
         self.extension_point_duration
@@ -438,14 +440,14 @@ impl MetricsRecorder for PrometheusRecorder {
     fn observe_plugin_execution(
         &self,
         plugin: &'static str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     ) {
         let labels = PluginLabels {
             plugin,
-            extension_point,
-            status,
+            extension_point: extension_point.as_str(),
+            status: status.as_str(),
         };
         self.plugin_execution_duration
             .get_or_create(&labels)

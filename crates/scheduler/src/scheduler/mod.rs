@@ -45,6 +45,8 @@ use framework::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 use crate::backend::cache::Cache;
 use crate::backend::queue::{pod_key, AttemptFailure, PendingCounts, PriorityQueue, QueueConfig};
@@ -65,6 +67,10 @@ pub const CLEANUP_ASSUMED_PERIOD: Duration = Duration::from_secs(1);
 /// flushes) happens even when no event wakes it.
 const IDLE_WAKE: Duration = Duration::from_secs(1);
 
+/// The share of scheduling cycles, in percent, whose plugin calls are timed. Upstream:
+/// pluginMetricsSamplePercent.
+pub const PLUGIN_METRICS_SAMPLE_PERCENT: u8 = 10;
+
 /// Upstream truncates event messages to this many bytes (events API limit).
 pub const MAX_EVENT_MESSAGE_BYTES: usize = 1024;
 
@@ -75,10 +81,12 @@ pub struct SchedulerOptions {
     /// How long an assumed pod whose binding finished may wait for its add event (zero:
     /// forever, upstream's default).
     pub assumed_pod_ttl: Duration,
-    /// Seed of the tie-breaking RNG.
+    /// Seed of the tie-breaking RNG and of the plugin metrics sampler.
     pub seed: u64,
     /// The configuration's global `percentageOfNodesToScore`.
     pub percentage_of_nodes_to_score: Option<i32>,
+    /// The share of cycles, in percent (0 to 100), whose plugin calls are timed.
+    pub plugin_metrics_sample_percent: u8,
 }
 
 impl Default for SchedulerOptions {
@@ -88,6 +96,7 @@ impl Default for SchedulerOptions {
             assumed_pod_ttl: Duration::ZERO,
             seed: 0,
             percentage_of_nodes_to_score: None,
+            plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
         }
     }
 }
@@ -320,6 +329,8 @@ impl Scheduler {
                 self.shared.options.seed,
                 self.shared.options.percentage_of_nodes_to_score,
             ),
+            // An RNG of its own, so that sampling does not shift the tie-breaks.
+            sampler: SmallRng::seed_from_u64(self.shared.options.seed),
             namespaces_version: u64::MAX,
         }
     }
@@ -721,6 +732,8 @@ pub struct SchedulingLoop {
     shared: Arc<Shared>,
     snapshot: Snapshot,
     algorithm: ScheduleAlgorithm,
+    /// Picks the cycles whose plugin calls are timed.
+    sampler: SmallRng,
     namespaces_version: u64,
 }
 
@@ -807,6 +820,9 @@ impl SchedulingLoop {
         let started = shared.clock.now();
         self.refresh_snapshot();
         let mut state = CycleState::new();
+        state.set_record_plugin_metrics(
+            self.sampler.random_range(0..100u8) < shared.options.plugin_metrics_sample_percent,
+        );
         let result = self
             .algorithm
             .schedule_pod(&fwk, &mut state, &pod, &self.snapshot, explain);
@@ -883,16 +899,12 @@ impl SchedulingLoop {
             );
             return attempt(pod, profile, AttemptOutcome::Error { message });
         }
-        let start = std::time::Instant::now();
         let s = fwk.run_reserve_plugins(&mut state, &assumed, &host);
-        fwk.observe("Reserve", &s, start);
         if !s.is_success() {
             fwk.run_unreserve_plugins(&mut state, &assumed, &host);
             return self.fail_after_assume(&fwk, qpi, &assumed, s, started);
         }
-        let start = std::time::Instant::now();
         let (s, waiting) = fwk.run_permit_plugins(&mut state, &assumed, &host);
-        fwk.observe("Permit", &s, start);
         let verdict = if s.is_wait() {
             let (wp, rx) = WaitingPod::new(assumed.clone(), host.clone(), waiting);
             shared.waiting_pods.add(pod_key(&assumed.pod), wp.clone());

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::*;
+use framework::Code;
 
 /// One sample line: name, labels (sorted by name: their order carries no meaning), value.
 #[derive(Debug, Clone, PartialEq)]
@@ -243,8 +244,18 @@ fn ms(n: u64) -> Duration {
 fn record_one_of_each(recorder: &PrometheusRecorder) {
     recorder.observe_attempt("kubesched", AttemptResult::Scheduled, ms(1));
     recorder.observe_pod_scheduled(1, ms(1));
-    recorder.observe_extension_point("kubesched", "Score", "Success", ms(1));
-    recorder.observe_plugin_execution("ImageLocality", "Score", "Success", ms(1));
+    recorder.observe_extension_point(
+        "kubesched",
+        ExtensionPointLabel::Score,
+        Code::Success,
+        ms(1),
+    );
+    recorder.observe_plugin_execution(
+        "ImageLocality",
+        ExtensionPointLabel::Score,
+        Code::Success,
+        ms(1),
+    );
     recorder.inc_queue_incoming_pods("active", "PodAdd");
     recorder.observe_preemption(1);
 }
@@ -398,12 +409,22 @@ fn scheduled_pods_feed_the_sli_by_attempts_capped_at_15_and_the_attempts_histogr
 #[test]
 fn extension_points_and_plugins_are_timed_with_their_labels() {
     let recorder = PrometheusRecorder::new();
-    recorder.observe_extension_point("kubesched", "Filter", "Success", Duration::from_micros(150));
-    recorder.observe_extension_point("kubesched", "Filter", "Success", Duration::from_micros(900));
+    recorder.observe_extension_point(
+        "kubesched",
+        ExtensionPointLabel::PreFilter,
+        Code::Success,
+        Duration::from_micros(150),
+    );
+    recorder.observe_extension_point(
+        "kubesched",
+        ExtensionPointLabel::PreFilter,
+        Code::Success,
+        Duration::from_micros(900),
+    );
     recorder.observe_plugin_execution(
         "NodeResourcesFit",
-        "Filter",
-        "Unschedulable",
+        ExtensionPointLabel::Filter,
+        Code::Unschedulable,
         Duration::from_micros(12),
     );
     let (_, samples) = parse(&recorder.encode());
@@ -414,7 +435,7 @@ fn extension_points_and_plugins_are_timed_with_their_labels() {
         sorted(histogram(
             name,
             &[
-                ("extension_point", "Filter"),
+                ("extension_point", "PreFilter"),
                 ("status", "Success"),
                 ("profile", "kubesched")
             ],
@@ -598,5 +619,70 @@ fn label_values_are_escaped() {
             &[("queue", "active"), ("event", "we\"ird\\event\nx")],
             1.0
         )]
+    );
+}
+
+/// The framework runtime observes its own plugin calls: a sampled cycle run through it,
+/// with no timing by the caller, leaves samples in the plugin family.
+#[test]
+fn plugin_execution_family_has_samples_after_a_sampled_cycle() {
+    use crate::runtime::{Framework, ProfileSpec};
+    use crate::testing::{Fake, FakeRegistry};
+
+    let registry = FakeRegistry::with(vec![Fake::named("FS")
+        .rejecting(&[("n2", framework::Status::unschedulable("full"))])
+        .scoring(&[("n1", 10)])]);
+    let mut spec = ProfileSpec {
+        scheduler_name: "kubesched".into(),
+        ..Default::default()
+    };
+    for (i, name) in ["Sort", "Bind", "FS"].into_iter().enumerate() {
+        spec.multi_point.enabled.push((name.to_string(), 0));
+        spec.plugin_args
+            .insert(name.to_string(), (i, serde_json::json!({ "fake": name })));
+    }
+    let (mut fwk, _) = Framework::build(&spec, &registry, framework::Handle::offline(), &[])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let recorder = Arc::new(PrometheusRecorder::new());
+    fwk.set_metrics(recorder.clone());
+    let pod = framework::testing::make_pod("p").info();
+    let nodes: Vec<_> = ["n1", "n2"]
+        .iter()
+        .map(|n| Arc::new(framework::testing::make_node(n).info_with(&[])))
+        .collect();
+    let mut state = framework::CycleState::new();
+    state.set_record_plugin_metrics(true);
+    let filtered: Vec<Code> = nodes
+        .iter()
+        .map(|n| fwk.run_filter_plugins(&state, &pod, n).code())
+        .collect();
+    assert_eq!(filtered, vec![Code::Success, Code::Unschedulable]);
+    let scores = fwk.run_score_plugins(&state, &pod, &nodes[..1]);
+    assert_eq!(scores.map(|s| s.totals), Ok(vec![10]));
+
+    let (_, samples) = parse(&recorder.encode());
+    let name = "scheduler_plugin_execution_duration_seconds";
+    let counts: Vec<Sample> = family(&samples, name)
+        .into_iter()
+        .filter(|s| s.name.ends_with("_count"))
+        .collect();
+    let count = |point: &str, status: &str| {
+        sample(
+            &format!("{name}_count"),
+            &[
+                ("plugin", "FS"),
+                ("extension_point", point),
+                ("status", status),
+            ],
+            1.0,
+        )
+    };
+    assert_eq!(
+        sorted(counts),
+        sorted(vec![
+            count("Filter", "Success"),
+            count("Filter", "Unschedulable"),
+            count("Score", "Success"),
+        ])
     );
 }

@@ -702,6 +702,21 @@ fn run_simulate(args: SimulateArgs) -> anyhow::Result<()> {
     for w in &profiles.warnings {
         eprintln!("warning: {w}");
     }
+    // simulate's placements would differ from the scheduler's without the extenders' say.
+    if !profiles.extenders.is_empty() {
+        return Err(ConfigError::Invalid {
+            file: source,
+            errors: vec![config::FieldError::new(
+                "extenders",
+                format!(
+                    "Forbidden: simulate does not call HTTP extenders ({} configured); \
+                     remove them to simulate without them",
+                    profiles.extenders.len()
+                ),
+            )],
+        }
+        .into());
+    }
     let input = ClusterInput::load(&args.files)?;
     if !input.ignored.is_empty() {
         let kinds: Vec<String> = input

@@ -2,7 +2,7 @@
 //! make a pod it rejected schedulable.
 //!
 //! Upstream: staging/src/k8s.io/kube-scheduler/framework (ClusterEvent, ActionType,
-//! QueueingHint). The queue (a later issue) moves a rejected pod only when an event one of
+//! QueueingHint). The scheduling queue moves a rejected pod only when an event one of
 //! its rejecting plugins registered arrives and that plugin's hint says `Queue`.
 
 use std::fmt;

@@ -4,13 +4,17 @@
 //! Upstream: framework.Handle. The scheduling core never talks HTTP: `run`/`up` implement
 //! [`ClusterClient`] with kube-rs, `simulate` and `bench` in memory.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Pod;
 
 use thiserror::Error;
 
 use crate::interface::BoxFuture;
 use crate::parallelize::Parallelizer;
+use crate::snapshot::Snapshot;
+use crate::types::PodInfo;
 use crate::waiting_pods::WaitingPods;
 
 /// A pod-to-node binding to write (`pods/binding`).
@@ -251,11 +255,43 @@ impl PreemptingPods {
     }
 }
 
+/// An HTTP extender's say in preemption: it may drop candidate nodes and trim their
+/// victims. The scheduler implements it over HTTP; the framework knows only this trait.
+///
+/// Upstream: framework.Extender (SupportsPreemption, ProcessPreemption, IsInterested,
+/// IsIgnorable).
+pub trait PreemptionExtender: Send + Sync + std::fmt::Debug {
+    /// The name in logs: the extender's URL prefix.
+    fn name(&self) -> &str;
+    /// Whether an error of this extender is skipped rather than failing the preemption.
+    fn is_ignorable(&self) -> bool;
+    /// Whether the extender is consulted for `pod` (its managed resources).
+    fn is_interested(&self, pod: &Pod) -> bool;
+    /// Sends the victims per node and returns those the extender keeps, per node it keeps;
+    /// every kept victim is a pod on that node in `snapshot`. Blocks until the extender
+    /// answers or its timeout passes; the error is a message for the pod's status.
+    fn process_preemption(
+        &self,
+        pod: &Pod,
+        victims: &BTreeMap<String, ExtenderVictims>,
+        snapshot: &Snapshot,
+    ) -> Result<BTreeMap<String, ExtenderVictims>, String>;
+}
+
+/// The victims of one candidate node, as extenders see them. Upstream: extenderv1.Victims.
+#[derive(Debug, Clone, Default)]
+pub struct ExtenderVictims {
+    pub pods: Vec<Arc<PodInfo>>,
+    pub num_pdb_violations: i64,
+}
+
 /// Services the framework offers to plugins.
 #[derive(Clone)]
 pub struct Handle {
     pub parallelizer: Parallelizer,
     pub client: Arc<dyn ClusterClient>,
+    /// The configured extenders with a preempt verb, in configuration order.
+    pub preemption_extenders: Arc<[Arc<dyn PreemptionExtender>]>,
     /// Pods waiting at Permit, shared by every profile of a scheduler.
     pub waiting_pods: WaitingPods,
     /// Pods whose preemption is being carried out, shared by every profile of a scheduler.
@@ -275,6 +311,7 @@ impl Handle {
         Handle {
             parallelizer,
             client,
+            preemption_extenders: Arc::from(Vec::new()),
             waiting_pods: WaitingPods::default(),
             preempting_pods: PreemptingPods::default(),
         }

@@ -27,8 +27,8 @@ pub use events::{
     ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
 pub use handle::{
-    Binding, ClientError, ClusterClient, EventType, Handle, Nomination, PodCondition, PodEvent,
-    PodRef, PodStatusUpdate, PreemptingPods,
+    Binding, ClientError, ClusterClient, EventType, ExtenderVictims, Handle, Nomination,
+    PodCondition, PodEvent, PodRef, PodStatusUpdate, PreemptingPods, PreemptionExtender,
 };
 pub use interface::*;
 pub use parallelize::Parallelizer;

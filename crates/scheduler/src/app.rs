@@ -121,7 +121,10 @@ pub async fn run(
         recorder,
         Arc::new(RealClock),
         tokio::runtime::Handle::current(),
-        scheduler_options(cfg, options.seed),
+        SchedulerOptions {
+            extenders: profiles.extenders.into(),
+            ..scheduler_options(cfg, options.seed)
+        },
     );
 
     // Serving.

@@ -4,7 +4,8 @@
 //! plugins, run extension point by extension point) and [`config`]
 //! (`KubeSchedulerConfiguration` v1). [`simulate`] drives the cycle from files.
 //!
-//! **Invariant:** the scheduling core never talks HTTP; it reads a [`framework::Snapshot`]
+//! **Invariant:** the scheduling core never talks HTTP, except to configured extenders
+//! ([`extender`]), as upstream does; it reads a [`framework::Snapshot`]
 //! and reports decisions as values.
 
 pub mod app;
@@ -12,6 +13,7 @@ pub mod backend;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod extender;
 pub mod memory;
 pub mod metrics;
 pub mod profile;

@@ -1,10 +1,12 @@
-//! The scheduling cycle of one pod, pure and without I/O: PreFilter → Filter over nodes
-//! (in parallel, stopping at the adaptive number of feasible nodes, resuming round-robin)
-//! → PostFilter when nothing fits → PreScore → Score → host selection.
+//! The scheduling cycle of one pod: PreFilter → Filter over nodes (in parallel, stopping at
+//! the adaptive number of feasible nodes, resuming round-robin) → the extenders' filter →
+//! PostFilter when nothing fits → PreScore → Score plus the extenders' prioritize → host
+//! selection. Without extenders the cycle does no I/O; with them it waits for their replies,
+//! as upstream does.
 //!
 //! Upstream: pkg/scheduler/schedule_one.go (schedulePod, findNodesThatFitPod,
-//! findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes, selectHost) and the
-//! FitError message of pkg/scheduler/framework/types.go.
+//! findNodesThatPassFilters, findNodesThatPassExtenders, numFeasibleNodesToFind,
+//! prioritizeNodes, selectHost) and the FitError message of pkg/scheduler/framework/types.go.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -14,6 +16,7 @@ use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Sta
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::extender::{self, HttpExtender};
 use crate::runtime::{
     ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginStatus,
 };
@@ -191,6 +194,10 @@ pub struct ScheduleAlgorithm {
     percentage_of_nodes_to_score: Option<i32>,
     /// Pods nominated to nodes, as the queue's nominator had them when the cycle began.
     nominated: NominatedPods,
+    /// The configuration's extenders, consulted after the Filter and Score plugins.
+    extenders: Arc<[HttpExtender]>,
+    /// Where extender calls run; set together with `extenders`.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl ScheduleAlgorithm {
@@ -200,7 +207,19 @@ impl ScheduleAlgorithm {
             rng: SmallRng::seed_from_u64(seed),
             percentage_of_nodes_to_score,
             nominated: NominatedPods::new(),
+            extenders: Arc::from(Vec::new()),
+            runtime: None,
         }
+    }
+
+    /// Consults `extenders` in every cycle, their calls running on `runtime`.
+    pub fn set_extenders(
+        &mut self,
+        extenders: Arc<[HttpExtender]>,
+        runtime: tokio::runtime::Handle,
+    ) {
+        self.extenders = extenders;
+        self.runtime = Some(runtime);
     }
 
     /// The pods nominated to nodes that the next cycles must account for.
@@ -302,7 +321,14 @@ impl ScheduleAlgorithm {
                 if let Some(e) = explain.as_deref_mut() {
                     e.filter.push((node.name().to_string(), rec));
                 }
-                return Ok((vec![node.clone()], diagnosis));
+                // As upstream, an extender error here only sends the pod through all nodes.
+                match self.find_nodes_that_pass_extenders(pod, vec![node.clone()], &mut diagnosis) {
+                    Ok(passed) if !passed.is_empty() => return Ok((passed, diagnosis)),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::info!(pod = %pod.key, node = node.name(), error = %e, "extenders failed on the nominated node");
+                    }
+                }
             }
         }
         let all = snapshot.node_infos();
@@ -339,7 +365,114 @@ impl ScheduleAlgorithm {
         };
         let feasible =
             self.find_nodes_that_pass_filters(fwk, state, pod, &mut diagnosis, nodes, explain)?;
+        let feasible = self.find_nodes_that_pass_extenders(pod, feasible, &mut diagnosis)?;
         Ok((feasible, diagnosis))
+    }
+
+    /// Narrows `feasible` by each interested extender's filter, in configuration order.
+    /// Rejected nodes get the extender's reason as their status (Unschedulable, or
+    /// UnschedulableAndUnresolvable for `FailedAndUnresolvableNodes`), so they count in the
+    /// FailedScheduling message like a plugin's. An ignorable extender's error skips it;
+    /// another's fails the attempt.
+    fn find_nodes_that_pass_extenders(
+        &self,
+        pod: &PodInfo,
+        mut feasible: Vec<Arc<NodeInfo>>,
+        diagnosis: &mut Diagnosis,
+    ) -> Result<Vec<Arc<NodeInfo>>, ScheduleError> {
+        let Some(runtime) = self.runtime.as_ref() else {
+            return Ok(feasible);
+        };
+        for ext in self.extenders.iter() {
+            if feasible.is_empty() {
+                break;
+            }
+            if !ext.is_filter() || !ext.is_interested(&pod.pod) {
+                continue;
+            }
+            let nodes: Vec<&k8s_openapi::api::core::v1::Node> =
+                feasible.iter().map(|n| n.node()).collect();
+            let result = match extender::call_blocking(runtime, ext.filter(&pod.pod, &nodes)) {
+                Ok(r) => r,
+                Err(e) if ext.is_ignorable() => {
+                    tracing::info!(pod = %pod.key, extender = ext.name(), error = %extender::error_chain(&e), "skipping ignorable extender");
+                    continue;
+                }
+                Err(e) => {
+                    return Err(ScheduleError::Internal(Status::error(
+                        extender::error_chain(&e),
+                    )))
+                }
+            };
+            for (node, reason) in &result.failed_and_unresolvable {
+                diagnosis
+                    .node_to_status
+                    .set(node.as_str(), Status::unresolvable(reason.clone()));
+            }
+            for (node, reason) in &result.failed {
+                if !result.failed_and_unresolvable.contains_key(node) {
+                    diagnosis
+                        .node_to_status
+                        .set(node.as_str(), Status::unschedulable(reason.clone()));
+                }
+            }
+            let by_name: BTreeMap<&str, &Arc<NodeInfo>> =
+                feasible.iter().map(|n| (n.name(), n)).collect();
+            feasible = result
+                .feasible
+                .iter()
+                .filter_map(|name| by_name.get(name.as_str()).map(|n| Arc::clone(n)))
+                .collect();
+        }
+        Ok(feasible)
+    }
+
+    /// Adds each interested prioritizing extender's scores × weight × (MaxNodeScore /
+    /// MaxExtenderPriority) to `totals`. Errors are logged and the extender left out, as
+    /// upstream does.
+    fn add_extender_scores(&self, pod: &PodInfo, nodes: &[Arc<NodeInfo>], totals: &mut [i64]) {
+        let Some(runtime) = self.runtime.as_ref() else {
+            return;
+        };
+        let prioritizers: Vec<&HttpExtender> = self
+            .extenders
+            .iter()
+            .filter(|e| e.is_prioritizer() && e.is_interested(&pod.pod))
+            .collect();
+        if prioritizers.is_empty() {
+            return;
+        }
+        let node_objs: Vec<&k8s_openapi::api::core::v1::Node> =
+            nodes.iter().map(|n| n.node()).collect();
+        // Upstream asks the extenders concurrently; so does this.
+        let replies = extender::call_blocking(
+            runtime,
+            futures_util::future::join_all(
+                prioritizers
+                    .iter()
+                    .map(|e| e.prioritize(&pod.pod, &node_objs)),
+            ),
+        );
+        let scale = framework::MAX_NODE_SCORE / extender::wire::MAX_EXTENDER_PRIORITY;
+        let mut combined: BTreeMap<String, i64> = BTreeMap::new();
+        for (ext, reply) in prioritizers.iter().zip(replies) {
+            match reply {
+                Ok(scores) => {
+                    for hp in scores {
+                        *combined.entry(hp.host).or_insert(0) +=
+                            hp.score.saturating_mul(ext.weight()).saturating_mul(scale);
+                    }
+                }
+                Err(e) => {
+                    tracing::info!(pod = %pod.key, extender = ext.name(), error = %extender::error_chain(&e), "extender prioritize failed; its scores are left out");
+                }
+            }
+        }
+        for (total, node) in totals.iter_mut().zip(nodes) {
+            if let Some(add) = combined.get(node.name()) {
+                *total = total.saturating_add(*add);
+            }
+        }
     }
 
     fn find_nodes_that_pass_filters(
@@ -435,7 +568,12 @@ impl ScheduleAlgorithm {
         mut explain: Option<&mut Explanation>,
     ) -> Result<Vec<i64>, ScheduleError> {
         if !fwk.has_score_plugins() {
-            return Ok(vec![1; nodes.len()]);
+            if self.extenders.is_empty() {
+                return Ok(vec![1; nodes.len()]);
+            }
+            let mut totals = vec![0; nodes.len()];
+            self.add_extender_scores(pod, nodes, &mut totals);
+            return Ok(totals);
         }
         let s = fwk.run_pre_score_plugins(
             state,
@@ -450,7 +588,8 @@ impl ScheduleAlgorithm {
         let scores = fwk
             .run_score_plugins(state, pod, nodes)
             .map_err(ScheduleError::Internal)?;
-        let totals = scores.totals.clone();
+        let mut totals = scores.totals.clone();
+        self.add_extender_scores(pod, nodes, &mut totals);
         if let Some(e) = explain {
             e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();
             e.scores = Some(scores);

@@ -253,15 +253,8 @@ fn a_stalled_tls_handshake_is_closed_to_make_room() {
         })
         .collect();
     let written = std::fs::read_to_string(c.kubeconfig()).expect("kubeconfig");
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&written).expect("kubeconfig parses");
+    let client = c.kube_client_from_kubeconfig(&written);
     let listed = c.block_on(async {
-        let config = kube::Config::from_custom_kubeconfig(
-            kubeconfig,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .expect("config");
-        let client = kube::Client::try_from(config).expect("client");
         let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
         api.get("default")
             .await

@@ -73,6 +73,21 @@ impl Cluster {
         kube::Client::try_from(kube::Config::new(url)).expect("kube client")
     }
 
+    /// A kube-rs client configured from a written kubeconfig's text (its server, CA and
+    /// token), as a user's program would build one.
+    pub fn kube_client_from_kubeconfig(&self, yaml: &str) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(yaml).expect("kubeconfig parses");
+        self.rt.block_on(async {
+            let config = kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .expect("config");
+            kube::Client::try_from(config).expect("client")
+        })
+    }
+
     /// One request; returns the status code and the body parsed as JSON (Null if not JSON).
     pub fn request(
         &self,

@@ -366,15 +366,8 @@ fn a_token_is_required_and_clients_with_it_get_through() {
     );
     assert_eq!(code, 200);
     // kube-rs through the written kubeconfig sends the token and gets through.
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&written).expect("kubeconfig parses");
+    let client = c.kube_client_from_kubeconfig(&written);
     let names = c.block_on(async {
-        let config = kube::Config::from_custom_kubeconfig(
-            kubeconfig,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .expect("config");
-        let client = kube::Client::try_from(config).expect("client");
         let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
         api.list(&Default::default())
             .await
@@ -458,16 +451,9 @@ fn kubectl_and_kube_rs_use_the_token_over_tls_and_a_wrong_token_is_refused() {
         "{stderr}"
     );
     // kube-rs (rustls, ring) through the written kubeconfig: typed list and a watch event.
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&written).expect("kubeconfig parses");
+    let client = c.kube_client_from_kubeconfig(&written);
     let (names, first_event) = c.block_on(async {
         use futures_util::StreamExt as _;
-        let config = kube::Config::from_custom_kubeconfig(
-            kubeconfig,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .expect("config");
-        let client = kube::Client::try_from(config).expect("client");
         let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
             kube::Api::namespaced(client, "default");
         let names: Vec<String> = pods

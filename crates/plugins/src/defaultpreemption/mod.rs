@@ -16,22 +16,26 @@
 //!    and the cycle state, remove every lower-priority pod, check the pod fits, then put
 //!    the pods back most important first (PDB-violating ones first) while it still fits;
 //!    what could not be put back are the victims;
-//! 4. the best candidate by upstream's ordered criteria (fewest PDB violations, lowest
+//! 4. the configured extenders with a preempt verb may drop candidates and trim their
+//!    victims, one after the other (an ignorable one's error is skipped, another's fails
+//!    the preemption);
+//! 5. the best candidate by upstream's ordered criteria (fewest PDB violations, lowest
 //!    highest victim priority, smallest priority sum, fewest victims, latest start time of
 //!    the highest-priority victims, then the first found);
-//! 5. while the loop deletes the victims, the preemptor waits at PreEnqueue (upstream's
+//! 6. while the loop deletes the victims, the preemptor waits at PreEnqueue (upstream's
 //!    asynchronous preemption); the loop activates it when they are gone.
 
 mod args;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use framework::labels::LabelSelector;
 use framework::{
     decode_args, ActionType, ArgsError, ClusterEventWithHint, Code, CycleState, EnqueueExtensions,
-    EventResource, Handle, NodeInfo, NodeToStatus, Plugin, PluginsRunner, PodInfo,
-    PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptingPods, QueueingHint, Snapshot,
-    Status,
+    EventResource, ExtenderVictims, Handle, NodeInfo, NodeToStatus, Plugin, PluginsRunner, PodInfo,
+    PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptingPods, PreemptionExtender,
+    QueueingHint, Snapshot, Status,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -68,6 +72,8 @@ pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
     /// Preemptions the scheduler is carrying out: their preemptors wait at PreEnqueue.
     preempting: PreemptingPods,
+    /// Extenders asked about the candidates before the best one is chosen.
+    extenders: Arc<[Arc<dyn PreemptionExtender>]>,
 }
 
 /// Builds the plugin from `DefaultPreemptionArgs` (absent: upstream's defaults).
@@ -77,6 +83,7 @@ pub fn new(
 ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
     let mut pl = DefaultPreemption::from_args(args)?;
     pl.preempting = handle.preempting_pods.clone();
+    pl.extenders = handle.preemption_extenders.clone();
     Ok(Arc::new(pl))
 }
 
@@ -91,6 +98,7 @@ impl DefaultPreemption {
         Ok(DefaultPreemption {
             args,
             preempting: PreemptingPods::default(),
+            extenders: Arc::from(Vec::new()),
         })
     }
 
@@ -220,6 +228,10 @@ impl DefaultPreemption {
             result.node_statuses = node_statuses;
             return (Some(result), Status::unschedulable(message));
         }
+        let candidates = match self.call_extenders(pod, snapshot, candidates) {
+            Ok(c) => c,
+            Err(s) => return (None, s),
+        };
         let Some(best) = select_candidate(&candidates) else {
             return (
                 None,
@@ -230,6 +242,72 @@ impl DefaultPreemption {
         result.victims = best.victims.clone();
         result.node_statuses = node_statuses;
         (Some(result), Status::success())
+    }
+}
+
+impl DefaultPreemption {
+    /// Lets each interested extender with a preempt verb trim the candidates: nodes it
+    /// leaves out are dropped, victims it keeps replace the dry run's. The candidates keep
+    /// the dry run's order. Upstream: Evaluator.callExtenders.
+    fn call_extenders(
+        &self,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        candidates: Vec<Candidate>,
+    ) -> Result<Vec<Candidate>, Status> {
+        if self.extenders.is_empty() || candidates.is_empty() {
+            return Ok(candidates);
+        }
+        let mut victims: BTreeMap<String, ExtenderVictims> = candidates
+            .iter()
+            .map(|c| {
+                let v = ExtenderVictims {
+                    pods: c.victims.clone(),
+                    num_pdb_violations: i64::try_from(c.pdb_violations).unwrap_or(i64::MAX),
+                };
+                (c.node.clone(), v)
+            })
+            .collect();
+        for ext in self.extenders.iter() {
+            if !ext.is_interested(&pod.pod) {
+                continue;
+            }
+            let mut kept = match ext.process_preemption(&pod.pod, &victims, snapshot) {
+                Ok(kept) => kept,
+                Err(message) if ext.is_ignorable() => {
+                    tracing::info!(pod = %pod.key, extender = ext.name(), error = %message, "skipped ignorable extender at preemption");
+                    continue;
+                }
+                Err(message) => return Err(Status::error(message)),
+            };
+            if let Some(node) = kept
+                .iter()
+                .find(|(_, v)| v.pods.is_empty())
+                .map(|(n, _)| n.clone())
+            {
+                if !ext.is_ignorable() {
+                    return Err(Status::error(format!(
+                        "expected at least one victim pod on node {node:?}"
+                    )));
+                }
+                kept.retain(|_, v| !v.pods.is_empty());
+            }
+            victims = kept;
+            if victims.is_empty() {
+                break;
+            }
+        }
+        Ok(candidates
+            .into_iter()
+            .filter_map(|c| {
+                let v = victims.remove(&c.node)?;
+                Some(Candidate {
+                    node: c.node,
+                    victims: v.pods,
+                    pdb_violations: usize::try_from(v.num_pdb_violations).unwrap_or(0),
+                })
+            })
+            .collect())
     }
 }
 

@@ -1,6 +1,7 @@
 //! The binding cycle of one assumed pod, run as a task off the scheduling loop.
 //!
-//! Upstream: schedule_one.go (runBindingCycle / bindingCycle, handleBindingCycleError).
+//! Upstream: schedule_one.go (runBindingCycle / bindingCycle, extendersBinding,
+//! handleBindingCycleError).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +14,7 @@ use tokio::sync::oneshot;
 use super::{forget, released, Shared};
 use crate::backend::queue::pod_key;
 use crate::config::format_go_duration;
+use crate::extender::{self, wire::ExtenderBindingArgs};
 use crate::metrics::AttemptResult;
 use crate::runtime::Framework;
 
@@ -59,6 +61,9 @@ impl BindingTask {
         if !s.is_success() {
             return s;
         }
+        if let Some(s) = self.extenders_binding().await {
+            return s;
+        }
         let s = self
             .fwk
             .run_bind_plugins(&self.state, &self.assumed, &self.node)
@@ -70,6 +75,28 @@ impl BindingTask {
             ));
         }
         s
+    }
+
+    /// Binds through the binding extender when it is interested in the pod, instead of the
+    /// Bind plugins; `None` when no extender binds this pod.
+    async fn extenders_binding(&self) -> Option<Status> {
+        let pod = &self.assumed.pod;
+        let ext = self
+            .shared
+            .options
+            .extenders
+            .iter()
+            .find(|e| e.is_binder() && e.is_interested(pod))?;
+        let args = ExtenderBindingArgs {
+            pod_name: pod.metadata.name.clone().unwrap_or_default(),
+            pod_namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
+            node: self.node.clone(),
+        };
+        Some(match ext.bind(&args).await {
+            Ok(()) => Status::success(),
+            Err(e) => Status::error(extender::error_chain(&e)),
+        })
     }
 
     fn succeeded(&self) {

@@ -31,6 +31,8 @@ mod event_handlers;
 
 pub use event_handlers::node_scheduling_properties_change;
 #[cfg(test)]
+mod extender_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +53,7 @@ use rand::{Rng, SeedableRng};
 use crate::backend::cache::Cache;
 use crate::backend::queue::{pod_key, AttemptFailure, PendingCounts, PriorityQueue, QueueConfig};
 use crate::clock::Clock;
+use crate::extender::HttpExtender;
 use crate::metrics::{AttemptResult, MetricsRecorder, PendingPods};
 use crate::runtime::Framework;
 use crate::schedule_one::{Explanation, FitError, ScheduleAlgorithm, ScheduleError};
@@ -87,6 +90,8 @@ pub struct SchedulerOptions {
     pub percentage_of_nodes_to_score: Option<i32>,
     /// The share of cycles, in percent (0 to 100), whose plugin calls are timed.
     pub plugin_metrics_sample_percent: u8,
+    /// The configuration's extenders, called from the loop on the scheduler's runtime.
+    pub extenders: Arc<[HttpExtender]>,
 }
 
 impl Default for SchedulerOptions {
@@ -97,6 +102,7 @@ impl Default for SchedulerOptions {
             seed: 0,
             percentage_of_nodes_to_score: None,
             plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
+            extenders: Arc::from(Vec::new()),
         }
     }
 }
@@ -322,13 +328,20 @@ impl Scheduler {
     /// The loop, to run on a thread of its own ([`SchedulingLoop::run`]) or step by step.
     /// Each loop has its own snapshot and algorithm state: run one at a time.
     pub fn scheduling_loop(&self) -> SchedulingLoop {
+        let mut algorithm = ScheduleAlgorithm::new(
+            self.shared.options.seed,
+            self.shared.options.percentage_of_nodes_to_score,
+        );
+        if !self.shared.options.extenders.is_empty() {
+            algorithm.set_extenders(
+                self.shared.options.extenders.clone(),
+                self.shared.runtime.clone(),
+            );
+        }
         SchedulingLoop {
             shared: self.shared.clone(),
             snapshot: Snapshot::default(),
-            algorithm: ScheduleAlgorithm::new(
-                self.shared.options.seed,
-                self.shared.options.percentage_of_nodes_to_score,
-            ),
+            algorithm,
             // An RNG of its own, so that sampling does not shift the tie-breaks.
             sampler: SmallRng::seed_from_u64(self.shared.options.seed),
             namespaces_version: u64::MAX,

@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::extender::{self, HttpExtender};
 use crate::runtime::{
-    ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginStatus,
+    ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginSamples, PluginStatus,
 };
 
 /// Below this many nodes, every node is evaluated (upstream `minFeasibleNodesToFind`).
@@ -313,10 +313,12 @@ impl ScheduleAlgorithm {
                 .active_filters(state)
                 .with_nominated(&self.nominated, fwk);
             let mut rec = Vec::new();
+            let mut samples = filters.samples_for(1);
             let s = match explain.as_deref_mut() {
-                Some(_) => filters.run_explained(state, pod, node, &mut rec),
-                None => filters.run(state, pod, node),
+                Some(_) => filters.run_explained(state, pod, node, &mut rec, &mut samples),
+                None => filters.run(state, pod, node, &mut samples),
             };
+            filters.record(&mut samples);
             if s.is_success() {
                 if let Some(e) = explain.as_deref_mut() {
                     e.filter.push((node.name().to_string(), rec));
@@ -524,13 +526,16 @@ impl ScheduleAlgorithm {
                 let chunks = par.map_chunks(end - next, |r| {
                     filter_chunk(&filters, state, pod, nodes, start + next, r)
                 });
-                for chunk in chunks {
+                for mut chunk in chunks {
+                    // Every call that ran is observed, merged or not (as upstream).
+                    filters.record(&mut chunk.samples);
                     if pass.done() {
-                        break;
+                        continue;
                     }
                     pass.merge_chunk(chunk, nodes, start + next, diagnosis)?;
                 }
             } else {
+                let mut samples = filters.samples_for(end - next);
                 for i in next..end {
                     if pass.done() {
                         break;
@@ -539,13 +544,19 @@ impl ScheduleAlgorithm {
                     let (status, rec) = match explain.as_deref_mut() {
                         Some(_) => {
                             let mut rec = Vec::new();
-                            let s = filters.run_explained(state, pod, node, &mut rec);
+                            let s = filters.run_explained(state, pod, node, &mut rec, &mut samples);
                             (s, rec)
                         }
-                        None => (filters.run(state, pod, node), Vec::new()),
+                        None => (filters.run(state, pod, node, &mut samples), Vec::new()),
                     };
-                    pass.consume(node, status, rec, diagnosis, explain.as_deref_mut())?;
+                    let consumed =
+                        pass.consume(node, status, rec, diagnosis, explain.as_deref_mut());
+                    if consumed.is_err() {
+                        filters.record(&mut samples);
+                    }
+                    consumed?;
                 }
+                filters.record(&mut samples);
             }
             next = end;
             // Size the next wave by the feasible rate seen so far, so that a pass where few
@@ -623,6 +634,8 @@ struct ChunkResult {
     rejected: Vec<(usize, Arc<str>, Status)>,
     /// The chunk's offsets.
     range: std::ops::Range<usize>,
+    /// The chunk's timed Filter calls (sampled cycles only).
+    samples: PluginSamples,
 }
 
 /// Runs the filters over `range` (offsets from `base` in `nodes`, wrapping), keeping what
@@ -640,10 +653,11 @@ fn filter_chunk(
         feasible: Vec::new(),
         rejected: Vec::new(),
         range: range.clone(),
+        samples: filters.samples_for(range.len()),
     };
     for k in range {
         let node = &nodes[(base + k) % n];
-        let s = filters.run(state, pod, node);
+        let s = filters.run(state, pod, node, &mut out.samples);
         if s.is_success() {
             out.feasible.push(k);
         } else {

@@ -77,6 +77,16 @@ impl ExtensionPointLabel {
     }
 }
 
+/// One plugin call timed in a cycle sampled for plugin metrics: the labels of
+/// `scheduler_plugin_execution_duration_seconds` and the call's duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginSample {
+    pub plugin: &'static str,
+    pub extension_point: ExtensionPointLabel,
+    pub status: Code,
+    pub duration: Duration,
+}
+
 /// Sizes of the scheduling queue's sub-queues: the `queue` label of `scheduler_pending_pods`
 /// is `active`, `backoff`, `unschedulable`, `gated`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -115,7 +125,7 @@ pub trait MetricsRecorder: Send + Sync + std::fmt::Debug {
     /// The framework runtime ran one plugin at one extension point, in a cycle sampled for
     /// plugin metrics (see [`framework::CycleState::should_record_plugin_metrics`]).
     /// Upstream series: `scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`
-    /// (histogram). Called from the Filter and Score worker threads too.
+    /// (histogram). Called from the Score worker threads too.
     fn observe_plugin_execution(
         &self,
         plugin: &'static str,
@@ -123,6 +133,15 @@ pub trait MetricsRecorder: Send + Sync + std::fmt::Debug {
         status: Code,
         duration: Duration,
     );
+
+    /// Many plugin calls at once, in the order they ran: the Filter calls of a sampled
+    /// cycle (one per plugin per node), buffered by the runtime and handed over once per
+    /// Filter pass, so that a recorder can aggregate them instead of taking a lock per call.
+    fn observe_plugin_executions(&self, samples: &[PluginSample]) {
+        for s in samples {
+            self.observe_plugin_execution(s.plugin, s.extension_point, s.status, s.duration);
+        }
+    }
 
     /// The queue's current sizes. Upstream series: `scheduler_pending_pods{queue}` (gauge).
     fn set_pending_pods(&self, pending: PendingPods);
@@ -166,6 +185,7 @@ impl MetricsRecorder for NoopRecorder {
         _: Duration,
     ) {
     }
+    fn observe_plugin_executions(&self, _: &[PluginSample]) {}
     fn set_pending_pods(&self, _: PendingPods) {}
     fn inc_queue_incoming_pods(&self, _: &'static str, _: &str) {}
     fn observe_preemption(&self, _: usize) {}
@@ -209,6 +229,10 @@ impl MetricsRecorder for Tee {
             .observe_plugin_execution(plugin, extension_point, status, duration);
         self.1
             .observe_plugin_execution(plugin, extension_point, status, duration);
+    }
+    fn observe_plugin_executions(&self, samples: &[PluginSample]) {
+        self.0.observe_plugin_executions(samples);
+        self.1.observe_plugin_executions(samples);
     }
     fn set_pending_pods(&self, pending: PendingPods) {
         self.0.set_pending_pods(pending);

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use scheduler::metrics::{AttemptResult, MetricsRecorder, PendingPods};
+use framework::Code;
+use scheduler::metrics::{AttemptResult, ExtensionPointLabel, MetricsRecorder, PendingPods};
 
 /// Counts bound pods, notes when the last one was bound, and keeps attempt durations (in
 /// microseconds). Called on the scheduling loop and binding tasks: two atomics per bound pod
@@ -69,13 +70,13 @@ impl MetricsRecorder for BenchRecorder {
         self.scheduled.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn observe_extension_point(&self, _: &str, _: &'static str, _: &'static str, _: Duration) {}
+    fn observe_extension_point(&self, _: &str, _: ExtensionPointLabel, _: Code, _: Duration) {}
 
     fn observe_plugin_execution(
         &self,
         _: &'static str,
-        _: &'static str,
-        _: &'static str,
+        _: ExtensionPointLabel,
+        _: Code,
         _: Duration,
     ) {
     }

@@ -44,6 +44,8 @@ pub struct CycleState {
     skip_score_plugins: Vec<&'static str>,
     /// Nodes in the cycle's snapshot, set by the runtime when the cycle starts.
     num_all_nodes: usize,
+    /// Whether the runtime times each plugin call of this cycle (a sampled cycle).
+    record_plugin_metrics: bool,
 }
 
 impl std::fmt::Debug for CycleState {
@@ -56,6 +58,7 @@ impl std::fmt::Debug for CycleState {
             .field("skip_filter_plugins", &self.skip_filter_plugins)
             .field("skip_score_plugins", &self.skip_score_plugins)
             .field("num_all_nodes", &self.num_all_nodes)
+            .field("record_plugin_metrics", &self.record_plugin_metrics)
             .finish()
     }
 }
@@ -71,6 +74,7 @@ impl Clone for CycleState {
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
             num_all_nodes: self.num_all_nodes,
+            record_plugin_metrics: self.record_plugin_metrics,
         }
     }
 }
@@ -124,6 +128,18 @@ impl CycleState {
     /// Set by the runtime when a cycle starts.
     pub fn set_num_all_nodes(&mut self, n: usize) {
         self.num_all_nodes = n;
+    }
+
+    /// Whether the runtime records each plugin's duration this cycle. Timing every plugin
+    /// call on every node costs more than the calls themselves, so only a sample of cycles
+    /// is timed (upstream: ShouldRecordPluginMetrics).
+    pub fn should_record_plugin_metrics(&self) -> bool {
+        self.record_plugin_metrics
+    }
+
+    /// Set by the scheduling loop when a cycle starts.
+    pub fn set_record_plugin_metrics(&mut self, record: bool) {
+        self.record_plugin_metrics = record;
     }
 
     pub fn skip_filter_plugins(&self) -> &[&'static str] {

@@ -10,7 +10,10 @@
 //! - `pod_anti_affinity`: 5,000 running pods, 1,000 of them in a group with required
 //!   anti-affinity on hostname, and a pod of that group (SchedulingPodAntiAffinity);
 //! - `preferred_pod_affinity`: 5,000 running pods, a pod preferring their zone
-//!   (SchedulingPreferredPodAffinity).
+//!   (SchedulingPreferredPodAffinity);
+//! - `basic_sampled` / `one_feasible_node_sampled`: the first two in a cycle sampled for
+//!   plugin metrics (each plugin call timed into the Prometheus recorder), as one cycle in
+//!   ten is.
 //!
 //! Run: `cargo bench -p kubesched-scheduler --bench cycle`. Numbers: docs/performance.md.
 
@@ -30,6 +33,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use scheduler::builder::SchedulerBuilder;
 use scheduler::config;
+use scheduler::metrics::PrometheusRecorder;
 use scheduler::schedule_one::ScheduleAlgorithm;
 
 const NODES: usize = 5000;
@@ -170,7 +174,7 @@ fn bench_cycle(c: &mut Criterion) {
     ];
     let mut group = c.benchmark_group("schedule_pod_5000_nodes");
     for parallelism in [1usize, 16] {
-        let profiles = match SchedulerBuilder::new(cfg.clone(), "bench")
+        let mut profiles = match SchedulerBuilder::new(cfg.clone(), "bench")
             .parallelism(parallelism)
             .build_profiles()
         {
@@ -186,6 +190,26 @@ fn bench_cycle(c: &mut Criterion) {
                 |b, _| {
                     b.iter(|| {
                         let mut state = CycleState::new();
+                        let r = algo.schedule_pod(fwk, &mut state, pod, snapshot, None);
+                        if let Err(e) = &r {
+                            panic!("{name}: the measured pod must fit: {e}");
+                        }
+                        r
+                    })
+                },
+            );
+        }
+        profiles.frameworks[0].set_metrics(Arc::new(PrometheusRecorder::new()));
+        let fwk = &profiles.frameworks[0];
+        for (name, snapshot, pod) in cases.iter().take(2) {
+            let mut algo = ScheduleAlgorithm::new(1, None);
+            group.bench_with_input(
+                BenchmarkId::new(format!("{name}_sampled/parallelism"), parallelism),
+                &parallelism,
+                |b, _| {
+                    b.iter(|| {
+                        let mut state = CycleState::new();
+                        state.set_record_plugin_metrics(true);
                         let r = algo.schedule_pod(fwk, &mut state, pod, snapshot, None);
                         if let Err(e) = &r {
                             panic!("{name}: the measured pod must fit: {e}");

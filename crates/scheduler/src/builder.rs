@@ -38,7 +38,7 @@ use crate::clock::{Clock, RealClock};
 use crate::config::{ConfigError, KubeSchedulerConfiguration};
 use crate::metrics::{MetricsRecorder, NoopRecorder};
 use crate::profile::Profiles;
-use crate::scheduler::{Scheduler, SchedulerOptions};
+use crate::scheduler::{Scheduler, SchedulerOptions, PLUGIN_METRICS_SAMPLE_PERCENT};
 
 /// What every profile of one scheduler shares. Built once by [`SchedulerBuilder`]; the
 /// profiles get it through their [`Handle`] and the scheduler keeps it.
@@ -95,6 +95,7 @@ pub struct SchedulerBuilder {
     clock: Arc<dyn Clock>,
     parallelism: Option<usize>,
     seed: u64,
+    plugin_metrics_sample_percent: u8,
 }
 
 impl std::fmt::Debug for SchedulerBuilder {
@@ -119,6 +120,7 @@ impl SchedulerBuilder {
             clock: Arc::new(RealClock),
             parallelism: None,
             seed: 0,
+            plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
         }
     }
 
@@ -164,6 +166,13 @@ impl SchedulerBuilder {
         self
     }
 
+    /// The share of scheduling cycles, in percent (0 to 100), whose plugin calls are timed
+    /// (`scheduler_plugin_execution_duration_seconds`); upstream's 10 by default.
+    pub fn plugin_metrics_sample_percent(mut self, percent: u8) -> Self {
+        self.plugin_metrics_sample_percent = percent.min(100);
+        self
+    }
+
     /// The shared services, built once.
     pub fn services(&self) -> Services {
         let parallelism = self.parallelism.unwrap_or_else(|| {
@@ -195,6 +204,7 @@ impl SchedulerBuilder {
             },
             seed: self.seed,
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+            plugin_metrics_sample_percent: self.plugin_metrics_sample_percent,
             ..SchedulerOptions::default()
         }
     }

@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Status};
 use rand::rngs::SmallRng;
@@ -19,7 +18,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::extender::{self, HttpExtender};
 use crate::runtime::{
-    ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginStatus,
+    ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginSamples, PluginStatus,
 };
 
 /// Below this many nodes, every node is evaluated (upstream `minFeasibleNodesToFind`).
@@ -286,7 +285,6 @@ impl ScheduleAlgorithm {
             self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
         if feasible.is_empty() {
             if fwk.has_post_filter_plugins() {
-                let start = Instant::now();
                 let runner = CycleRunner::new(fwk, state, &self.nominated, &mut self.rng);
                 let (r, s) = fwk.run_post_filter_plugins(
                     state,
@@ -295,7 +293,6 @@ impl ScheduleAlgorithm {
                     &diagnosis.node_to_status,
                     &runner,
                 );
-                fwk.observe("PostFilter", &s, start);
                 if !s.is_success() {
                     tracing::debug!(pod = %pod.key, status = %s.message(), "PostFilter did not help");
                 }
@@ -333,14 +330,12 @@ impl ScheduleAlgorithm {
         mut explain: Option<&mut Explanation>,
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
         let mut diagnosis = Diagnosis::new();
-        let start = Instant::now();
         let (pre_res, s, with_nodes) = fwk.run_pre_filter_plugins(
             state,
             pod,
             snapshot,
             explain.as_deref_mut().map(|e| &mut e.pre_filter),
         );
-        fwk.observe("PreFilter", &s, start);
         if !s.is_success() {
             if !s.is_rejected() {
                 return Err(ScheduleError::Internal(s));
@@ -357,10 +352,12 @@ impl ScheduleAlgorithm {
                 .active_filters(state)
                 .with_nominated(&self.nominated, fwk);
             let mut rec = Vec::new();
+            let mut samples = filters.samples_for(1);
             let s = match explain.as_deref_mut() {
-                Some(_) => filters.run_explained(state, pod, node, &mut rec),
-                None => filters.run(state, pod, node),
+                Some(_) => filters.run_explained(state, pod, node, &mut rec, &mut samples),
+                None => filters.run(state, pod, node, &mut samples),
             };
+            filters.record(&mut samples);
             if s.is_success() {
                 let recorded = explain.as_deref_mut().map(|e| {
                     e.filter.push((node.name().to_string(), rec));
@@ -628,13 +625,16 @@ impl ScheduleAlgorithm {
                 let chunks = par.map_chunks(end - next, |r| {
                     filter_chunk(&filters, state, pod, nodes, start + next, r)
                 });
-                for chunk in chunks {
+                for mut chunk in chunks {
+                    // Every call that ran is observed, merged or not (as upstream).
+                    filters.record(&mut chunk.samples);
                     if pass.done() {
-                        break;
+                        continue;
                     }
                     pass.merge_chunk(chunk, nodes, start + next, diagnosis)?;
                 }
             } else {
+                let mut samples = filters.samples_for(end - next);
                 for i in next..end {
                     if pass.done() {
                         break;
@@ -643,13 +643,19 @@ impl ScheduleAlgorithm {
                     let (status, rec) = match explain.as_deref_mut() {
                         Some(_) => {
                             let mut rec = Vec::new();
-                            let s = filters.run_explained(state, pod, node, &mut rec);
+                            let s = filters.run_explained(state, pod, node, &mut rec, &mut samples);
                             (s, rec)
                         }
-                        None => (filters.run(state, pod, node), Vec::new()),
+                        None => (filters.run(state, pod, node, &mut samples), Vec::new()),
                     };
-                    pass.consume(node, status, rec, diagnosis, explain.as_deref_mut())?;
+                    let consumed =
+                        pass.consume(node, status, rec, diagnosis, explain.as_deref_mut());
+                    if consumed.is_err() {
+                        filters.record(&mut samples);
+                    }
+                    consumed?;
                 }
+                filters.record(&mut samples);
             }
             next = end;
             // Size the next wave by the feasible rate seen so far, so that a pass where few
@@ -688,7 +694,6 @@ impl ScheduleAlgorithm {
             }
             return Ok(totals);
         }
-        let start = Instant::now();
         let s = fwk.run_pre_score_plugins(
             state,
             pod,
@@ -696,18 +701,12 @@ impl ScheduleAlgorithm {
             nodes,
             explain.as_deref_mut().map(|e| &mut e.pre_score),
         );
-        fwk.observe("PreScore", &s, start);
         if !s.is_success() {
             return Err(ScheduleError::Internal(s));
         }
-        let start = Instant::now();
-        let scores = fwk.run_score_plugins(state, pod, nodes);
-        let s = match &scores {
-            Ok(_) => Status::success(),
-            Err(s) => s.clone(),
-        };
-        fwk.observe("Score", &s, start);
-        let scores = scores.map_err(ScheduleError::Internal)?;
+        let scores = fwk
+            .run_score_plugins(state, pod, nodes)
+            .map_err(ScheduleError::Internal)?;
         let mut totals = scores.totals.clone();
         self.add_extender_scores(
             pod,
@@ -763,6 +762,8 @@ struct ChunkResult {
     rejected: Vec<(usize, Arc<str>, Status)>,
     /// The chunk's offsets.
     range: std::ops::Range<usize>,
+    /// The chunk's timed Filter calls (sampled cycles only).
+    samples: PluginSamples,
 }
 
 /// Runs the filters over `range` (offsets from `base` in `nodes`, wrapping), keeping what
@@ -780,10 +781,11 @@ fn filter_chunk(
         feasible: Vec::new(),
         rejected: Vec::new(),
         range: range.clone(),
+        samples: filters.samples_for(range.len()),
     };
     for k in range {
         let node = &nodes[(base + k) % n];
-        let s = filters.run(state, pod, node);
+        let s = filters.run(state, pod, node, &mut out.samples);
         if s.is_success() {
             out.feasible.push(k);
         } else {

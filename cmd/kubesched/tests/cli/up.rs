@@ -163,6 +163,17 @@ fn up_binds_200_pods_only_where_they_fit() {
         (200, 200.0, 0.0),
         "{text}"
     );
+    // The framework runtime times every Bind it runs and, in the cycles it samples (one in
+    // ten), each plugin call.
+    let bind = m
+        .get("scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Bind\",status=\"Success\",profile=\"default-scheduler\"}")
+        .copied();
+    let plugin_samples: f64 = m
+        .iter()
+        .filter(|(k, _)| k.starts_with("scheduler_plugin_execution_duration_seconds_count{"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!((bind, plugin_samples > 0.0), (Some(200.0), true), "{text}");
 }
 
 /// The PodScheduled condition of a pod: `status/reason/message`.

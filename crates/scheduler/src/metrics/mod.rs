@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use framework::Code;
+
 mod prometheus;
 
 pub use prometheus::{PrometheusRecorder, CONTENT_TYPE};
@@ -29,6 +31,60 @@ impl AttemptResult {
             AttemptResult::Error => "error",
         }
     }
+}
+
+/// The `extension_point` label of the framework's duration metrics. Besides the extension
+/// points of the configuration this names the operations run inside them that upstream
+/// times apart (Unreserve, the PreFilter extensions, NormalizeScore), so it is a type of its
+/// own rather than [`crate::runtime::ExtensionPoint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtensionPointLabel {
+    PreFilter,
+    PreFilterExtensionAddPod,
+    PreFilterExtensionRemovePod,
+    Filter,
+    PostFilter,
+    PreScore,
+    Score,
+    ScoreExtensionNormalize,
+    Reserve,
+    Unreserve,
+    Permit,
+    PreBind,
+    Bind,
+    PostBind,
+}
+
+impl ExtensionPointLabel {
+    /// The label value, as upstream spells it (`PreFilter`, `ScoreExtensionNormalize`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtensionPointLabel::PreFilter => "PreFilter",
+            ExtensionPointLabel::PreFilterExtensionAddPod => "PreFilterExtensionAddPod",
+            ExtensionPointLabel::PreFilterExtensionRemovePod => "PreFilterExtensionRemovePod",
+            ExtensionPointLabel::Filter => "Filter",
+            ExtensionPointLabel::PostFilter => "PostFilter",
+            ExtensionPointLabel::PreScore => "PreScore",
+            ExtensionPointLabel::Score => "Score",
+            ExtensionPointLabel::ScoreExtensionNormalize => "ScoreExtensionNormalize",
+            ExtensionPointLabel::Reserve => "Reserve",
+            ExtensionPointLabel::Unreserve => "Unreserve",
+            ExtensionPointLabel::Permit => "Permit",
+            ExtensionPointLabel::PreBind => "PreBind",
+            ExtensionPointLabel::Bind => "Bind",
+            ExtensionPointLabel::PostBind => "PostBind",
+        }
+    }
+}
+
+/// One plugin call timed in a cycle sampled for plugin metrics: the labels of
+/// `scheduler_plugin_execution_duration_seconds` and the call's duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginSample {
+    pub plugin: &'static str,
+    pub extension_point: ExtensionPointLabel,
+    pub status: Code,
+    pub duration: Duration,
 }
 
 /// Sizes of the scheduling queue's sub-queues: the `queue` label of `scheduler_pending_pods`
@@ -54,28 +110,38 @@ pub trait MetricsRecorder: Send + Sync + std::fmt::Debug {
     /// (histogram) and `scheduler_pod_scheduling_attempts` (histogram of `attempts`).
     fn observe_pod_scheduled(&self, attempts: u32, since_first_attempt: Duration);
 
-    /// An extension point ran for a pod. Upstream series:
+    /// The framework runtime ran an extension point for a pod (every run; Filter runs per
+    /// node and is timed per plugin only). Upstream series:
     /// `scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}`
-    /// (histogram); `extension_point` is `PreFilter`, `Filter`, ..., `status` a
-    /// [`framework::Code`] string.
+    /// (histogram).
     fn observe_extension_point(
         &self,
         profile: &str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     );
 
-    /// One plugin ran at one extension point. Upstream series:
-    /// `scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`
-    /// (histogram; upstream samples 10% of cycles, so do callers).
+    /// The framework runtime ran one plugin at one extension point, in a cycle sampled for
+    /// plugin metrics (see [`framework::CycleState::should_record_plugin_metrics`]).
+    /// Upstream series: `scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`
+    /// (histogram). Called from the Score worker threads too.
     fn observe_plugin_execution(
         &self,
         plugin: &'static str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     );
+
+    /// Many plugin calls at once, in the order they ran: the Filter calls of a sampled
+    /// cycle (one per plugin per node), buffered by the runtime and handed over once per
+    /// Filter pass, so that a recorder can aggregate them instead of taking a lock per call.
+    fn observe_plugin_executions(&self, samples: &[PluginSample]) {
+        for s in samples {
+            self.observe_plugin_execution(s.plugin, s.extension_point, s.status, s.duration);
+        }
+    }
 
     /// The queue's current sizes. Upstream series: `scheduler_pending_pods{queue}` (gauge).
     fn set_pending_pods(&self, pending: PendingPods);
@@ -110,15 +176,16 @@ pub struct NoopRecorder;
 impl MetricsRecorder for NoopRecorder {
     fn observe_attempt(&self, _: &str, _: AttemptResult, _: Duration) {}
     fn observe_pod_scheduled(&self, _: u32, _: Duration) {}
-    fn observe_extension_point(&self, _: &str, _: &'static str, _: &'static str, _: Duration) {}
+    fn observe_extension_point(&self, _: &str, _: ExtensionPointLabel, _: Code, _: Duration) {}
     fn observe_plugin_execution(
         &self,
         _: &'static str,
-        _: &'static str,
-        _: &'static str,
+        _: ExtensionPointLabel,
+        _: Code,
         _: Duration,
     ) {
     }
+    fn observe_plugin_executions(&self, _: &[PluginSample]) {}
     fn set_pending_pods(&self, _: PendingPods) {}
     fn inc_queue_incoming_pods(&self, _: &'static str, _: &str) {}
     fn observe_preemption(&self, _: usize) {}
@@ -142,8 +209,8 @@ impl MetricsRecorder for Tee {
     fn observe_extension_point(
         &self,
         profile: &str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     ) {
         self.0
@@ -154,14 +221,18 @@ impl MetricsRecorder for Tee {
     fn observe_plugin_execution(
         &self,
         plugin: &'static str,
-        extension_point: &'static str,
-        status: &'static str,
+        extension_point: ExtensionPointLabel,
+        status: Code,
         duration: Duration,
     ) {
         self.0
             .observe_plugin_execution(plugin, extension_point, status, duration);
         self.1
             .observe_plugin_execution(plugin, extension_point, status, duration);
+    }
+    fn observe_plugin_executions(&self, samples: &[PluginSample]) {
+        self.0.observe_plugin_executions(samples);
+        self.1.observe_plugin_executions(samples);
     }
     fn set_pending_pods(&self, pending: PendingPods) {
         self.0.set_pending_pods(pending);

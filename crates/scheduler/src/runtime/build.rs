@@ -382,6 +382,7 @@ impl Framework {
                 enqueue_extension_plugins,
                 handle,
                 metrics: Arc::new(crate::metrics::NoopRecorder),
+                spare_samples: std::sync::Mutex::default(),
             },
             warnings,
         ))

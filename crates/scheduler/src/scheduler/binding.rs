@@ -54,24 +54,20 @@ impl BindingTask {
                 return s;
             }
         }
-        let start = std::time::Instant::now();
         let s = self
             .fwk
             .run_pre_bind_plugins(&self.state, &self.assumed, &self.node)
             .await;
-        self.fwk.observe("PreBind", &s, start);
         if !s.is_success() {
             return s;
         }
         if let Some(s) = self.extenders_binding().await {
             return s;
         }
-        let start = std::time::Instant::now();
         let s = self
             .fwk
             .run_bind_plugins(&self.state, &self.assumed, &self.node)
             .await;
-        self.fwk.observe("Bind", &s, start);
         if s.is_skip() {
             return Status::error(format!(
                 "no Bind plugin of profile {:?} bound the pod",
@@ -118,10 +114,8 @@ impl BindingTask {
         shared
             .metrics
             .observe_pod_scheduled(self.qpi.attempts, now.saturating_duration_since(first));
-        let start = std::time::Instant::now();
         self.fwk
             .run_post_bind_plugins(&self.state, &self.assumed, &self.node);
-        self.fwk.observe("PostBind", &Status::success(), start);
         let event = PodEvent {
             regarding: PodRef::of(&self.assumed.pod),
             event_type: EventType::Normal,

@@ -74,6 +74,10 @@ pub const CLEANUP_ASSUMED_PERIOD: Duration = Duration::from_secs(1);
 /// flushes) happens even when no event wakes it.
 const IDLE_WAKE: Duration = Duration::from_secs(1);
 
+/// The share of scheduling cycles, in percent, whose plugin calls are timed. Upstream:
+/// pluginMetricsSamplePercent.
+pub const PLUGIN_METRICS_SAMPLE_PERCENT: u8 = 10;
+
 /// Upstream truncates event messages to this many bytes (events API limit).
 pub const MAX_EVENT_MESSAGE_BYTES: usize = 1024;
 
@@ -84,10 +88,12 @@ pub struct SchedulerOptions {
     /// How long an assumed pod whose binding finished may wait for its add event (zero:
     /// forever, upstream's default).
     pub assumed_pod_ttl: Duration,
-    /// Seed of the tie-breaking RNG.
+    /// Seed of the tie-breaking RNG and of the plugin metrics sampler.
     pub seed: u64,
     /// The configuration's global `percentageOfNodesToScore`.
     pub percentage_of_nodes_to_score: Option<i32>,
+    /// The share of cycles, in percent (0 to 100), whose plugin calls are timed.
+    pub plugin_metrics_sample_percent: u8,
     /// The configuration's extenders, called from the loop on the scheduler's runtime.
     pub extenders: Arc<[HttpExtender]>,
 }
@@ -99,6 +105,7 @@ impl Default for SchedulerOptions {
             assumed_pod_ttl: Duration::ZERO,
             seed: 0,
             percentage_of_nodes_to_score: None,
+            plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             extenders: Arc::from(Vec::new()),
         }
     }

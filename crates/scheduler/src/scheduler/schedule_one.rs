@@ -11,6 +11,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
 use framework::{CycleState, PodInfo, QueuedPodInfo, Snapshot, Status, WaitingPod};
 
 use super::{scheduler_name, Attempt, AttemptOutcome, Shared, IDLE_WAKE};
@@ -22,6 +25,8 @@ pub struct SchedulingLoop {
     shared: Arc<Shared>,
     snapshot: Snapshot,
     algorithm: ScheduleAlgorithm,
+    /// Picks the cycles whose plugin calls are timed.
+    sampler: SmallRng,
     namespaces_version: u64,
 }
 
@@ -42,10 +47,13 @@ impl SchedulingLoop {
         if !shared.options.extenders.is_empty() {
             algorithm.set_extenders(shared.options.extenders.clone(), shared.runtime.clone());
         }
+        // An RNG of its own, so that sampling does not shift the tie-breaks.
+        let sampler = SmallRng::seed_from_u64(shared.options.seed);
         SchedulingLoop {
             shared,
             snapshot: Snapshot::default(),
             algorithm,
+            sampler,
             namespaces_version: u64::MAX,
         }
     }
@@ -124,6 +132,9 @@ impl SchedulingLoop {
         let started = shared.clock.now();
         self.refresh_snapshot();
         let mut state = CycleState::new();
+        state.set_record_plugin_metrics(
+            self.sampler.random_range(0..100u8) < shared.options.plugin_metrics_sample_percent,
+        );
         let result = self
             .algorithm
             .schedule_pod(&fwk, &mut state, &pod, &self.snapshot, explain);
@@ -200,16 +211,12 @@ impl SchedulingLoop {
             );
             return attempt(pod, profile, AttemptOutcome::Error { message });
         }
-        let start = std::time::Instant::now();
         let s = fwk.run_reserve_plugins(&mut state, &assumed, &host);
-        fwk.observe("Reserve", &s, start);
         if !s.is_success() {
             fwk.run_unreserve_plugins(&mut state, &assumed, &host);
             return self.fail_after_assume(&fwk, qpi, &assumed, s, started);
         }
-        let start = std::time::Instant::now();
         let (s, waiting) = fwk.run_permit_plugins(&mut state, &assumed, &host);
-        fwk.observe("Permit", &s, start);
         let verdict = if s.is_wait() {
             let (wp, rx) = WaitingPod::new(assumed.clone(), host.clone(), waiting);
             shared.waiting_pods.add(assumed.id.clone(), wp.clone());

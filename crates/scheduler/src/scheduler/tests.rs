@@ -128,13 +128,15 @@ impl PermitPlugin for TestGate {
 
 // ---- metrics ----------------------------------------------------------------------------
 
-/// Keeps the attempts and incoming-pods counts it is told about, as text lines.
+/// Keeps the attempts, incoming-pods counts, extension point and plugin observations it is
+/// told about, as text lines.
 #[derive(Debug, Default)]
 struct RecordingMetrics {
     attempts: Mutex<Vec<String>>,
     incoming: Mutex<Vec<String>>,
     scheduled: Mutex<Vec<u32>>,
     points: Mutex<Vec<String>>,
+    plugins: Mutex<Vec<String>>,
 }
 
 impl crate::metrics::MetricsRecorder for RecordingMetrics {
@@ -150,22 +152,27 @@ impl crate::metrics::MetricsRecorder for RecordingMetrics {
     fn observe_extension_point(
         &self,
         _: &str,
-        point: &'static str,
-        status: &'static str,
+        point: crate::metrics::ExtensionPointLabel,
+        status: Code,
         _: Duration,
     ) {
         self.points
             .lock()
             .unwrap()
-            .push(format!("{point} {status}"));
+            .push(format!("{} {}", point.as_str(), status.as_str()));
     }
     fn observe_plugin_execution(
         &self,
-        _: &'static str,
-        _: &'static str,
-        _: &'static str,
+        plugin: &'static str,
+        point: crate::metrics::ExtensionPointLabel,
+        status: Code,
         _: Duration,
     ) {
+        self.plugins.lock().unwrap().push(format!(
+            "{} {plugin} {}",
+            point.as_str(),
+            status.as_str()
+        ));
     }
     fn set_pending_pods(&self, _: crate::metrics::PendingPods) {}
     fn inc_queue_incoming_pods(&self, queue: &'static str, event: &str) {
@@ -200,8 +207,15 @@ fn harness(log_id: &str, gate: &str, profiles: &[&str]) -> Harness {
             "- schedulerName: {p}\n  plugins:\n    multiPoint:\n      enabled: [{{name: {GATE}}}]\n  pluginConfig:\n  - name: {GATE}\n    args: {{log: {log_id}, {gate}}}\n"
         ));
     }
+    harness_from(log_id, &yaml, PLUGIN_METRICS_SAMPLE_PERCENT)
+}
+
+/// A scheduler configured by `yaml` (a whole KubeSchedulerConfiguration whose TestGate
+/// args name `log_id`), timing the plugin calls of `sample_percent` percent of its cycles.
+/// Must run inside a tokio runtime.
+fn harness_from(log_id: &str, yaml: &str, sample_percent: u8) -> Harness {
     // Decoded and defaulted but not validated: validation knows only in-tree plugin names.
-    let mut cfg = crate::config::decode(&yaml).unwrap();
+    let mut cfg = crate::config::decode(yaml).unwrap();
     crate::config::set_defaults(&mut cfg);
     let mut registry = plugins::in_tree_registry();
     registry.insert(GATE, std::sync::Arc::new(new_gate));
@@ -214,6 +228,7 @@ fn harness(log_id: &str, gate: &str, profiles: &[&str]) -> Harness {
         .metrics(metrics.clone())
         .clock(Arc::new(clock.clone()))
         .parallelism(1)
+        .plugin_metrics_sample_percent(sample_percent)
         .build(tokio::runtime::Handle::current())
         .unwrap()
         .scheduler;
@@ -779,6 +794,56 @@ async fn attempts_and_queue_moves_are_measured() {
             "PostBind Success",
         ]
     );
+}
+
+/// Every extension point the runtime runs is observed once per run, labelled as upstream;
+/// each plugin call is observed in sampled cycles only.
+#[rstest]
+#[case::sampled_cycle_times_every_plugin_call(
+    100,
+    &[
+        "PreFilter NodeResourcesFit Success",
+        "Filter NodeResourcesFit Success",
+        "Filter TestGate Success",
+        "Filter NodeResourcesFit Success",
+        "Filter TestGate Success",
+        "PreScore NodeResourcesFit Success",
+        "Score NodeResourcesFit Success",
+        "Reserve TestGate Success",
+        "Permit TestGate Success",
+        "Bind DefaultBinder Success",
+    ]
+)]
+#[case::unsampled_cycle_times_no_plugin_call(0, &[])]
+#[tokio::test]
+async fn runtime_times_its_extension_points_and_sampled_plugin_calls(
+    #[case] sample_percent: u8,
+    #[case] want_plugins: &[&str],
+) {
+    let log_id = format!("timing-{sample_percent}");
+    let yaml = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: PrioritySort}}, {{name: NodeResourcesFit}}, {{name: DefaultBinder}}, {{name: {GATE}}}]\n      disabled: [{{name: '*'}}]\n  pluginConfig:\n  - name: {GATE}\n    args: {{log: {log_id}, permit: allow}}\n"
+    );
+    let mut h = harness_from(&log_id, &yaml, sample_percent);
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_node(node("n2", "4"));
+    h.cluster.apply_pod(pod("p", "1"));
+    let scheduled = h.drain().await;
+    assert_eq!(scheduled.len(), 1, "{scheduled:?}");
+    assert_eq!(
+        *h.metrics.points.lock().unwrap(),
+        vec![
+            "PreFilter Success",
+            "PreScore Success",
+            "Score Success",
+            "Reserve Success",
+            "Permit Success",
+            "PreBind Success",
+            "Bind Success",
+            "PostBind Success",
+        ]
+    );
+    assert_eq!(*h.metrics.plugins.lock().unwrap(), want_plugins);
 }
 
 #[rstest]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::*;
+use framework::Code;
 
 /// One sample line: name, labels (sorted by name: their order carries no meaning), value.
 #[derive(Debug, Clone, PartialEq)]
@@ -243,8 +244,18 @@ fn ms(n: u64) -> Duration {
 fn record_one_of_each(recorder: &PrometheusRecorder) {
     recorder.observe_attempt("kubesched", AttemptResult::Scheduled, ms(1));
     recorder.observe_pod_scheduled(1, ms(1));
-    recorder.observe_extension_point("kubesched", "Score", "Success", ms(1));
-    recorder.observe_plugin_execution("ImageLocality", "Score", "Success", ms(1));
+    recorder.observe_extension_point(
+        "kubesched",
+        ExtensionPointLabel::Score,
+        Code::Success,
+        ms(1),
+    );
+    recorder.observe_plugin_execution(
+        "ImageLocality",
+        ExtensionPointLabel::Score,
+        Code::Success,
+        ms(1),
+    );
     recorder.inc_queue_incoming_pods("active", "PodAdd");
     recorder.observe_preemption(1);
 }
@@ -398,12 +409,22 @@ fn scheduled_pods_feed_the_sli_by_attempts_capped_at_15_and_the_attempts_histogr
 #[test]
 fn extension_points_and_plugins_are_timed_with_their_labels() {
     let recorder = PrometheusRecorder::new();
-    recorder.observe_extension_point("kubesched", "Filter", "Success", Duration::from_micros(150));
-    recorder.observe_extension_point("kubesched", "Filter", "Success", Duration::from_micros(900));
+    recorder.observe_extension_point(
+        "kubesched",
+        ExtensionPointLabel::PreFilter,
+        Code::Success,
+        Duration::from_micros(150),
+    );
+    recorder.observe_extension_point(
+        "kubesched",
+        ExtensionPointLabel::PreFilter,
+        Code::Success,
+        Duration::from_micros(900),
+    );
     recorder.observe_plugin_execution(
         "NodeResourcesFit",
-        "Filter",
-        "Unschedulable",
+        ExtensionPointLabel::Filter,
+        Code::Unschedulable,
         Duration::from_micros(12),
     );
     let (_, samples) = parse(&recorder.encode());
@@ -414,7 +435,7 @@ fn extension_points_and_plugins_are_timed_with_their_labels() {
         sorted(histogram(
             name,
             &[
-                ("extension_point", "Filter"),
+                ("extension_point", "PreFilter"),
                 ("status", "Success"),
                 ("profile", "kubesched")
             ],
@@ -597,6 +618,223 @@ fn label_values_are_escaped() {
             "scheduler_queue_incoming_pods_total",
             &[("queue", "active"), ("event", "we\"ird\\event\nx")],
             1.0
+        )]
+    );
+}
+
+/// The framework runtime observes its own plugin calls: a sampled cycle run through it,
+/// with no timing by the caller, leaves samples in the plugin family.
+#[test]
+fn plugin_execution_family_has_samples_after_a_sampled_cycle() {
+    use crate::runtime::{Framework, ProfileSpec};
+    use crate::testing::{Fake, FakeRegistry};
+
+    let registry = FakeRegistry::with(vec![Fake::named("FS")
+        .rejecting(&[("n2", framework::Status::unschedulable("full"))])
+        .scoring(&[("n1", 10)])]);
+    let mut spec = ProfileSpec {
+        scheduler_name: "kubesched".into(),
+        ..Default::default()
+    };
+    for (i, name) in ["Sort", "Bind", "FS"].into_iter().enumerate() {
+        spec.multi_point.enabled.push((name.to_string(), 0));
+        spec.plugin_args
+            .insert(name.to_string(), (i, serde_json::json!({ "fake": name })));
+    }
+    let (mut fwk, _) = Framework::build(&spec, &registry, framework::Handle::offline(), &[])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let recorder = Arc::new(PrometheusRecorder::new());
+    fwk.set_metrics(recorder.clone());
+    let pod = framework::testing::make_pod("p").info();
+    let nodes: Vec<_> = ["n1", "n2"]
+        .iter()
+        .map(|n| Arc::new(framework::testing::make_node(n).info_with(&[])))
+        .collect();
+    let mut state = framework::CycleState::new();
+    state.set_record_plugin_metrics(true);
+    let filtered: Vec<Code> = nodes
+        .iter()
+        .map(|n| fwk.run_filter_plugins(&state, &pod, n).code())
+        .collect();
+    assert_eq!(filtered, vec![Code::Success, Code::Unschedulable]);
+    let scores = fwk.run_score_plugins(&state, &pod, &nodes[..1]);
+    assert_eq!(scores.map(|s| s.totals), Ok(vec![10]));
+
+    let (_, samples) = parse(&recorder.encode());
+    let name = "scheduler_plugin_execution_duration_seconds";
+    let counts: Vec<Sample> = family(&samples, name)
+        .into_iter()
+        .filter(|s| s.name.ends_with("_count"))
+        .collect();
+    let count = |point: &str, status: &str| {
+        sample(
+            &format!("{name}_count"),
+            &[
+                ("plugin", "FS"),
+                ("extension_point", point),
+                ("status", status),
+            ],
+            1.0,
+        )
+    };
+    assert_eq!(
+        sorted(counts),
+        sorted(vec![
+            count("Filter", "Success"),
+            count("Filter", "Unschedulable"),
+            count("Score", "Success"),
+        ])
+    );
+}
+
+/// The framework built from fake plugins `Sort`, `Bind` and `FS` (filtering and scoring),
+/// recording into a fresh Prometheus recorder.
+fn fake_framework(
+    fs: crate::testing::Fake,
+    handle: framework::Handle,
+) -> (crate::runtime::Framework, Arc<PrometheusRecorder>) {
+    use crate::runtime::{Framework, ProfileSpec};
+    use crate::testing::FakeRegistry;
+
+    let registry = FakeRegistry::with(vec![fs]);
+    let mut spec = ProfileSpec {
+        scheduler_name: "kubesched".into(),
+        ..Default::default()
+    };
+    for (i, name) in ["Sort", "Bind", "FS"].into_iter().enumerate() {
+        spec.multi_point.enabled.push((name.to_string(), 0));
+        spec.plugin_args
+            .insert(name.to_string(), (i, serde_json::json!({ "fake": name })));
+    }
+    let (mut fwk, _) =
+        Framework::build(&spec, &registry, handle, &[]).unwrap_or_else(|e| panic!("{e:?}"));
+    let recorder = Arc::new(PrometheusRecorder::new());
+    fwk.set_metrics(recorder.clone());
+    (fwk, recorder)
+}
+
+/// The plugin family with the `_sum` lines apart: a batch adds its durations up in whole
+/// nanoseconds, one by one adds seconds, so the sums agree only to rounding.
+fn without_sums(samples: Vec<Sample>) -> (Vec<Sample>, Vec<f64>) {
+    let (sums, rest): (Vec<Sample>, Vec<Sample>) =
+        samples.into_iter().partition(|s| s.name.ends_with("_sum"));
+    (
+        sorted(rest),
+        sorted(sums).into_iter().map(|s| s.value).collect(),
+    )
+}
+
+/// A batch is tallied per label set before it reaches the histograms: each call still lands
+/// in the bucket upstream's `le` bounds give it, a duration equal to a bound included.
+#[test]
+fn a_batch_of_plugin_calls_is_exposed_as_the_calls_one_by_one() {
+    let nanos = [
+        0,
+        9_999,
+        10_000, // the first bound, 1e-05 s
+        10_001,
+        15_000, // the second, 1.5000000000000002e-05 s
+        15_001,
+        22_168_378, // just under the last bound
+        22_168_379, // +Inf
+        1_000_000_000,
+    ];
+    let mut batch = Vec::new();
+    for (i, n) in nanos.iter().enumerate() {
+        // Label sets interleaved, as Filter calls on successive nodes are.
+        let (plugin, status) = match i % 3 {
+            0 => ("NodeResourcesFit", Code::Success),
+            1 => ("TaintToleration", Code::Success),
+            _ => ("NodeResourcesFit", Code::Unschedulable),
+        };
+        batch.push(PluginSample {
+            plugin,
+            extension_point: ExtensionPointLabel::Filter,
+            status,
+            duration: Duration::from_nanos(*n),
+        });
+    }
+    let batched = PrometheusRecorder::new();
+    batched.observe_plugin_executions(&batch);
+    let name = "scheduler_plugin_execution_duration_seconds";
+    let (_, samples) = parse(&batched.encode());
+    let (got, got_sums) = without_sums(family(&samples, name));
+
+    let mut want = Vec::new();
+    for (plugin, status, first) in [
+        ("NodeResourcesFit", "Success", 0),
+        ("TaintToleration", "Success", 1),
+        ("NodeResourcesFit", "Unschedulable", 2),
+    ] {
+        let secs: Vec<f64> = nanos
+            .iter()
+            .skip(first)
+            .step_by(3)
+            .map(|n| Duration::from_nanos(*n).as_secs_f64())
+            .collect();
+        want.extend(histogram(
+            name,
+            &[
+                ("plugin", plugin),
+                ("extension_point", "Filter"),
+                ("status", status),
+            ],
+            &PLUGIN_BOUNDS,
+            &secs,
+        ));
+    }
+    let (want, want_sums) = without_sums(want);
+    assert_eq!(got, want);
+    assert_eq!(got_sums.len(), want_sums.len());
+    for (got, want) in got_sums.iter().zip(&want_sums) {
+        assert!((got - want).abs() < 1e-12, "sum {got} against {want}");
+    }
+}
+
+/// In a sampled cycle whose Filter pass runs in parallel chunks, every call of every chunk
+/// reaches the recorder: each worker's buffer is recorded when its chunk is merged.
+#[test]
+fn sampled_parallel_filter_pass_records_every_call() {
+    use crate::schedule_one::{ScheduleAlgorithm, PARALLEL_FILTER_MIN_NODES};
+
+    let handle = framework::Handle::new(
+        framework::Parallelizer::new(2),
+        Arc::new(framework::handle::NoopClient),
+    );
+    let (fwk, recorder) = fake_framework(crate::testing::Fake::named("FS").rejecting(&[]), handle);
+    let n = PARALLEL_FILTER_MIN_NODES + 100;
+    let nodes = (0..n)
+        .map(|i| Arc::new(framework::testing::make_node(&format!("n{i}")).obj()))
+        .collect();
+    let snapshot = framework::Snapshot::new(nodes, Vec::new());
+    let pod = framework::testing::make_pod("p").info();
+    let mut state = framework::CycleState::new();
+    state.set_record_plugin_metrics(true);
+    // Every node is looked at: percentageOfNodesToScore 100.
+    let mut algo = ScheduleAlgorithm::new(1, Some(100));
+    let r = algo.schedule_pod(&fwk, &mut state, &pod, &snapshot, None);
+    assert!(r.is_ok(), "{r:?}");
+
+    let (_, samples) = parse(&recorder.encode());
+    let name = "scheduler_plugin_execution_duration_seconds";
+    let filter_count: Vec<Sample> = family(&samples, name)
+        .into_iter()
+        .filter(|s| {
+            s.name.ends_with("_count")
+                && s.labels
+                    .contains(&("extension_point".to_string(), "Filter".to_string()))
+        })
+        .collect();
+    assert_eq!(
+        filter_count,
+        vec![sample(
+            &format!("{name}_count"),
+            &[
+                ("plugin", "FS"),
+                ("extension_point", "Filter"),
+                ("status", "Success"),
+            ],
+            n as f64,
         )]
     );
 }

@@ -677,37 +677,31 @@ impl ScheduleAlgorithm {
         nodes: &[Arc<NodeInfo>],
         mut explain: Option<&mut Explanation>,
     ) -> Result<Vec<i64>, ScheduleError> {
-        if !fwk.has_score_plugins() {
-            if self.extenders.is_empty() {
-                return Ok(vec![1; nodes.len()]);
-            }
-            let mut totals = vec![0; nodes.len()];
-            self.add_extender_scores(
+        // Without Score plugins every node scores the same, unless extenders score them.
+        let scores = if fwk.has_score_plugins() {
+            let s = fwk.run_pre_score_plugins(
+                state,
                 pod,
+                snapshot,
                 nodes,
-                &mut totals,
-                explain.as_deref_mut().map(|e| &mut e.extender_scores),
+                explain.as_deref_mut().map(|e| &mut e.pre_score),
             );
-            if let Some(e) = explain {
-                e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();
-                e.totals = totals.clone();
+            if !s.is_success() {
+                return Err(ScheduleError::Internal(s));
             }
-            return Ok(totals);
-        }
-        let s = fwk.run_pre_score_plugins(
-            state,
-            pod,
-            snapshot,
-            nodes,
-            explain.as_deref_mut().map(|e| &mut e.pre_score),
-        );
-        if !s.is_success() {
-            return Err(ScheduleError::Internal(s));
-        }
-        let scores = fwk
-            .run_score_plugins(state, pod, nodes)
-            .map_err(ScheduleError::Internal)?;
-        let mut totals = scores.totals.clone();
+            let scores = fwk
+                .run_score_plugins(state, pod, nodes)
+                .map_err(ScheduleError::Internal)?;
+            Some(scores)
+        } else if self.extenders.is_empty() {
+            return Ok(vec![1; nodes.len()]);
+        } else {
+            None
+        };
+        let mut totals = match &scores {
+            Some(s) => s.totals.clone(),
+            None => vec![0; nodes.len()],
+        };
         self.add_extender_scores(
             pod,
             nodes,
@@ -716,7 +710,7 @@ impl ScheduleAlgorithm {
         );
         if let Some(e) = explain {
             e.scored_nodes = nodes.iter().map(|n| n.name().to_string()).collect();
-            e.scores = Some(scores);
+            e.scores = scores;
             e.totals = totals.clone();
         }
         Ok(totals)

@@ -350,9 +350,22 @@ enum OutputFormat {
 /// registered is refused there (exit status 2).
 ///
 /// ```no_run
-/// # use std::sync::Arc;
-/// # use kubesched::framework::{ArgsError, Handle, Plugin};
-/// # fn new(_: Option<&serde_json::Value>, _: &Handle) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> { unimplemented!() }
+/// use std::sync::Arc;
+/// use kubesched::framework::{ArgsError, Handle, Plugin};
+///
+/// /// A plugin at no extension point yet: implement `as_score` and the like to give it one.
+/// struct NodeNumber;
+///
+/// impl Plugin for NodeNumber {
+///     fn name(&self) -> &'static str {
+///         "NodeNumber"
+///     }
+/// }
+///
+/// fn new(_args: Option<&serde_json::Value>, _: &Handle) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
+///     Ok(Arc::new(NodeNumber))
+/// }
+///
 /// fn main() -> std::process::ExitCode {
 ///     kubesched::SchedulerCommand::new()
 ///         .with_plugin("NodeNumber", new)

@@ -156,6 +156,19 @@ fn node(name: &str) -> Node {
     }
 }
 
+/// A filter verb's reply: `pass` as Nodes, and the failed maps as given.
+pub(crate) fn filter_reply(pass: &[&str], failed: Value, unresolvable: Value) -> Reply {
+    let items: Vec<Value> = pass
+        .iter()
+        .map(|n| json!({"metadata": {"name": n}}))
+        .collect();
+    Reply::Json(json!({
+        "Nodes": {"metadata": {}, "items": items},
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
+    }))
+}
+
 pub(crate) fn keys(v: &Value) -> Vec<String> {
     v.as_object()
         .map(|o| o.keys().cloned().collect())

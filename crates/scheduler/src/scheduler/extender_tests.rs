@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::builder::SchedulerBuilder;
 use crate::clock::FakeClock;
-use crate::extender::tests::{item_names, keys, Recorder, Reply};
+use crate::extender::tests::{filter_reply, item_names, keys, Recorder, Reply};
 use crate::memory::MemoryCluster;
 
 struct Harness {
@@ -65,18 +65,6 @@ impl Harness {
             AttemptOutcome::Skipped { reason } => format!("skipped: {reason}"),
         }
     }
-}
-
-fn filter_reply(pass: &[&str], failed: Value, unresolvable: Value) -> Reply {
-    let items: Vec<Value> = pass
-        .iter()
-        .map(|n| json!({"metadata": {"name": n}}))
-        .collect();
-    Reply::Json(json!({
-        "Nodes": {"metadata": {}, "items": items},
-        "FailedNodes": failed,
-        "FailedAndUnresolvableNodes": unresolvable,
-    }))
 }
 
 fn verbs(server: &Recorder) -> Vec<String> {

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::{output, ClusterInput, Simulation};
 use crate::builder::SchedulerBuilder;
-use crate::extender::tests::{Recorder, Reply};
+use crate::extender::tests::{filter_reply, Recorder, Reply};
 
 const CLUSTER: &str = "---
 {apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}}
@@ -57,18 +57,6 @@ fn simulate(
     (doc, table, paths)
 }
 
-fn pass_nodes(names: &[&str], failed: Value, unresolvable: Value) -> Reply {
-    let items: Vec<Value> = names
-        .iter()
-        .map(|n| json!({"metadata": {"name": n}}))
-        .collect();
-    Reply::Json(json!({
-        "Nodes": {"metadata": {}, "items": items},
-        "FailedNodes": failed,
-        "FailedAndUnresolvableNodes": unresolvable,
-    }))
-}
-
 fn success() -> Value {
     json!({"code": "Success", "reasons": []})
 }
@@ -93,7 +81,7 @@ fn web(fields: Value) -> Value {
 #[rstest]
 #[case::binding_extender_binds_and_is_named_with_weighted_scores(
     BTreeMap::from([
-        ("filter", pass_nodes(&["n2", "n3"], json!({"n1": "n1 is reserved"}), json!({}))),
+        ("filter", filter_reply(&["n2", "n3"], json!({"n1": "n1 is reserved"}), json!({}))),
         ("prioritize", Reply::Json(json!([{"Host": "n2", "Score": 1}, {"Host": "n3", "Score": 4}]))),
         ("bind", Reply::Json(json!({"Error": ""}))),
     ]),
@@ -123,7 +111,7 @@ fn web(fields: Value) -> Value {
 )]
 #[case::unresolvable_and_left_out_nodes_are_told_apart(
     BTreeMap::from([
-        ("filter", pass_nodes(&["n2"], json!({}), json!({"n1": "n1 is gone for good"}))),
+        ("filter", filter_reply(&["n2"], json!({}), json!({"n1": "n1 is gone for good"}))),
     ]),
     "  filterVerb: filter\n",
     web(json!({

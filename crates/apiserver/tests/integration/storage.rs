@@ -1,0 +1,328 @@
+//! The storage API through real kubectl: tables as a real cluster prints them, defaults,
+//! discovery, the update validation upstream applies, and watch.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::harness::{Cluster, Lines};
+
+const CLASSES: &str = r#"apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+allowVolumeExpansion: true
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast}
+provisioner: csi.example.com
+parameters: {type: ssd}
+"#;
+
+const VOLUMES: &str = r#"apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-free}
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteOnce, ReadOnlyMany]
+  storageClassName: fast
+  hostPath: {path: /tmp/free}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-bound}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Delete
+  storageClassName: fast
+  claimRef: {namespace: default, name: bound}
+  hostPath: {path: /tmp/bound}
+status: {phase: Bound}
+"#;
+
+const CLAIMS: &str = r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: bound}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: fast
+  volumeName: pv-bound
+  resources: {requests: {storage: 10Gi}}
+status:
+  phase: Bound
+  accessModes: [ReadWriteOnce]
+  capacity: {storage: 10Gi}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: waiting}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: standard
+  resources: {requests: {storage: 1Gi}}
+"#;
+
+/// `out` with each line's trailing age (`0s`, `12s`) replaced by `AGE`, so whole tables
+/// compare without depending on how long the test took.
+fn without_ages(out: &str) -> String {
+    out.lines()
+        .map(|l| {
+            let trimmed = l.trim_end();
+            let last = trimmed.rsplit(' ').next().unwrap_or("");
+            let is_age = last.len() > 1
+                && last.ends_with('s')
+                && last[..last.len() - 1].chars().all(|c| c.is_ascii_digit());
+            if is_age {
+                format!("{}AGE", &trimmed[..trimmed.len() - last.len()])
+            } else {
+                trimmed.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn create_all(c: &Cluster) {
+    for (name, yaml) in [
+        ("sc.yaml", CLASSES),
+        ("pv.yaml", VOLUMES),
+        ("pvc.yaml", CLAIMS),
+    ] {
+        c.kubectl_ok(&["create", "-f", &c.file(name, yaml)]);
+    }
+}
+
+/// (success, stderr) of a kubectl run.
+fn run(c: &Cluster, args: &[&str]) -> (bool, String) {
+    let out = c.kubectl(args);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn get_pv_pvc_sc_prints_the_tables_a_real_cluster_prints() {
+    let c = Cluster::start();
+    create_all(&c);
+    let out = c.kubectl_ok(&["get", "pv,pvc,sc"]);
+    let want = "\
+NAME                        CAPACITY   ACCESS MODES   RECLAIM POLICY   STATUS      CLAIM           STORAGECLASS   VOLUMEATTRIBUTESCLASS   REASON   AGE
+persistentvolume/pv-bound   10Gi       RWO            Delete           Bound       default/bound   fast           <unset>                          AGE
+persistentvolume/pv-free    5Gi        RWO,ROX        Retain           Available                   fast           <unset>                          AGE
+
+NAME                            STATUS    VOLUME     CAPACITY   ACCESS MODES   STORAGECLASS   VOLUMEATTRIBUTESCLASS   AGE
+persistentvolumeclaim/bound     Bound     pv-bound   10Gi       RWO            fast           <unset>                 AGE
+persistentvolumeclaim/waiting   Pending                                        standard       <unset>                 AGE
+
+NAME                                             PROVISIONER             RECLAIMPOLICY   VOLUMEBINDINGMODE      ALLOWVOLUMEEXPANSION   AGE
+storageclass.storage.k8s.io/fast                 csi.example.com         Delete          Immediate              false                  AGE
+storageclass.storage.k8s.io/standard (default)   rancher.io/local-path   Delete          WaitForFirstConsumer   true                   AGE";
+    assert_eq!(without_ages(&out), want, "{out}");
+}
+
+#[test]
+fn storage_objects_get_the_defaults_of_a_real_api_server() {
+    let c = Cluster::start();
+    create_all(&c);
+    let driver = "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {name: csi.example.com}\nspec: {}\n";
+    c.kubectl_ok(&["create", "-f", &c.file("driver.yaml", driver)]);
+    let got = [
+        ("pv", "pv-free", "{.spec.persistentVolumeReclaimPolicy} {.spec.volumeMode} {.status.phase}"),
+        ("pvc", "waiting", "{.spec.volumeMode} {.status.phase}"),
+        ("sc", "fast", "{.reclaimPolicy} {.volumeBindingMode}"),
+        ("csidriver", "csi.example.com", "{.spec.attachRequired} {.spec.podInfoOnMount} {.spec.fsGroupPolicy} {.spec.volumeLifecycleModes}"),
+    ]
+    .map(|(kind, name, path)| {
+        c.kubectl_ok(&["get", kind, name, "-o", &format!("jsonpath={path}")])
+    });
+    assert_eq!(
+        got,
+        [
+            "Retain Filesystem Available",
+            "Filesystem Pending",
+            "Delete Immediate",
+            "true false ReadWriteOnceWithFSType [\"Persistent\"]",
+        ]
+        .map(str::to_string)
+    );
+}
+
+#[test]
+fn storage_kinds_are_discovered_with_upstreams_short_names_and_not_in_all() {
+    let c = Cluster::start();
+    let out = c.kubectl_ok(&["api-resources", "--api-group=storage.k8s.io"]);
+    let want = "\
+NAME                   SHORTNAMES   APIVERSION          NAMESPACED   KIND
+csidrivers                          storage.k8s.io/v1   false        CSIDriver
+csinodes                            storage.k8s.io/v1   false        CSINode
+csistoragecapacities                storage.k8s.io/v1   true         CSIStorageCapacity
+storageclasses         sc           storage.k8s.io/v1   false        StorageClass
+volumeattachments                   storage.k8s.io/v1   false        VolumeAttachment
+";
+    assert_eq!(out, want);
+    let core = c.kubectl_ok(&["api-resources", "--api-group=", "-o", "name"]);
+    assert!(
+        core.lines().any(|l| l == "persistentvolumes")
+            && core.lines().any(|l| l == "persistentvolumeclaims"),
+        "{core}"
+    );
+    create_all(&c);
+    let all = c.kubectl_ok(&["get", "all", "-o", "name"]);
+    assert!(!all.contains("persistentvolumeclaim"), "{all}");
+}
+
+#[test]
+fn claim_and_class_updates_are_limited_as_upstream() {
+    let c = Cluster::start();
+    create_all(&c);
+    // Allowed: a bound claim grows; a class gains allowVolumeExpansion.
+    let grow = run(
+        &c,
+        &[
+            "patch",
+            "pvc",
+            "bound",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"20Gi"}}}}"#,
+        ],
+    );
+    let expand = run(
+        &c,
+        &[
+            "patch",
+            "sc",
+            "fast",
+            "-p",
+            r#"{"allowVolumeExpansion":true}"#,
+        ],
+    );
+    // Refused: a pending claim's request, a claim's class, a class's parameters.
+    let pending = run(
+        &c,
+        &[
+            "patch",
+            "pvc",
+            "waiting",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}"#,
+        ],
+    );
+    let class = run(
+        &c,
+        &[
+            "patch",
+            "pvc",
+            "bound",
+            "-p",
+            r#"{"spec":{"storageClassName":"standard"}}"#,
+        ],
+    );
+    let parameters = run(
+        &c,
+        &[
+            "patch",
+            "sc",
+            "fast",
+            "-p",
+            r#"{"parameters":{"type":"hdd"}}"#,
+        ],
+    );
+    let no_provisioner = run(
+        &c,
+        &[
+            "create",
+            "-f",
+            &c.file(
+                "bad.yaml",
+                "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: bad}\n",
+            ),
+        ],
+    );
+    let now = c.kubectl_ok(&[
+        "get",
+        "pvc",
+        "bound",
+        "waiting",
+        "-o",
+        "jsonpath={.items[*].spec.resources.requests.storage}",
+    ]);
+    assert_eq!(
+        (grow, expand, pending, class, parameters, no_provisioner, now),
+        (
+            (true, String::new()),
+            (true, String::new()),
+            (false, "The PersistentVolumeClaim \"waiting\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n  spec.resources.requests.storage: \"1Gi\" -> \"2Gi\"\n".to_string()),
+            (false, "The PersistentVolumeClaim \"bound\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n  spec.storageClassName: \"fast\" -> \"standard\"\n".to_string()),
+            (false, "The StorageClass \"fast\" is invalid: parameters: Forbidden: updates to parameters are forbidden.\n".to_string()),
+            (false, "The StorageClass \"bad\" is invalid: provisioner: Required value\n".to_string()),
+            "20Gi 1Gi".to_string(),
+        )
+    );
+}
+
+#[test]
+fn get_pvc_watch_prints_a_claim_created_after_it_started() {
+    let c = Cluster::start();
+    let claims: Vec<&str> = CLAIMS.split("---\n").collect();
+    let waiting = claims.get(1).copied().unwrap_or_default();
+    c.kubectl_ok(&["create", "-f", &c.file("waiting.yaml", waiting)]);
+    let mut child = c
+        .kubectl_command(&["get", "pvc", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w starts");
+    let out = Lines::of(child.stdout.take().expect("stdout"));
+    // `waiting` comes from the list, so once it is printed the watch is (about to be) open;
+    // `later` can then only arrive as a watch event.
+    let listed = out.wait_for("waiting", Duration::from_secs(30));
+    let later = waiting.replace("name: waiting", "name: later");
+    c.kubectl_ok(&["create", "-f", &c.file("later.yaml", &later)]);
+    let seen = out.wait_for("later", Duration::from_secs(30));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        listed.is_some(),
+        "kubectl get -w did not print the listed claim"
+    );
+    let line = seen.expect("kubectl get -w printed the claim created during the watch");
+    assert_eq!(
+        without_ages(&line),
+        "later     Pending                                      standard       <unset>                 AGE"
+    );
+}
+
+/// The Status a client decodes: upstream's message (the kind named with its group) and one
+/// cause per field error.
+#[test]
+fn class_update_refusal_is_upstreams_invalid_status() {
+    let c = Cluster::start();
+    create_all(&c);
+    let (code, body) = c.request(
+        "PATCH",
+        "/apis/storage.k8s.io/v1/storageclasses/fast",
+        Some("application/merge-patch+json"),
+        r#"{"parameters":{"type":"hdd"},"reclaimPolicy":"Retain"}"#,
+    );
+    assert_eq!(
+        (code, body),
+        (
+            422,
+            serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "StorageClass.storage.k8s.io \"fast\" is invalid: [parameters: Forbidden: updates to parameters are forbidden., reclaimPolicy: Forbidden: updates to reclaimPolicy are forbidden.]",
+                "reason": "Invalid",
+                "details": {"name": "fast", "group": "storage.k8s.io", "kind": "StorageClass", "causes": [
+                    {"reason": "FieldValueForbidden", "message": "Forbidden: updates to parameters are forbidden.", "field": "parameters"},
+                    {"reason": "FieldValueForbidden", "message": "Forbidden: updates to reclaimPolicy are forbidden.", "field": "reclaimPolicy"},
+                ]},
+                "code": 422,
+            })
+        )
+    );
+}

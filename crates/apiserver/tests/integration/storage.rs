@@ -326,3 +326,89 @@ fn class_update_refusal_is_upstreams_invalid_status() {
         )
     );
 }
+
+/// What the scheduler's volume plugins do through kube-rs: typed objects of every storage
+/// kind created and read back by streaming-list watchers, and a claim's status written
+/// through its subresource.
+#[test]
+fn kube_rs_watchers_list_every_storage_kind_and_claims_take_a_status() {
+    use futures_util::{StreamExt, TryStreamExt};
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::{
+        CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+    };
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use kube::runtime::watcher;
+    use serde_json::json;
+
+    /// Creates `obj` through the typed Api, then returns the names a fresh watcher lists.
+    async fn create_and_list<K>(api: Api<K>, obj: serde_json::Value) -> Vec<String>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + Send
+            + 'static,
+    {
+        let typed: K = serde_json::from_value(obj).expect("typed object");
+        api.create(&PostParams::default(), &typed)
+            .await
+            .expect("created");
+        let mut events = watcher(api, watcher::Config::default().streaming_lists()).boxed();
+        let mut names = Vec::new();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), events.try_next())
+                .await
+                .expect("an event within 10s")
+                .expect("watch ok")
+                .expect("stream open");
+            match event {
+                watcher::Event::InitApply(o) => {
+                    names.push(o.meta().name.clone().unwrap_or_default())
+                }
+                watcher::Event::InitDone => return names,
+                _ => {}
+            }
+        }
+    }
+
+    let c = Cluster::start();
+    let client = c.kube_client();
+    c.block_on(async {
+        let ns = "default";
+        let listed = [
+            create_and_list(Api::<StorageClass>::all(client.clone()),
+                json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com"})).await,
+            create_and_list(Api::<CSINode>::all(client.clone()),
+                json!({"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "n1"}]}})).await,
+            create_and_list(Api::<CSIDriver>::all(client.clone()),
+                json!({"metadata": {"name": "csi.example.com"}, "spec": {}})).await,
+            create_and_list(Api::<CSIStorageCapacity>::namespaced(client.clone(), ns),
+                json!({"metadata": {"name": "cap"}, "storageClassName": "fast", "capacity": "100Gi"})).await,
+            create_and_list(Api::<VolumeAttachment>::all(client.clone()),
+                json!({"metadata": {"name": "va"}, "spec": {"attacher": "csi.example.com", "nodeName": "n1", "source": {"persistentVolumeName": "pv1"}}})).await,
+            create_and_list(Api::<PersistentVolume>::all(client.clone()),
+                json!({"metadata": {"name": "pv1"}, "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp"}}})).await,
+            create_and_list(Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+                json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})).await,
+        ];
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+        let bound = claims
+            .patch_status(
+                "data",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}})),
+            )
+            .await
+            .expect("status patched");
+        assert_eq!(
+            (listed.map(|names| names.join(",")), bound.status.and_then(|s| s.phase)),
+            (
+                ["fast", "n1", "csi.example.com", "cap", "va", "pv1", "data"].map(str::to_string),
+                Some("Bound".to_string()),
+            )
+        );
+    });
+}

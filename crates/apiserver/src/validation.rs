@@ -1,8 +1,9 @@
-//! Validation the real API server applies and clients run into: which parts of a pod's spec
-//! or a claim's spec may change after creation, what a StorageClass needs and keeps.
+//! Validation the real API server applies and clients run into: which parts of a pod's,
+//! volume's or claim's spec may change after creation, what a StorageClass needs and keeps.
 //!
 //! Upstream: pkg/apis/core/validation/validation.go (ValidatePodUpdate,
-//! ValidatePersistentVolumeClaimUpdate and the helpers they call) and
+//! ValidatePersistentVolumeUpdate, ValidatePersistentVolumeClaimUpdate and the helpers they
+//! call) and
 //! pkg/apis/storage/validation/validation.go (ValidateStorageClass, ValidateStorageClassUpdate).
 //! Errors are field errors, answered together as one 422 (see
 //! [`crate::status::ApiError::invalid_fields`]).
@@ -459,6 +460,83 @@ pub fn validate_persistent_volume_claim_update(old: &Value, new: &Value) -> Vec<
     errs
 }
 
+/// The fields of a volume's spec that name its source (upstream's inlined
+/// PersistentVolumeSource).
+const PERSISTENT_VOLUME_SOURCES: &[&str] = &[
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "csi",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "glusterfs",
+    "hostPath",
+    "iscsi",
+    "local",
+    "nfs",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "storageos",
+    "vsphereVolume",
+];
+
+/// Checks a volume update (the main resource): its source and volume mode are fixed, and
+/// node affinity may be set where there was none but not changed after.
+pub fn validate_persistent_volume_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let empty = Value::Object(Map::new());
+    let (old_spec, new_spec) = (
+        normalized(old.get("spec").unwrap_or(&empty)),
+        normalized(new.get("spec").unwrap_or(&empty)),
+    );
+    let source = |spec: &Value| -> Value {
+        Value::Object(
+            PERSISTENT_VOLUME_SOURCES
+                .iter()
+                .filter_map(|k| spec.get(*k).map(|v| ((*k).to_string(), v.clone())))
+                .collect(),
+        )
+    };
+    let mut errs = Vec::new();
+    let (old_source, new_source) = (source(&old_spec), source(&new_spec));
+    if old_source != new_source {
+        let mut lines = Vec::new();
+        diff("spec", &old_source, &new_source, &mut lines);
+        errs.push(FieldError::forbidden(
+            "spec.persistentvolumesource",
+            format!(
+                "spec.persistentvolumesource is immutable after creation\n{}",
+                lines.join("\n")
+            ),
+        ));
+    }
+    let field = |spec: &Value, k: &str| spec.get(k).cloned().unwrap_or(Value::Null);
+    let mode = field(&new_spec, "volumeMode");
+    if field(&old_spec, "volumeMode") != mode {
+        errs.push(FieldError::invalid(
+            "volumeMode",
+            mode,
+            "field is immutable",
+        ));
+    }
+    let affinity = field(&new_spec, "nodeAffinity");
+    let old_affinity = field(&old_spec, "nodeAffinity");
+    if !old_affinity.is_null() && old_affinity != affinity {
+        errs.push(FieldError::invalid(
+            "nodeAffinity",
+            affinity,
+            "field is immutable",
+        ));
+    }
+    errs
+}
+
 const RECLAIM_POLICIES: &[&str] = &["Delete", "Retain"];
 const BINDING_MODES: &[&str] = &["Immediate", "WaitForFirstConsumer"];
 
@@ -766,5 +844,43 @@ mod tests {
     #[case::unknown_suffix("1Xi", None)]
     fn quantities(#[case] q: &str, #[case] want: Option<i128>) {
         assert_eq!(quantity_millis(q), want);
+    }
+
+    fn volume(extra: Value) -> Value {
+        let mut s = json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                           "volumeMode": "Filesystem", "persistentVolumeReclaimPolicy": "Retain",
+                           "local": {"path": "/mnt/a"}});
+        if let (Some(m), Some(extra)) = (s.as_object_mut(), extra.as_object()) {
+            m.extend(extra.clone());
+        }
+        json!({"metadata": {"name": "pv1"}, "spec": s})
+    }
+
+    const AFFINITY: &str = r#"{"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}"#;
+
+    #[rstest]
+    #[case::claim_ref_and_capacity_change(volume(json!({})), volume(json!({"claimRef": {"namespace": "default", "name": "c"}, "capacity": {"storage": "2Gi"}})), vec![])]
+    #[case::node_affinity_set_where_none_was(volume(json!({})), volume(json!({"nodeAffinity": serde_json::from_str::<Value>(AFFINITY).unwrap_or_default()})), vec![])]
+    #[case::source_changed(
+        volume(json!({})),
+        volume(json!({"local": {"path": "/mnt/b"}})),
+        vec!["spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n  spec.local.path: \"/mnt/a\" -> \"/mnt/b\"".to_string()]
+    )]
+    #[case::volume_mode_changed(
+        volume(json!({})),
+        volume(json!({"volumeMode": "Block"})),
+        vec!["volumeMode: Invalid value: \"Block\": field is immutable".to_string()]
+    )]
+    #[case::node_affinity_changed(
+        volume(json!({"nodeAffinity": serde_json::from_str::<Value>(AFFINITY).unwrap_or_default()})),
+        volume(json!({"nodeAffinity": serde_json::from_str::<Value>(&AFFINITY.replace("n1", "n2")).unwrap_or_default()})),
+        vec!["nodeAffinity: Invalid value: {\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n2\"]}]}]}}: field is immutable".to_string()]
+    )]
+    fn volume_updates(#[case] old: Value, #[case] new: Value, #[case] want: Vec<String>) {
+        let got: Vec<String> = validate_persistent_volume_update(&old, &new)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(got, want);
     }
 }

@@ -876,6 +876,7 @@ fn finish_update(
         ("", "PersistentVolumeClaim") => {
             validation::validate_persistent_volume_claim_update(current, &new)
         }
+        ("", "PersistentVolume") => validation::validate_persistent_volume_update(current, &new),
         ("storage.k8s.io", "StorageClass") => {
             validation::validate_storage_class_update(current, &new)
         }

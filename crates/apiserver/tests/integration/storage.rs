@@ -412,3 +412,44 @@ fn kube_rs_watchers_list_every_storage_kind_and_claims_take_a_status() {
         );
     });
 }
+
+#[test]
+fn a_volume_takes_a_claim_ref_but_keeps_its_source() {
+    let c = Cluster::start();
+    create_all(&c);
+    let claim_ref = run(
+        &c,
+        &[
+            "patch",
+            "pv",
+            "pv-free",
+            "-p",
+            r#"{"spec":{"claimRef":{"namespace":"default","name":"waiting"}}}"#,
+        ],
+    );
+    let source = run(
+        &c,
+        &[
+            "patch",
+            "pv",
+            "pv-free",
+            "-p",
+            r#"{"spec":{"hostPath":{"path":"/tmp/other"}}}"#,
+        ],
+    );
+    let now = c.kubectl_ok(&[
+        "get",
+        "pv",
+        "pv-free",
+        "-o",
+        "jsonpath={.spec.claimRef.name} {.spec.hostPath.path}",
+    ]);
+    assert_eq!(
+        (claim_ref, source, now),
+        (
+            (true, String::new()),
+            (false, "The PersistentVolume \"pv-free\" is invalid: spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n  spec.hostPath.path: \"/tmp/free\" -> \"/tmp/other\"\n".to_string()),
+            "waiting /tmp/free".to_string(),
+        )
+    );
+}

@@ -29,7 +29,7 @@ pub fn system_priority_classes() -> Vec<Value> {
 
 /// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities).
 pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-    use k8s_openapi::api::{apps, coordination, core, policy, scheduling};
+    use k8s_openapi::api::{apps, coordination, core, policy, scheduling, storage};
     fn try_as<T: serde::de::DeserializeOwned>(v: &Value) -> Result<(), String> {
         T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())
     }
@@ -42,6 +42,13 @@ pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         ("", "Service") => try_as::<core::v1::Service>(v),
         ("", "ConfigMap") => try_as::<core::v1::ConfigMap>(v),
         ("", "ReplicationController") => try_as::<core::v1::ReplicationController>(v),
+        ("", "PersistentVolume") => try_as::<core::v1::PersistentVolume>(v),
+        ("", "PersistentVolumeClaim") => try_as::<core::v1::PersistentVolumeClaim>(v),
+        ("storage.k8s.io", "StorageClass") => try_as::<storage::v1::StorageClass>(v),
+        ("storage.k8s.io", "CSINode") => try_as::<storage::v1::CSINode>(v),
+        ("storage.k8s.io", "CSIDriver") => try_as::<storage::v1::CSIDriver>(v),
+        ("storage.k8s.io", "CSIStorageCapacity") => try_as::<storage::v1::CSIStorageCapacity>(v),
+        ("storage.k8s.io", "VolumeAttachment") => try_as::<storage::v1::VolumeAttachment>(v),
         ("apps", "ReplicaSet") => try_as::<apps::v1::ReplicaSet>(v),
         ("apps", "StatefulSet") => try_as::<apps::v1::StatefulSet>(v),
         ("coordination.k8s.io", _) => try_as::<coordination::v1::Lease>(v),
@@ -75,7 +82,7 @@ fn with_type_meta<'a>(info: &ResourceInfo, obj: &'a Value) -> std::borrow::Cow<'
 
 /// The kind's k8s-openapi form of `obj` (decoded and encoded again), when the kind has one.
 fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Result<Value, String>> {
-    use k8s_openapi::api::{apps, coordination, core, policy, scheduling};
+    use k8s_openapi::api::{apps, coordination, core, policy, scheduling, storage};
     fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Result<Value, String> {
         let typed = T::deserialize(v).map_err(|e| e.to_string())?;
         serde_json::to_value(typed).map_err(|e| e.to_string())
@@ -89,6 +96,13 @@ fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Result<Value, String>>
         ("", "Service") => rt::<core::v1::Service>(v),
         ("", "ConfigMap") => rt::<core::v1::ConfigMap>(v),
         ("", "ReplicationController") => rt::<core::v1::ReplicationController>(v),
+        ("", "PersistentVolume") => rt::<core::v1::PersistentVolume>(v),
+        ("", "PersistentVolumeClaim") => rt::<core::v1::PersistentVolumeClaim>(v),
+        ("storage.k8s.io", "StorageClass") => rt::<storage::v1::StorageClass>(v),
+        ("storage.k8s.io", "CSINode") => rt::<storage::v1::CSINode>(v),
+        ("storage.k8s.io", "CSIDriver") => rt::<storage::v1::CSIDriver>(v),
+        ("storage.k8s.io", "CSIStorageCapacity") => rt::<storage::v1::CSIStorageCapacity>(v),
+        ("storage.k8s.io", "VolumeAttachment") => rt::<storage::v1::VolumeAttachment>(v),
         ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(v),
         ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(v),
         ("coordination.k8s.io", _) => rt::<coordination::v1::Lease>(v),
@@ -264,6 +278,64 @@ pub fn default_namespace(obj: &mut Value) {
 fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
     if map.get(key).is_none_or(Value::is_null) {
         map.insert(key.to_string(), value);
+    }
+}
+
+/// Storage defaults the real API server's decoding applies on every write: a volume's
+/// reclaim policy and volume mode, a claim's volume mode, a class's reclaim policy and
+/// binding mode, a CSI driver's behaviour flags. Other kinds are left alone.
+///
+/// Upstream: pkg/apis/core/v1/defaults.go, pkg/apis/storage/v1/defaults.go.
+pub fn default_storage_spec(info: &ResourceInfo, obj: &mut Value) {
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    let defaults: &[(&str, Value)] = match (info.group, info.kind) {
+        ("", "PersistentVolume") => &[
+            ("persistentVolumeReclaimPolicy", json!("Retain")),
+            ("volumeMode", json!("Filesystem")),
+        ],
+        ("", "PersistentVolumeClaim") => &[("volumeMode", json!("Filesystem"))],
+        ("storage.k8s.io", "StorageClass") => {
+            set_default(map, "reclaimPolicy", json!("Delete"));
+            set_default(map, "volumeBindingMode", json!("Immediate"));
+            return;
+        }
+        ("storage.k8s.io", "CSIDriver") => &[
+            ("attachRequired", json!(true)),
+            ("podInfoOnMount", json!(false)),
+            ("storageCapacity", json!(false)),
+            ("fsGroupPolicy", json!("ReadWriteOnceWithFSType")),
+            ("volumeLifecycleModes", json!(["Persistent"])),
+            ("requiresRepublish", json!(false)),
+            ("seLinuxMount", json!(false)),
+        ],
+        _ => return,
+    };
+    if !map.get("spec").is_some_and(Value::is_object) {
+        map.insert("spec".into(), json!({}));
+    }
+    if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut) {
+        for (key, value) in defaults {
+            set_default(spec, key, value.clone());
+        }
+    }
+}
+
+/// The phase a new volume or claim starts in when it comes without one: a claim is Pending;
+/// a volume is Available, where the volume controller (which does not run here) would move
+/// an unclaimed volume straight after creation.
+pub fn default_storage_phase(info: &ResourceInfo, obj: &mut Value) {
+    let phase = match (info.group, info.kind) {
+        ("", "PersistentVolume") => "Available",
+        ("", "PersistentVolumeClaim") => "Pending",
+        _ => return,
+    };
+    if !obj.get("status").is_some_and(Value::is_object) {
+        obj["status"] = json!({});
+    }
+    if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+        set_default(status, "phase", json!(phase));
     }
 }
 

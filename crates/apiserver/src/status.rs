@@ -150,7 +150,7 @@ impl ApiError {
         .with_details(d)
     }
 
-    /// 422 with every field error (upstream's `NewInvalid`): one error reads `<Kind> "<name>"
+    /// 422 with every field error (upstream's `NewInvalid`): one error reads `<Kind>[.<group>] "<name>"
     /// is invalid: <field>: <body>`, several `… is invalid: [<e1>, <e2>]`.
     pub fn invalid_fields(
         kind: &str,
@@ -174,10 +174,16 @@ impl ApiError {
         if !group.is_empty() {
             d["group"] = json!(group);
         }
+        // Upstream names the kind with its group (`StorageClass.storage.k8s.io`).
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         Self::new(
             422,
             "Invalid",
-            format!("{kind} \"{name}\" is invalid: {all}"),
+            format!("{qualified} \"{name}\" is invalid: {all}"),
         )
         .with_details(d)
     }

@@ -1,5 +1,6 @@
 //! `meta.k8s.io/v1` Table responses for `kubectl get`: the columns upstream's printers give
-//! pods, nodes and namespaces (with the `-o wide` ones at priority 1), NAME/AGE for the rest.
+//! pods, nodes, namespaces, events, the storage kinds and the rest it serves (with the
+//! `-o wide` ones at priority 1), NAME/AGE for the others.
 //!
 //! Upstream: pkg/printers/internalversion/printers.go.
 
@@ -67,8 +68,223 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             age,
             col("PreemptionPolicy", "string", "", 0),
         ],
+        ("", "PersistentVolume") => vec![
+            name,
+            col("Capacity", "string", "", 0),
+            col("Access Modes", "string", "", 0),
+            col("Reclaim Policy", "string", "", 0),
+            col("Status", "string", "", 0),
+            col("Claim", "string", "", 0),
+            col("StorageClass", "string", "", 0),
+            col("VolumeAttributesClass", "string", "", 0),
+            col("Reason", "string", "", 0),
+            age,
+            col("VolumeMode", "string", "", 1),
+        ],
+        ("", "PersistentVolumeClaim") => vec![
+            name,
+            col("Status", "string", "", 0),
+            col("Volume", "string", "", 0),
+            col("Capacity", "string", "", 0),
+            col("Access Modes", "string", "", 0),
+            col("StorageClass", "string", "", 0),
+            col("VolumeAttributesClass", "string", "", 0),
+            age,
+            col("VolumeMode", "string", "", 1),
+        ],
+        ("storage.k8s.io", "StorageClass") => vec![
+            name,
+            col("Provisioner", "string", "", 0),
+            col("ReclaimPolicy", "string", "", 0),
+            col("VolumeBindingMode", "string", "", 0),
+            col("AllowVolumeExpansion", "string", "", 0),
+            age,
+        ],
+        ("storage.k8s.io", "CSINode") => vec![name, col("Drivers", "integer", "", 0), age],
+        ("storage.k8s.io", "CSIDriver") => vec![
+            name,
+            col("AttachRequired", "boolean", "", 0),
+            col("PodInfoOnMount", "boolean", "", 0),
+            col("StorageCapacity", "boolean", "", 0),
+            col("TokenRequests", "string", "", 0),
+            col("RequiresRepublish", "boolean", "", 0),
+            col("Modes", "string", "", 0),
+            age,
+        ],
+        ("storage.k8s.io", "CSIStorageCapacity") => vec![
+            name,
+            col("StorageClassName", "string", "", 0),
+            col("Capacity", "string", "", 0),
+        ],
+        ("storage.k8s.io", "VolumeAttachment") => vec![
+            name,
+            col("Attacher", "string", "name", 0),
+            col("PV", "string", "name", 0),
+            col("Node", "string", "name", 0),
+            col("Attached", "boolean", "", 0),
+            age,
+        ],
         _ => vec![name, age],
     }
+}
+
+/// Access modes as kubectl abbreviates them, in upstream's fixed order, each once.
+fn access_modes(modes: Option<&Value>) -> String {
+    let modes: Vec<&str> = modes
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .iter()
+    .filter(|(mode, _)| modes.contains(mode))
+    .map(|(_, short)| *short)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+/// `<unset>` for an absent optional string, as the storage printers show it.
+fn or_unset(v: &str) -> String {
+    if v.is_empty() {
+        "<unset>".to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+fn bool_at(obj: &Value, ptr: &str, default: bool) -> bool {
+    obj.pointer(ptr).and_then(Value::as_bool).unwrap_or(default)
+}
+
+fn pv_cells(pv: &Value) -> Vec<Value> {
+    let mut status = s(pv, "/status/phase").to_string();
+    if pv.pointer("/metadata/deletionTimestamp").is_some() {
+        status = "Terminating".to_string();
+    }
+    let claim = match pv.pointer("/spec/claimRef") {
+        Some(r) if r.is_object() => {
+            format!("{}/{}", s(r, "/namespace"), s(r, "/name"))
+        }
+        _ => String::new(),
+    };
+    let mut class = s(
+        pv,
+        "/metadata/annotations/volume.beta.kubernetes.io~1storage-class",
+    );
+    if class.is_empty() {
+        class = s(pv, "/spec/storageClassName");
+    }
+    vec![
+        json!(s(pv, "/metadata/name")),
+        json!(s(pv, "/spec/capacity/storage")),
+        json!(access_modes(pv.pointer("/spec/accessModes"))),
+        json!(s(pv, "/spec/persistentVolumeReclaimPolicy")),
+        json!(status),
+        json!(claim),
+        json!(class),
+        json!(or_unset(s(pv, "/spec/volumeAttributesClassName"))),
+        json!(s(pv, "/status/reason")),
+        json!(age(pv)),
+        json!(or_unset(s(pv, "/spec/volumeMode"))),
+    ]
+}
+
+fn pvc_cells(pvc: &Value) -> Vec<Value> {
+    let mut status = s(pvc, "/status/phase").to_string();
+    if pvc.pointer("/metadata/deletionTimestamp").is_some() {
+        status = "Terminating".to_string();
+    }
+    let volume = s(pvc, "/spec/volumeName");
+    // Capacity and access modes are the bound volume's, shown once a volume is named.
+    let (capacity, modes) = if volume.is_empty() {
+        (String::new(), String::new())
+    } else {
+        (
+            s(pvc, "/status/capacity/storage").to_string(),
+            access_modes(pvc.pointer("/status/accessModes")),
+        )
+    };
+    let mut class = s(
+        pvc,
+        "/metadata/annotations/volume.beta.kubernetes.io~1storage-class",
+    );
+    if class.is_empty() {
+        class = s(pvc, "/spec/storageClassName");
+    }
+    vec![
+        json!(s(pvc, "/metadata/name")),
+        json!(status),
+        json!(volume),
+        json!(capacity),
+        json!(modes),
+        json!(class),
+        json!(or_unset(s(pvc, "/spec/volumeAttributesClassName"))),
+        json!(age(pvc)),
+        json!(or_unset(s(pvc, "/spec/volumeMode"))),
+    ]
+}
+
+/// Whether a StorageClass is marked as the cluster default (GA or beta annotation).
+fn is_default_class(sc: &Value) -> bool {
+    [
+        "/metadata/annotations/storageclass.kubernetes.io~1is-default-class",
+        "/metadata/annotations/storageclass.beta.kubernetes.io~1is-default-class",
+    ]
+    .iter()
+    .any(|p| s(sc, p) == "true")
+}
+
+fn storage_class_cells(sc: &Value) -> Vec<Value> {
+    let mut name = s(sc, "/metadata/name").to_string();
+    if is_default_class(sc) {
+        name.push_str(" (default)");
+    }
+    let or = |v: &str, d: &str| {
+        if v.is_empty() {
+            d.to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    vec![
+        json!(name),
+        json!(s(sc, "/provisioner")),
+        json!(or(s(sc, "/reclaimPolicy"), "Delete")),
+        json!(or(s(sc, "/volumeBindingMode"), "Immediate")),
+        json!(bool_at(sc, "/allowVolumeExpansion", false).to_string()),
+        json!(age(sc)),
+    ]
+}
+
+fn csi_driver_cells(d: &Value) -> Vec<Value> {
+    let joined = |ptr: &str, field: Option<&str>| -> String {
+        d.pointer(ptr)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| match field {
+                        Some(f) => v.get(f).and_then(Value::as_str),
+                        None => v.as_str(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    vec![
+        json!(s(d, "/metadata/name")),
+        json!(bool_at(d, "/spec/attachRequired", true)),
+        json!(bool_at(d, "/spec/podInfoOnMount", false)),
+        json!(bool_at(d, "/spec/storageCapacity", false)),
+        json!(or_unset(&joined("/spec/tokenRequests", Some("audience")))),
+        json!(bool_at(d, "/spec/requiresRepublish", false)),
+        json!(or_none(&joined("/spec/volumeLifecycleModes", None))),
+        json!(age(d)),
+    ]
 }
 
 fn s<'a>(obj: &'a Value, ptr: &str) -> &'a str {
@@ -291,6 +507,31 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
             json!(age(obj)),
             json!(s(obj, "/preemptionPolicy")),
         ],
+        ("", "PersistentVolume") => pv_cells(obj),
+        ("", "PersistentVolumeClaim") => pvc_cells(obj),
+        ("storage.k8s.io", "StorageClass") => storage_class_cells(obj),
+        ("storage.k8s.io", "CSINode") => vec![
+            name,
+            json!(obj
+                .pointer("/spec/drivers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len)),
+            json!(age(obj)),
+        ],
+        ("storage.k8s.io", "CSIDriver") => csi_driver_cells(obj),
+        ("storage.k8s.io", "CSIStorageCapacity") => vec![
+            name,
+            json!(s(obj, "/storageClassName")),
+            json!(or_unset(s(obj, "/capacity"))),
+        ],
+        ("storage.k8s.io", "VolumeAttachment") => vec![
+            name,
+            json!(s(obj, "/spec/attacher")),
+            json!(s(obj, "/spec/source/persistentVolumeName")),
+            json!(s(obj, "/spec/nodeName")),
+            json!(bool_at(obj, "/status/attached", false)),
+            json!(age(obj)),
+        ],
         _ => vec![name, json!(age(obj))],
     }
 }
@@ -372,5 +613,89 @@ mod tests {
         assert_eq!(cells[2], "worker");
         assert_eq!(cells[4], "v1.37.0");
         assert_eq!(cells[5], "10.0.0.1");
+    }
+
+    fn cells_of(resource: &str, group: &str, obj: Value) -> Value {
+        let info = lookup(group, "v1", resource).expect("served");
+        let mut t = table(info, [&obj], "5", false);
+        let n = t["columnDefinitions"].as_array().map_or(0, Vec::len);
+        let cells = t["rows"][0]["cells"].take();
+        assert_eq!(
+            cells.as_array().map(Vec::len),
+            Some(n),
+            "one cell per column"
+        );
+        cells
+    }
+
+    #[rstest::rstest]
+    #[case::bound_volume(
+        "persistentvolumes", "",
+        json!({"metadata": {"name": "pv1"},
+               "spec": {"capacity": {"storage": "10Gi"}, "persistentVolumeReclaimPolicy": "Retain",
+                        "accessModes": ["ReadWriteMany", "ReadWriteOnce", "ReadWriteOnce"],
+                        "claimRef": {"namespace": "default", "name": "data"},
+                        "storageClassName": "fast", "volumeMode": "Filesystem"},
+               "status": {"phase": "Bound"}}),
+        json!(["pv1", "10Gi", "RWO,RWX", "Retain", "Bound", "default/data", "fast", "<unset>", "", "<unknown>", "Filesystem"])
+    )]
+    #[case::deleted_volume_is_terminating(
+        "persistentvolumes", "",
+        json!({"metadata": {"name": "pv1", "deletionTimestamp": "2020-01-01T00:00:00Z"},
+               "spec": {"capacity": {"storage": "1Gi"}}, "status": {"phase": "Released", "reason": "gone"}}),
+        json!(["pv1", "1Gi", "", "", "Terminating", "", "", "<unset>", "gone", "<unknown>", "<unset>"])
+    )]
+    #[case::pending_claim_shows_no_capacity(
+        "persistentvolumeclaims", "",
+        json!({"metadata": {"name": "data"},
+               "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "1Gi"}}},
+               "status": {"phase": "Pending", "capacity": {"storage": "1Gi"}}}),
+        json!(["data", "Pending", "", "", "", "fast", "<unset>", "<unknown>", "<unset>"])
+    )]
+    #[case::bound_claim_shows_the_volume(
+        "persistentvolumeclaims", "",
+        json!({"metadata": {"name": "data"},
+               "spec": {"volumeName": "pv1", "volumeMode": "Block", "volumeAttributesClassName": "gold"},
+               "status": {"phase": "Bound", "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOncePod"]}}),
+        json!(["data", "Bound", "pv1", "10Gi", "RWOP", "", "gold", "<unknown>", "Block"])
+    )]
+    #[case::default_class_is_marked(
+        "storageclasses", "storage.k8s.io",
+        json!({"metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+               "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer",
+               "allowVolumeExpansion": true}),
+        json!(["standard (default)", "rancher.io/local-path", "Delete", "WaitForFirstConsumer", "true", "<unknown>"])
+    )]
+    #[case::csi_node_counts_drivers(
+        "csinodes", "storage.k8s.io",
+        json!({"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "a", "nodeID": "n1"}]}}),
+        json!(["n1", 1, "<unknown>"])
+    )]
+    #[case::csi_driver_flags(
+        "csidrivers", "storage.k8s.io",
+        json!({"metadata": {"name": "csi.example.com"},
+               "spec": {"attachRequired": false, "tokenRequests": [{"audience": "a"}, {"audience": "b"}],
+                        "volumeLifecycleModes": ["Persistent", "Ephemeral"]}}),
+        json!(["csi.example.com", false, false, false, "a,b", false, "Persistent,Ephemeral", "<unknown>"])
+    )]
+    #[case::storage_capacity(
+        "csistoragecapacities", "storage.k8s.io",
+        json!({"metadata": {"name": "cap"}, "storageClassName": "fast", "capacity": "100Gi"}),
+        json!(["cap", "fast", "100Gi"])
+    )]
+    #[case::volume_attachment(
+        "volumeattachments", "storage.k8s.io",
+        json!({"metadata": {"name": "va"},
+               "spec": {"attacher": "csi.example.com", "nodeName": "n1", "source": {"persistentVolumeName": "pv1"}},
+               "status": {"attached": true}}),
+        json!(["va", "csi.example.com", "pv1", "n1", true, "<unknown>"])
+    )]
+    fn storage_rows(
+        #[case] resource: &str,
+        #[case] group: &str,
+        #[case] obj: Value,
+        #[case] want: Value,
+    ) {
+        assert_eq!(cells_of(resource, group, obj), want);
     }
 }

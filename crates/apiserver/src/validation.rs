@@ -1,8 +1,11 @@
-//! Update validation the real API server applies and clients run into: which parts of a pod's
-//! spec may change after it is created.
+//! Validation the real API server applies and clients run into: which parts of a pod's,
+//! volume's or claim's spec may change after creation, what a StorageClass needs and keeps.
 //!
-//! Upstream: pkg/apis/core/validation/validation.go (ValidatePodUpdate and the helpers it
-//! calls). Errors are field errors, answered together as one 422 (see
+//! Upstream: pkg/apis/core/validation/validation.go (ValidatePodUpdate,
+//! ValidatePersistentVolumeUpdate, ValidatePersistentVolumeClaimUpdate and the helpers they
+//! call) and
+//! pkg/apis/storage/validation/validation.go (ValidateStorageClass, ValidateStorageClassUpdate).
+//! Errors are field errors, answered together as one 422 (see
 //! [`crate::status::ApiError::invalid_fields`]).
 
 use serde_json::{Map, Value};
@@ -27,6 +30,8 @@ pub enum FieldErrorKind {
     Invalid(Value),
     /// `Required value`.
     Required,
+    /// `Unsupported value: V: supported values: "a", "b"`.
+    NotSupported(Value, &'static [&'static str]),
 }
 
 impl FieldError {
@@ -52,6 +57,13 @@ impl FieldError {
             FieldErrorKind::Forbidden => ("Forbidden".to_string(), &self.detail),
             FieldErrorKind::Invalid(v) => (format!("Invalid value: {v}"), &self.detail),
             FieldErrorKind::Required => ("Required value".to_string(), &self.detail),
+            FieldErrorKind::NotSupported(v, supported) => {
+                let quoted: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+                return format!(
+                    "Unsupported value: {v}: supported values: {}",
+                    quoted.join(", ")
+                );
+            }
         };
         if detail.is_empty() {
             head
@@ -66,6 +78,7 @@ impl FieldError {
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::Invalid(_) => "FieldValueInvalid",
             FieldErrorKind::Required => "FieldValueRequired",
+            FieldErrorKind::NotSupported(..) => "FieldValueNotSupported",
         }
     }
 }
@@ -270,6 +283,329 @@ pub fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
     errs
 }
 
+/// The annotation that named a claim's class before `spec.storageClassName` existed.
+const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+
+/// A quantity in milli-units, for comparing sizes written in different units (`1Gi`,
+/// `1024Mi`); `None` when it does not parse.
+fn quantity_millis(q: &str) -> Option<i128> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let multiplier: i128 = match suffix {
+        "" => 1,
+        "m" => return parse_scaled(number, 1),
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
+        "E" => 1_000_000_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "Ei" => 1 << 60,
+        _ => return None,
+    };
+    parse_scaled(number, multiplier.checked_mul(1000)?)
+}
+
+/// `number` (decimal, maybe with a fraction) times `scale`, rounded down.
+fn parse_scaled(number: &str, scale: i128) -> Option<i128> {
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    let whole: i128 = if whole.is_empty() || whole == "-" || whole == "+" {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let mut out = whole.checked_mul(scale)?;
+    let mut unit = scale;
+    for d in frac.chars() {
+        unit /= 10;
+        out = out.checked_add(i128::from(d.to_digit(10)?) * unit)?;
+    }
+    Some(out)
+}
+
+fn storage_request(claim: &Value) -> Option<i128> {
+    claim
+        .pointer("/spec/resources/requests/storage")
+        .and_then(Value::as_str)
+        .and_then(quantity_millis)
+}
+
+/// Checks a claim update (the main resource). A claim's spec is fixed once created, except
+/// that `volumeName` may be set once, a class may be set where none was, and a bound claim
+/// may change its storage request (not below its capacity) and its volume attributes class.
+pub fn validate_persistent_volume_claim_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let empty = Value::Object(Map::new());
+    let mut old_spec = normalized(old.get("spec").unwrap_or(&empty));
+    let mut new_spec = normalized(new.get("spec").unwrap_or(&empty));
+    let mut errs = Vec::new();
+    let (Some(o), Some(n)) = (old_spec.as_object_mut(), new_spec.as_object_mut()) else {
+        return errs;
+    };
+    let text = |m: &Map<String, Value>, k: &str| {
+        m.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    // The binder sets volumeName once.
+    if text(o, "volumeName").is_none() {
+        match n.get("volumeName") {
+            Some(v) => o.insert("volumeName".into(), v.clone()),
+            None => o.remove("volumeName"),
+        };
+    }
+    // A class may be named where none was: from the beta annotation's value, or from nothing
+    // (a default class assigned after the claim was made).
+    let old_annotation = old
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            BETA_STORAGE_CLASS.replace('/', "~1")
+        ))
+        .and_then(Value::as_str);
+    if !o.contains_key("storageClassName") {
+        let new_class = n.get("storageClassName").and_then(Value::as_str);
+        let allowed = match old_annotation {
+            Some(a) => new_class == Some(a),
+            None => new_class.is_some_and(|c| !c.is_empty()),
+        };
+        if allowed {
+            n.remove("storageClassName");
+        }
+    }
+    if new.pointer("/status/phase").and_then(Value::as_str) == Some("Bound") {
+        let old_storage = o
+            .get("resources")
+            .and_then(|r| r.pointer("/requests/storage"))
+            .cloned();
+        if let Some(requests) = n
+            .get_mut("resources")
+            .and_then(|r| r.get_mut("requests"))
+            .and_then(Value::as_object_mut)
+        {
+            match old_storage {
+                Some(s) => requests.insert("storage".into(), s),
+                None => requests.remove("storage"),
+            };
+        }
+        if n.contains_key("volumeAttributesClassName") {
+            match o.get("volumeAttributesClassName") {
+                Some(v) => n.insert("volumeAttributesClassName".into(), v.clone()),
+                None => n.remove("volumeAttributesClassName"),
+            };
+        }
+    }
+    // Equal quantities in other units are no change: take the old spelling.
+    let old_requests = o
+        .get("resources")
+        .and_then(|r| r.get("requests"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(requests) = n
+        .get_mut("resources")
+        .and_then(|r| r.get_mut("requests"))
+        .and_then(Value::as_object_mut)
+    {
+        for (name, q) in requests.iter_mut() {
+            let millis = |v: &Value| v.as_str().and_then(quantity_millis);
+            if let Some(before) = old_requests.get(name) {
+                if millis(q).is_some() && millis(q) == millis(before) {
+                    *q = before.clone();
+                }
+            }
+        }
+    }
+    if old_spec != new_spec {
+        let mut lines = Vec::new();
+        diff("spec", &old_spec, &new_spec, &mut lines);
+        errs.push(FieldError::forbidden(
+            "spec",
+            format!(
+                "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n{}",
+                lines.join("\n")
+            ),
+        ));
+    }
+    // Upstream lets a claim lower its request to recover from a failed expansion, but not
+    // to or below what the volume already has.
+    let capacity = old
+        .pointer("/status/capacity/storage")
+        .and_then(Value::as_str)
+        .and_then(quantity_millis)
+        .unwrap_or(0);
+    if let (Some(before), Some(after)) = (storage_request(old), storage_request(new)) {
+        if after < before && after <= capacity {
+            errs.push(FieldError::forbidden(
+                "spec.resources.requests.storage",
+                "field can not be less than status.capacity",
+            ));
+        }
+    }
+    let mode = |c: &Value| c.pointer("/spec/volumeMode").cloned();
+    if mode(old) != mode(new) {
+        errs.push(FieldError::invalid(
+            "volumeMode",
+            mode(new).unwrap_or(Value::Null),
+            "field is immutable",
+        ));
+    }
+    errs
+}
+
+/// The fields of a volume's spec that name its source (upstream's inlined
+/// PersistentVolumeSource).
+const PERSISTENT_VOLUME_SOURCES: &[&str] = &[
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "csi",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "glusterfs",
+    "hostPath",
+    "iscsi",
+    "local",
+    "nfs",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "storageos",
+    "vsphereVolume",
+];
+
+/// Checks a volume update (the main resource): its source and volume mode are fixed, and
+/// node affinity may be set where there was none but not changed after.
+pub fn validate_persistent_volume_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let empty = Value::Object(Map::new());
+    let (old_spec, new_spec) = (
+        normalized(old.get("spec").unwrap_or(&empty)),
+        normalized(new.get("spec").unwrap_or(&empty)),
+    );
+    let source = |spec: &Value| -> Value {
+        Value::Object(
+            PERSISTENT_VOLUME_SOURCES
+                .iter()
+                .filter_map(|k| spec.get(*k).map(|v| ((*k).to_string(), v.clone())))
+                .collect(),
+        )
+    };
+    let mut errs = Vec::new();
+    let (old_source, new_source) = (source(&old_spec), source(&new_spec));
+    if old_source != new_source {
+        let mut lines = Vec::new();
+        diff("spec", &old_source, &new_source, &mut lines);
+        errs.push(FieldError::forbidden(
+            "spec.persistentvolumesource",
+            format!(
+                "spec.persistentvolumesource is immutable after creation\n{}",
+                lines.join("\n")
+            ),
+        ));
+    }
+    let field = |spec: &Value, k: &str| spec.get(k).cloned().unwrap_or(Value::Null);
+    let mode = field(&new_spec, "volumeMode");
+    if field(&old_spec, "volumeMode") != mode {
+        errs.push(FieldError::invalid(
+            "volumeMode",
+            mode,
+            "field is immutable",
+        ));
+    }
+    let affinity = field(&new_spec, "nodeAffinity");
+    let old_affinity = field(&old_spec, "nodeAffinity");
+    if !old_affinity.is_null() && old_affinity != affinity {
+        errs.push(FieldError::invalid(
+            "nodeAffinity",
+            affinity,
+            "field is immutable",
+        ));
+    }
+    errs
+}
+
+const RECLAIM_POLICIES: &[&str] = &["Delete", "Retain"];
+const BINDING_MODES: &[&str] = &["Immediate", "WaitForFirstConsumer"];
+
+/// Checks a StorageClass (defaulted already): a provisioner, and a reclaim policy and
+/// binding mode upstream knows.
+pub fn validate_storage_class(class: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if class
+        .get("provisioner")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        errs.push(FieldError {
+            field: "provisioner".into(),
+            kind: FieldErrorKind::Required,
+            detail: String::new(),
+        });
+    }
+    for (key, supported) in [
+        ("reclaimPolicy", RECLAIM_POLICIES),
+        ("volumeBindingMode", BINDING_MODES),
+    ] {
+        if let Some(v) = class.get(key) {
+            if !v.as_str().is_some_and(|s| supported.contains(&s)) {
+                errs.push(FieldError {
+                    field: key.into(),
+                    kind: FieldErrorKind::NotSupported(v.clone(), supported),
+                    detail: String::new(),
+                });
+            }
+        }
+    }
+    errs
+}
+
+/// Checks a StorageClass update: [`validate_storage_class`], and parameters, provisioner,
+/// reclaim policy and binding mode stay as they were.
+pub fn validate_storage_class_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let mut errs = validate_storage_class(new);
+    let field = |c: &Value, k: &str| normalized(c.get(k).unwrap_or(&Value::Null));
+    let empty_map = |v: Value| match v {
+        Value::Object(m) if m.is_empty() => Value::Null,
+        v => v,
+    };
+    if empty_map(field(old, "parameters")) != empty_map(field(new, "parameters")) {
+        errs.push(FieldError::forbidden(
+            "parameters",
+            "updates to parameters are forbidden.",
+        ));
+    }
+    for key in ["provisioner", "reclaimPolicy"] {
+        if field(old, key) != field(new, key) {
+            errs.push(FieldError::forbidden(
+                key,
+                format!("updates to {key} are forbidden."),
+            ));
+        }
+    }
+    let mode = field(new, "volumeBindingMode");
+    if field(old, "volumeBindingMode") != mode {
+        errs.push(FieldError::invalid(
+            "volumeBindingMode",
+            mode,
+            "field is immutable",
+        ));
+    }
+    errs
+}
+
 /// Lines naming each changed field: `  spec.nodeName: "a" -> "b"` (absent as `<none>`).
 /// Upstream prints a Go diff of the spec here; clients only show it.
 fn diff(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
@@ -380,5 +716,171 @@ mod tests {
     #[case::grace_period_is_otherwise_immutable(json!({"terminationGracePeriodSeconds": 30}), json!({"terminationGracePeriodSeconds": 10}), vec![format!("{FORBIDDEN}  spec.terminationGracePeriodSeconds: 30 -> 10")])]
     fn pod_updates(#[case] old: Value, #[case] new: Value, #[case] want: Vec<String>) {
         assert_eq!(check(old, new), want);
+    }
+
+    fn claim(spec: Value, phase: &str, capacity: Option<&str>) -> Value {
+        let mut s = json!({"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                           "resources": {"requests": {"storage": "2Gi"}}});
+        if let (Some(m), Some(extra)) = (s.as_object_mut(), spec.as_object()) {
+            m.extend(extra.clone());
+        }
+        let mut status = json!({"phase": phase});
+        if let Some(c) = capacity {
+            status["capacity"] = json!({"storage": c});
+        }
+        json!({"metadata": {"name": "c"}, "spec": s, "status": status})
+    }
+
+    const CLAIM_FORBIDDEN: &str = "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n";
+
+    #[rstest]
+    #[case::no_change(claim(json!({}), "Pending", None), json!({}), vec![])]
+    #[case::volume_name_set_once(claim(json!({}), "Pending", None), json!({"volumeName": "pv1"}), vec![])]
+    #[case::volume_name_changed_once_set(
+        claim(json!({"volumeName": "pv1"}), "Bound", Some("2Gi")),
+        json!({"volumeName": "pv2"}),
+        vec![format!("{CLAIM_FORBIDDEN}  spec.volumeName: \"pv1\" -> \"pv2\"")]
+    )]
+    #[case::class_set_where_none_was(claim(json!({}), "Pending", None), json!({"storageClassName": "fast"}), vec![])]
+    #[case::class_changed(
+        claim(json!({"storageClassName": "fast"}), "Pending", None),
+        json!({"storageClassName": "slow"}),
+        vec![format!("{CLAIM_FORBIDDEN}  spec.storageClassName: \"fast\" -> \"slow\"")]
+    )]
+    #[case::access_modes_changed(
+        claim(json!({}), "Bound", Some("2Gi")),
+        json!({"accessModes": ["ReadWriteMany"]}),
+        vec![format!("{CLAIM_FORBIDDEN}  spec.accessModes[0]: \"ReadWriteOnce\" -> \"ReadWriteMany\"")]
+    )]
+    #[case::bound_claim_grows(claim(json!({}), "Bound", Some("2Gi")), json!({"resources": {"requests": {"storage": "4Gi"}}}), vec![])]
+    #[case::pending_claim_grows(
+        claim(json!({}), "Pending", None),
+        json!({"resources": {"requests": {"storage": "4Gi"}}}),
+        vec![format!("{CLAIM_FORBIDDEN}  spec.resources.requests.storage: \"2Gi\" -> \"4Gi\"")]
+    )]
+    #[case::same_size_in_other_units(claim(json!({}), "Pending", None), json!({"resources": {"requests": {"storage": "2048Mi"}}}), vec![])]
+    #[case::bound_claim_shrinks_to_its_capacity(
+        claim(json!({"resources": {"requests": {"storage": "3Gi"}}}), "Bound", Some("2Gi")),
+        json!({"resources": {"requests": {"storage": "2Gi"}}}),
+        vec!["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity".to_string()]
+    )]
+    #[case::bound_claim_shrinks_above_its_capacity(
+        claim(json!({"resources": {"requests": {"storage": "3Gi"}}}), "Bound", Some("2Gi")),
+        json!({"resources": {"requests": {"storage": "2500Mi"}}}),
+        vec![]
+    )]
+    #[case::bound_claim_changes_attributes_class(claim(json!({}), "Bound", Some("2Gi")), json!({"volumeAttributesClassName": "gold"}), vec![])]
+    #[case::volume_mode_changed(
+        claim(json!({}), "Pending", None),
+        json!({"volumeMode": "Block"}),
+        vec![
+            format!("{CLAIM_FORBIDDEN}  spec.volumeMode: \"Filesystem\" -> \"Block\""),
+            "volumeMode: Invalid value: \"Block\": field is immutable".to_string(),
+        ]
+    )]
+    fn claim_updates(#[case] old: Value, #[case] change: Value, #[case] want: Vec<String>) {
+        let mut new = old.clone();
+        if let (Some(spec), Some(change)) = (new["spec"].as_object_mut(), change.as_object()) {
+            spec.extend(change.clone());
+        }
+        let got: Vec<String> = validate_persistent_volume_claim_update(&old, &new)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    fn class(extra: Value) -> Value {
+        let mut c = json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com",
+                           "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"});
+        if let (Some(m), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+            m.extend(extra.clone());
+        }
+        c
+    }
+
+    #[rstest]
+    #[case::valid(class(json!({})), vec![])]
+    #[case::provisioner_missing(class(json!({"provisioner": null})), vec!["provisioner: Required value"])]
+    #[case::unknown_reclaim_policy(
+        class(json!({"reclaimPolicy": "Recycle"})),
+        vec!["reclaimPolicy: Unsupported value: \"Recycle\": supported values: \"Delete\", \"Retain\""]
+    )]
+    #[case::unknown_binding_mode(
+        class(json!({"volumeBindingMode": "Later"})),
+        vec!["volumeBindingMode: Unsupported value: \"Later\": supported values: \"Immediate\", \"WaitForFirstConsumer\""]
+    )]
+    fn storage_classes(#[case] c: Value, #[case] want: Vec<&str>) {
+        let got: Vec<String> = validate_storage_class(&c)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[rstest]
+    #[case::expansion_allowed_and_labels(class(json!({"allowVolumeExpansion": true, "metadata": {"name": "fast", "labels": {"a": "b"}}})), vec![])]
+    #[case::empty_parameters_are_absent(class(json!({"parameters": {}})), vec![])]
+    #[case::parameters_changed(class(json!({"parameters": {"type": "ssd"}})), vec!["parameters: Forbidden: updates to parameters are forbidden."])]
+    #[case::provisioner_changed(class(json!({"provisioner": "other.example.com"})), vec!["provisioner: Forbidden: updates to provisioner are forbidden."])]
+    #[case::reclaim_policy_changed(class(json!({"reclaimPolicy": "Retain"})), vec!["reclaimPolicy: Forbidden: updates to reclaimPolicy are forbidden."])]
+    #[case::binding_mode_changed(
+        class(json!({"volumeBindingMode": "WaitForFirstConsumer"})),
+        vec!["volumeBindingMode: Invalid value: \"WaitForFirstConsumer\": field is immutable"]
+    )]
+    fn storage_class_updates(#[case] new: Value, #[case] want: Vec<&str>) {
+        let got: Vec<String> = validate_storage_class_update(&class(json!({})), &new)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[rstest]
+    #[case::plain("5", Some(5_000))]
+    #[case::milli("250m", Some(250))]
+    #[case::binary("1Gi", Some(1_073_741_824_000))]
+    #[case::decimal_fraction("1.5G", Some(1_500_000_000_000))]
+    #[case::unknown_suffix("1Xi", None)]
+    fn quantities(#[case] q: &str, #[case] want: Option<i128>) {
+        assert_eq!(quantity_millis(q), want);
+    }
+
+    fn volume(extra: Value) -> Value {
+        let mut s = json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                           "volumeMode": "Filesystem", "persistentVolumeReclaimPolicy": "Retain",
+                           "local": {"path": "/mnt/a"}});
+        if let (Some(m), Some(extra)) = (s.as_object_mut(), extra.as_object()) {
+            m.extend(extra.clone());
+        }
+        json!({"metadata": {"name": "pv1"}, "spec": s})
+    }
+
+    const AFFINITY: &str = r#"{"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}"#;
+
+    #[rstest]
+    #[case::claim_ref_and_capacity_change(volume(json!({})), volume(json!({"claimRef": {"namespace": "default", "name": "c"}, "capacity": {"storage": "2Gi"}})), vec![])]
+    #[case::node_affinity_set_where_none_was(volume(json!({})), volume(json!({"nodeAffinity": serde_json::from_str::<Value>(AFFINITY).unwrap_or_default()})), vec![])]
+    #[case::source_changed(
+        volume(json!({})),
+        volume(json!({"local": {"path": "/mnt/b"}})),
+        vec!["spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n  spec.local.path: \"/mnt/a\" -> \"/mnt/b\"".to_string()]
+    )]
+    #[case::volume_mode_changed(
+        volume(json!({})),
+        volume(json!({"volumeMode": "Block"})),
+        vec!["volumeMode: Invalid value: \"Block\": field is immutable".to_string()]
+    )]
+    #[case::node_affinity_changed(
+        volume(json!({"nodeAffinity": serde_json::from_str::<Value>(AFFINITY).unwrap_or_default()})),
+        volume(json!({"nodeAffinity": serde_json::from_str::<Value>(&AFFINITY.replace("n1", "n2")).unwrap_or_default()})),
+        vec!["nodeAffinity: Invalid value: {\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n2\"]}]}]}}: field is immutable".to_string()]
+    )]
+    fn volume_updates(#[case] old: Value, #[case] new: Value, #[case] want: Vec<String>) {
+        let got: Vec<String> = validate_persistent_volume_update(&old, &new)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(got, want);
     }
 }

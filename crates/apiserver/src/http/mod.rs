@@ -771,7 +771,22 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::admit_priority(info, &mut obj, &classes)?;
         }
         ("", "Namespace") => admission::default_namespace(&mut obj),
-        _ => {}
+        _ => {
+            admission::default_storage_spec(info, &mut obj);
+            admission::default_storage_phase(info, &mut obj);
+        }
+    }
+    if (info.group, info.kind) == ("storage.k8s.io", "StorageClass") {
+        let errs = validation::validate_storage_class(&obj);
+        if !errs.is_empty() {
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+            return Err(ApiError::invalid_fields(
+                info.kind,
+                info.group,
+                name.unwrap_or(""),
+                &errs,
+            ));
+        }
     }
     Ok(from_wire(info, obj))
 }
@@ -855,6 +870,20 @@ fn finish_update(
         if !errs.is_empty() {
             return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
         }
+    }
+    admission::default_storage_spec(info, &mut new);
+    let errs = match (info.group, info.kind) {
+        ("", "PersistentVolumeClaim") => {
+            validation::validate_persistent_volume_claim_update(current, &new)
+        }
+        ("", "PersistentVolume") => validation::validate_persistent_volume_update(current, &new),
+        ("storage.k8s.io", "StorageClass") => {
+            validation::validate_storage_class_update(current, &new)
+        }
+        _ => Vec::new(),
+    };
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
     }
     Ok(new)
 }

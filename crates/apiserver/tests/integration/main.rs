@@ -13,3 +13,4 @@ mod http_api;
 mod kube_rs;
 mod kubectl;
 mod python;
+mod storage;

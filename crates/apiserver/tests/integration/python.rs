@@ -1,5 +1,6 @@
 //! The official Python client (kubernetes 37.0.2, from `KUBESCHED_PYTHON`, which scripts/test
-//! sets up): create, list, watch, patch, delete.
+//! sets up): create, list, watch, patch, delete; the storage kinds' defaults and a refused
+//! claim update.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -42,6 +43,7 @@ fn python_client_creates_lists_watches_patches_and_deletes() {
         "watch ok",
         "patch ok",
         "delete ok",
+        "storage ok",
     ] {
         assert!(stdout.contains(check), "{check} missing: {stdout}");
     }

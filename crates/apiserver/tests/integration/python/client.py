@@ -1,4 +1,4 @@
-"""The official Python client (kubernetes 37.0.2) against the server: create, list, watch.
+"""The official Python client (kubernetes 37.0.2) against the server: create, list, watch, storage.
 
 Usage: client.py KUBECONFIG. Prints one line per check and exits non-zero on the first failure.
 """
@@ -56,3 +56,29 @@ print("patch ok")
 
 v1.delete_namespaced_pod("py1", "default")
 print("delete ok")
+
+# storage: a class and a claim get the server's defaults; a claim's class is fixed.
+storage = client.StorageV1Api()
+sc = storage.create_storage_class(
+    client.V1StorageClass(metadata=client.V1ObjectMeta(name="py-fast"), provisioner="csi.example.com")
+)
+assert (sc.reclaim_policy, sc.volume_binding_mode) == ("Delete", "Immediate"), sc
+claim = v1.create_namespaced_persistent_volume_claim(
+    "default",
+    client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name="py-data"),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            storage_class_name="py-fast",
+            resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
+        ),
+    ),
+)
+assert (claim.spec.volume_mode, claim.status.phase) == ("Filesystem", "Pending"), claim
+try:
+    v1.patch_namespaced_persistent_volume_claim("py-data", "default", {"spec": {"storageClassName": "other"}})
+    raise SystemExit("changing a claim's class did not fail")
+except client.ApiException as e:
+    assert e.status == 422, e.status
+assert [c.metadata.name for c in v1.list_persistent_volume_claim_for_all_namespaces().items] == ["py-data"]
+print("storage ok")

@@ -1401,3 +1401,75 @@ async fn storage_adds_updates_and_deletes_reach_the_snapshot() {
         (s(&[("pv-b", "b")]), s(&[("default/data", "pv-b")]), vec![])
     );
 }
+
+#[tokio::test]
+async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_volume_only() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness("volumezone", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(
+        make_node("n1")
+            .label("topology.kubernetes.io/zone", "b")
+            .capacity(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")])
+            .obj(),
+    );
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolume(Change::Added(pv(
+            "pv-a", "a",
+        ))));
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(pvc(
+            "default", "data", "pv-a",
+        ))));
+    let mut db = pod("db", "100m");
+    if let Some(spec) = db.spec.as_mut() {
+        spec.volumes = Some(vec![k8s_openapi::api::core::v1::Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(
+                k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                    claim_name: "data".into(),
+                    read_only: None,
+                },
+            ),
+            ..Default::default()
+        }]);
+    }
+    h.cluster.apply_pod(db);
+    assert_eq!(
+        h.drain().await,
+        vec![(
+            "db".to_string(),
+            "unschedulable: 0/1 nodes are available: 1 node(s) had no available volume zone. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.".to_string()
+        )]
+    );
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    // Another claim, and a change of the volume that leaves its zone alone: no retry.
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(pvc(
+            "default", "other", "pv-a",
+        ))));
+    let mut relabelled = (*pv("pv-a", "a")).clone();
+    if let Some(l) = relabelled.metadata.labels.as_mut() {
+        l.insert("team".into(), "db".into());
+    }
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolume(Change::Updated {
+            old: pv("pv-a", "a"),
+            new: Arc::new(relabelled.clone()),
+        }));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    // The volume moves to zone b: the pod is retried and lands on n1.
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolume(Change::Updated {
+            old: Arc::new(relabelled),
+            new: pv("pv-a", "b"),
+        }));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Backoff));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("db".to_string(), "assumed n1".to_string())]
+    );
+}

@@ -8,7 +8,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 
 /// The kind of object an event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,6 +157,22 @@ impl ClusterEvent {
 pub enum EventObject {
     Pod(Arc<Pod>),
     Node(Arc<Node>),
+    PersistentVolume(Arc<PersistentVolume>),
+    PersistentVolumeClaim(Arc<PersistentVolumeClaim>),
+    StorageClass(Arc<StorageClass>),
+}
+
+impl EventObject {
+    /// The object's kind, for hint errors that name what they got.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventObject::Pod(_) => "Pod",
+            EventObject::Node(_) => "Node",
+            EventObject::PersistentVolume(_) => "PersistentVolume",
+            EventObject::PersistentVolumeClaim(_) => "PersistentVolumeClaim",
+            EventObject::StorageClass(_) => "StorageClass",
+        }
+    }
 }
 
 /// A plugin's answer to "may this event make the pod schedulable?".

@@ -32,7 +32,7 @@ pub use handle::{
 };
 pub use interface::*;
 pub use parallelize::Parallelizer;
-pub use snapshot::{Snapshot, Workloads};
+pub use snapshot::{Snapshot, StorageListers, Workloads};
 pub use status::{Code, Status};
 pub use types::{NodeInfo, NodeScore, PodInfo, PodKey, QueuedPodInfo, Resource};
 pub use waiting_pods::{WaitingPod, WaitingPods};

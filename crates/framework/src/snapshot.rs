@@ -9,8 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::types::{ImageStateSummary, NodeInfo, PodInfo};
 
@@ -48,6 +51,37 @@ impl Workloads {
     }
 }
 
+/// The storage objects volume plugins read (upstream's PersistentVolume,
+/// PersistentVolumeClaim and StorageClass listers): volumes and classes by name, claims by
+/// `namespace/name`.
+#[derive(Debug, Clone, Default)]
+pub struct StorageListers {
+    pub persistent_volumes: HashMap<String, Arc<PersistentVolume>>,
+    pub persistent_volume_claims: HashMap<String, Arc<PersistentVolumeClaim>>,
+    pub storage_classes: HashMap<String, Arc<StorageClass>>,
+}
+
+impl StorageListers {
+    /// The PersistentVolume `name`.
+    pub fn persistent_volume(&self, name: &str) -> Option<&Arc<PersistentVolume>> {
+        self.persistent_volumes.get(name)
+    }
+
+    /// The PersistentVolumeClaim `name` of namespace `ns`.
+    pub fn persistent_volume_claim(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> Option<&Arc<PersistentVolumeClaim>> {
+        self.persistent_volume_claims.get(&format!("{ns}/{name}"))
+    }
+
+    /// The StorageClass `name`.
+    pub fn storage_class(&self, name: &str) -> Option<&Arc<StorageClass>> {
+        self.storage_classes.get(name)
+    }
+}
+
 /// The nodes of the cluster with their pods, as the plugins see them.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -64,6 +98,8 @@ pub struct Snapshot {
     workloads: Arc<Workloads>,
     /// PodDisruptionBudgets, for preemption (upstream's PDB lister), in a stable order.
     pdbs: Arc<Vec<Arc<PodDisruptionBudget>>>,
+    /// Volumes, claims and classes, for the volume plugins. Shared like `workloads`.
+    storage: Arc<StorageListers>,
     /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
     /// the scheduler cache copies in only NodeInfos changed since.
     generation: u64,
@@ -227,6 +263,16 @@ impl Snapshot {
     /// The PodDisruptionBudgets of the cluster.
     pub fn pdbs(&self) -> &[Arc<PodDisruptionBudget>] {
         &self.pdbs
+    }
+
+    /// Sets the volumes, claims and classes.
+    pub fn set_storage(&mut self, storage: Arc<StorageListers>) {
+        self.storage = storage;
+    }
+
+    /// The volumes, claims and classes of the cluster.
+    pub fn storage(&self) -> &StorageListers {
+        &self.storage
     }
 
     /// Every node, in node-tree order.

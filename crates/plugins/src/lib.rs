@@ -25,5 +25,6 @@ pub mod podtopologyspread;
 pub mod queuesort;
 pub mod schedulinggates;
 pub mod tainttoleration;
+pub mod volumezone;
 
 pub use registry::{in_tree_registry, Factory, Registry, RegistryError};

@@ -16,9 +16,12 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 /// One change to one object.
 #[derive(Debug, Clone)]
@@ -50,6 +53,9 @@ pub enum ObjectEvent {
     StatefulSet(Change<StatefulSet>),
     PodDisruptionBudget(Change<PodDisruptionBudget>),
     PriorityClass(Change<PriorityClass>),
+    PersistentVolume(Change<PersistentVolume>),
+    PersistentVolumeClaim(Change<PersistentVolumeClaim>),
+    StorageClass(Change<StorageClass>),
 }
 
 /// What an event source delivers to. Implemented by the scheduler; called from informer

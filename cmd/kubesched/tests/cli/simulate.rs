@@ -35,6 +35,7 @@ fn read(path: &Path) -> Option<String> {
 #[case::example_cluster_table("example_cluster_table")]
 #[case::resource_pressure("resource_pressure")]
 #[case::node_affinity("node_affinity")]
+#[case::volume_zone("volume_zone")]
 #[case::bin_packing_config("bin_packing_config")]
 #[case::priority_orders_the_queue("priority_orders_the_queue")]
 #[case::preemption("preemption")]

@@ -13,12 +13,12 @@ pub fn node_change<'a>(
 ) -> Result<(Option<&'a Node>, &'a Node), String> {
     let modified = match new {
         Some(EventObject::Node(n)) => n.as_ref(),
-        Some(EventObject::Pod(_)) => return Err("expected Node, but got Pod".to_string()),
+        Some(o) => return Err(format!("expected Node, but got {}", o.kind())),
         None => return Err("expected Node, but got nothing".to_string()),
     };
     let original = match old {
         Some(EventObject::Node(n)) => Some(n.as_ref()),
-        Some(EventObject::Pod(_)) => return Err("expected Node, but got Pod".to_string()),
+        Some(o) => return Err(format!("expected Node, but got {}", o.kind())),
         None => None,
     };
     Ok((original, modified))
@@ -28,7 +28,7 @@ pub fn node_change<'a>(
 pub fn modified_pod(new: Option<&EventObject>) -> Result<&Pod, String> {
     match new {
         Some(EventObject::Pod(p)) => Ok(p.as_ref()),
-        Some(EventObject::Node(_)) => Err("expected Pod, but got Node".to_string()),
+        Some(o) => Err(format!("expected Pod, but got {}", o.kind())),
         None => Err("expected Pod, but got nothing".to_string()),
     }
 }

@@ -448,7 +448,7 @@ fn matches_any_term(terms: &[AffinityTerm], pod: &Pod) -> bool {
 fn event_pod(obj: Option<&EventObject>) -> Result<Option<&Pod>, String> {
     match obj {
         Some(EventObject::Pod(p)) => Ok(Some(p.as_ref())),
-        Some(EventObject::Node(_)) => Err("expected Pod, but got Node".to_string()),
+        Some(o) => Err(format!("expected Pod, but got {}", o.kind())),
         None => Ok(None),
     }
 }

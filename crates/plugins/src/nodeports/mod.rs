@@ -125,9 +125,7 @@ fn is_schedulable_after_pod_deleted(
 ) -> Result<QueueingHint, String> {
     let deleted = match old {
         Some(EventObject::Pod(p)) => p,
-        Some(EventObject::Node(_)) => {
-            return Err("expected the deleted Pod, got a Node".to_string())
-        }
+        Some(o) => return Err(format!("expected the deleted Pod, got a {}", o.kind())),
         None => return Err("expected the deleted Pod, got nothing".to_string()),
     };
     let assigned = deleted

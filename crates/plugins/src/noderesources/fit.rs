@@ -485,7 +485,7 @@ fn as_pod(obj: Option<&EventObject>) -> Result<Option<&Pod>, String> {
     match obj {
         None => Ok(None),
         Some(EventObject::Pod(p)) => Ok(Some(p)),
-        Some(EventObject::Node(_)) => Err("expected a Pod, got a Node".to_string()),
+        Some(o) => Err(format!("expected a Pod, got a {}", o.kind())),
     }
 }
 
@@ -493,7 +493,7 @@ fn as_node(obj: Option<&EventObject>) -> Result<Option<&Arc<Node>>, String> {
     match obj {
         None => Ok(None),
         Some(EventObject::Node(n)) => Ok(Some(n)),
-        Some(EventObject::Pod(_)) => Err("expected a Node, got a Pod".to_string()),
+        Some(o) => Err(format!("expected a Node, got a {}", o.kind())),
     }
 }
 

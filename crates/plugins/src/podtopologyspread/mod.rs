@@ -279,7 +279,7 @@ fn as_pods<'a>(
     let pod = |o: Option<&'a EventObject>| match o {
         None => Ok(None),
         Some(EventObject::Pod(p)) => Ok(Some(p.as_ref())),
-        Some(EventObject::Node(_)) => Err("expected Pod, but got Node".to_string()),
+        Some(o) => Err(format!("expected Pod, but got {}", o.kind())),
     };
     Ok((pod(old)?, pod(new)?))
 }
@@ -292,7 +292,7 @@ fn as_nodes<'a>(
     let node = |o: Option<&'a EventObject>| match o {
         None => Ok(None),
         Some(EventObject::Node(n)) => Ok(Some(n.as_ref())),
-        Some(EventObject::Pod(_)) => Err("expected Node, but got Pod".to_string()),
+        Some(o) => Err(format!("expected Node, but got {}", o.kind())),
     };
     Ok((node(old)?, node(new)?))
 }

@@ -79,9 +79,7 @@ fn is_schedulable_after_gates_eliminated(
 ) -> Result<QueueingHint, String> {
     let modified = match new {
         Some(EventObject::Pod(p)) => p,
-        Some(EventObject::Node(_)) => {
-            return Err("expected the updated Pod, got a Node".to_string())
-        }
+        Some(o) => return Err(format!("expected the updated Pod, got a {}", o.kind())),
         None => return Err("expected the updated Pod, got nothing".to_string()),
     };
     if modified.metadata.uid != pod.metadata.uid {

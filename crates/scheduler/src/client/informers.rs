@@ -19,9 +19,12 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -52,7 +55,7 @@ impl Default for InformerOptions {
 }
 
 /// Number of kinds [`run_informers`] watches; `synced` waits for all of them.
-const KINDS: usize = 9;
+const KINDS: usize = 12;
 
 /// Watches every kind the scheduler reads and delivers their events to `handler` until
 /// `shutdown` resolves (or the returned future is dropped: each kind runs on its own task,
@@ -144,10 +147,28 @@ pub async fn run_informers(
         ctx("poddisruptionbudgets"),
     ));
     tasks.spawn(watch_kind(
-        Api::<PriorityClass>::all(client),
-        base,
+        Api::<PriorityClass>::all(client.clone()),
+        base.clone(),
         ObjectEvent::PriorityClass,
         ctx("priorityclasses"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<PersistentVolume>::all(client.clone()),
+        base.clone(),
+        ObjectEvent::PersistentVolume,
+        ctx("persistentvolumes"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        base.clone(),
+        ObjectEvent::PersistentVolumeClaim,
+        ctx("persistentvolumeclaims"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<StorageClass>::all(client),
+        base,
+        ObjectEvent::StorageClass,
+        ctx("storageclasses"),
     ));
     debug_assert_eq!(tasks.len(), KINDS);
     tokio::select! {

@@ -95,7 +95,17 @@ fn seen<K: Resource>(change: &Change<K>) -> Seen {
     }
 }
 
-/// Records pod and node changes (the kinds the test creates) and `synced`, in order.
+/// A storage change, its keys prefixed by `kind` so they sort apart from pods and nodes.
+fn kind_seen(kind: &str, s: Seen) -> Seen {
+    match s {
+        Seen::Added(k) => Seen::Added(format!("{kind} {k}")),
+        Seen::Updated(o, n) => Seen::Updated(format!("{kind} {o}"), format!("{kind} {n}")),
+        Seen::Deleted(k) => Seen::Deleted(format!("{kind} {k}")),
+        Seen::Synced => Seen::Synced,
+    }
+}
+
+/// Records pod, node and storage changes (the kinds the test creates) and `synced`, in order.
 #[derive(Default)]
 struct Recorder {
     seen: Mutex<Vec<Seen>>,
@@ -112,6 +122,9 @@ impl EventHandler for Recorder {
         let s = match &event {
             ObjectEvent::Pod(c) => seen(c),
             ObjectEvent::Node(c) => seen(c),
+            ObjectEvent::PersistentVolume(c) => kind_seen("pv", seen(c)),
+            ObjectEvent::PersistentVolumeClaim(c) => kind_seen("pvc", seen(c)),
+            ObjectEvent::StorageClass(c) => kind_seen("sc", seen(c)),
             _ => return,
         };
         self.seen.lock().expect("recorder lock").push(s);
@@ -515,6 +528,107 @@ async fn informers_deliver_add_update_delete_in_order_and_sync_once() {
     let all = recorder.snapshot();
     assert_eq!(got, Some((want_pods, want_nodes)), "all events: {all:?}");
     assert_eq!(all.iter().filter(|s| **s == Seen::Synced).count(), 1);
+
+    let _ = stop.send(());
+    informers.await.expect("informers stop");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_deliver_volumes_claims_and_classes() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let (server, client) = cluster().await;
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let pp = PostParams::default();
+    fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("object")
+    }
+    classes
+        .create(
+            &pp,
+            &decode(json!({"metadata": {"name": "fast"}, "provisioner": "p",
+                "volumeBindingMode": "WaitForFirstConsumer"})),
+        )
+        .await
+        .expect("class");
+    pvs.create(
+        &pp,
+        &decode(
+            json!({"metadata": {"name": "pv-a", "labels": {"step": "1"}},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/data"}}}),
+        ),
+    )
+    .await
+    .expect("volume");
+    pvcs.create(
+        &pp,
+        &decode(
+            json!({"metadata": {"name": "data", "labels": {"step": "1"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+    )
+    .await
+    .expect("claim");
+
+    let recorder = Arc::new(Recorder::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let informers = tokio::spawn(run_informers(
+        client.clone(),
+        recorder.clone(),
+        InformerOptions::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let mut initial = poll(WAIT, || async {
+        let s = recorder.snapshot();
+        s.contains(&Seen::Synced).then_some(s)
+    })
+    .await
+    .expect("synced within the deadline");
+    initial.sort();
+    assert_eq!(
+        initial,
+        vec![
+            Seen::Added("pv pv-a@1".into()),
+            Seen::Added("pvc default/data@1".into()),
+            Seen::Added("sc fast@-".into()),
+            Seen::Synced
+        ]
+    );
+
+    pvs.patch(
+        "pv-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"step": "2"}}})),
+    )
+    .await
+    .expect("volume patched");
+    pvcs.delete("data", &Default::default())
+        .await
+        .expect("claim deleted");
+    classes
+        .delete("fast", &Default::default())
+        .await
+        .expect("class deleted");
+    let mut want = vec![
+        Seen::Updated("pv pv-a@1".into(), "pv pv-a@2".into()),
+        Seen::Deleted("pvc default/data@1".into()),
+        Seen::Deleted("sc fast@-".into()),
+    ];
+    want.sort();
+    let got = poll(WAIT, || async {
+        let mut after: Vec<Seen> = recorder.snapshot().into_iter().skip(4).collect();
+        after.sort();
+        (after.len() >= want.len()).then_some(after)
+    })
+    .await;
+    assert_eq!(got, Some(want), "all events: {:?}", recorder.snapshot());
 
     let _ = stop.send(());
     informers.await.expect("informers stop");

@@ -7,7 +7,10 @@
 
 use std::sync::Arc;
 
-use framework::{ActionType, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, Workloads};
+use framework::{
+    ActionType, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, StorageListers,
+    Workloads,
+};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::Metadata;
 
@@ -78,6 +81,36 @@ impl EventHandler for Shared {
                         st.priority_classes.insert(key, o)
                     }
                 };
+            }
+            ObjectEvent::PersistentVolume(c) => {
+                let key = c.object().metadata.name.clone().unwrap_or_default();
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::PersistentVolume,
+                    EventObject::PersistentVolume,
+                    |s| &mut s.persistent_volumes,
+                );
+            }
+            ObjectEvent::PersistentVolumeClaim(c) => {
+                let key = ns_name(&c.object().metadata);
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::PersistentVolumeClaim,
+                    EventObject::PersistentVolumeClaim,
+                    |s| &mut s.persistent_volume_claims,
+                );
+            }
+            ObjectEvent::StorageClass(c) => {
+                let key = c.object().metadata.name.clone().unwrap_or_default();
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::StorageClass,
+                    EventObject::StorageClass,
+                    |s| &mut s.storage_classes,
+                );
             }
         }
     }
@@ -247,6 +280,44 @@ impl Shared {
         if list.is_empty() {
             field(workloads).remove(&ns);
         }
+    }
+}
+
+impl Shared {
+    /// Files a volume, claim or class change under `key` and offers it to waiting pods
+    /// (upstream registers the same handlers for the storage informers).
+    fn update_storage<T>(
+        &self,
+        change: Change<T>,
+        key: String,
+        resource: EventResource,
+        wrap: fn(Arc<T>) -> EventObject,
+        field: impl Fn(&mut StorageListers) -> &mut std::collections::HashMap<String, Arc<T>>,
+    ) {
+        let action = action_of(&change);
+        let mut st = self.state();
+        let storage = Arc::make_mut(&mut st.storage);
+        let (old, new) = match change {
+            Change::Added(o) => {
+                field(storage).insert(key, o.clone());
+                (None, Some(wrap(o)))
+            }
+            Change::Updated { old, new } => {
+                field(storage).insert(key, new.clone());
+                (Some(wrap(old)), Some(wrap(new)))
+            }
+            Change::Deleted(o) => {
+                field(storage).remove(&key);
+                (Some(wrap(o)), None)
+            }
+        };
+        st.queue.move_all_to_active_or_backoff(
+            ClusterEvent::new(resource, action),
+            old.as_ref(),
+            new.as_ref(),
+        );
+        drop(st);
+        self.notify();
     }
 }
 

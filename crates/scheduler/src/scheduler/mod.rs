@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use framework::{ClusterClient, PodInfo, PreemptingPods, WaitingPods, Workloads};
+use framework::{ClusterClient, PodInfo, PreemptingPods, StorageListers, WaitingPods, Workloads};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
@@ -125,6 +125,8 @@ struct State {
     /// `pdbs` by key, as the snapshot hands them to PostFilter plugins.
     pdb_list: Arc<Vec<Arc<PodDisruptionBudget>>>,
     priority_classes: HashMap<String, Arc<PriorityClass>>,
+    /// Volumes, claims and classes, as the snapshot hands them to volume plugins.
+    storage: Arc<StorageListers>,
     last_unschedulable_flush: Instant,
     last_assumed_cleanup: Instant,
 }
@@ -240,6 +242,7 @@ impl Scheduler {
             pdbs: HashMap::new(),
             pdb_list: Arc::new(Vec::new()),
             priority_classes: HashMap::new(),
+            storage: Arc::new(StorageListers::default()),
             last_unschedulable_flush: now,
             last_assumed_cleanup: now,
         };

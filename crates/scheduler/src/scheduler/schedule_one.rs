@@ -171,8 +171,15 @@ impl SchedulingLoop {
         self.assume_and_bind(fwk, state, qpi, host, started)
     }
 
+    /// The snapshot as the next cycle sees it.
+    #[cfg(test)]
+    pub(super) fn refreshed_snapshot(&mut self) -> &Snapshot {
+        self.refresh_snapshot();
+        &self.snapshot
+    }
+
     /// Brings the snapshot up to date with the cache (changed NodeInfos only) and the
-    /// namespace and workload listers.
+    /// namespace, workload, PDB and storage listers.
     fn refresh_snapshot(&mut self) {
         let mut st = self.shared.state();
         st.cache.update_snapshot(&mut self.snapshot);
@@ -182,6 +189,7 @@ impl SchedulingLoop {
         }
         self.snapshot.set_workloads(st.workloads.clone());
         self.snapshot.set_pdbs(st.pdb_list.clone());
+        self.snapshot.set_storage(st.storage.clone());
         self.algorithm.set_nominated_pods(st.queue.nominated_pods());
     }
 

@@ -1245,3 +1245,231 @@ async fn a_victim_rejected_at_permit_is_not_counted_as_terminating() {
         )
     );
 }
+
+// ---- storage listers ---------------------------------------------------------------------
+
+/// What the snapshot's storage listers hold: volumes (name and zone label), claims
+/// (`namespace/name` and volume name) and classes (name and binding mode), sorted.
+type StorageView = (
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+);
+
+fn storage_view(s: &framework::StorageListers) -> StorageView {
+    let zone = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.labels
+            .as_ref()
+            .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+            .unwrap_or_default()
+    };
+    let mut pvs: Vec<(String, String)> = s
+        .persistent_volumes
+        .iter()
+        .map(|(k, v)| (k.clone(), zone(&v.metadata)))
+        .collect();
+    let mut pvcs: Vec<(String, String)> = s
+        .persistent_volume_claims
+        .iter()
+        .map(|(k, v)| {
+            let vol = v.spec.as_ref().and_then(|s| s.volume_name.clone());
+            (k.clone(), vol.unwrap_or_default())
+        })
+        .collect();
+    let mut classes: Vec<(String, String)> = s
+        .storage_classes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.volume_binding_mode.clone().unwrap_or_default()))
+        .collect();
+    pvs.sort();
+    pvcs.sort();
+    classes.sort();
+    (pvs, pvcs, classes)
+}
+
+fn pv(name: &str, zone: &str) -> Arc<k8s_openapi::api::core::v1::PersistentVolume> {
+    let mut v = k8s_openapi::api::core::v1::PersistentVolume::default();
+    v.metadata.name = Some(name.into());
+    v.metadata.labels = Some(
+        [("topology.kubernetes.io/zone".to_string(), zone.to_string())]
+            .into_iter()
+            .collect(),
+    );
+    Arc::new(v)
+}
+
+fn pvc(
+    ns: &str,
+    name: &str,
+    volume: &str,
+) -> Arc<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+    let mut c = k8s_openapi::api::core::v1::PersistentVolumeClaim::default();
+    c.metadata.namespace = Some(ns.into());
+    c.metadata.name = Some(name.into());
+    c.spec = Some(k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
+        volume_name: Some(volume.into()),
+        ..Default::default()
+    });
+    Arc::new(c)
+}
+
+fn storage_class(name: &str, mode: &str) -> Arc<k8s_openapi::api::storage::v1::StorageClass> {
+    Arc::new(k8s_openapi::api::storage::v1::StorageClass {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        provisioner: "p".into(),
+        volume_binding_mode: Some(mode.into()),
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn storage_adds_updates_and_deletes_reach_the_snapshot() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness("storage-listers", "permit: allow", &["default-scheduler"]);
+    let s = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        storage_view(h.lp.refreshed_snapshot().storage()),
+        (vec![], vec![], vec![])
+    );
+
+    for e in [
+        ObjectEvent::PersistentVolume(Change::Added(pv("pv-a", "a"))),
+        ObjectEvent::PersistentVolume(Change::Added(pv("pv-b", "b"))),
+        ObjectEvent::PersistentVolumeClaim(Change::Added(pvc("shop", "data", "pv-a"))),
+        ObjectEvent::PersistentVolumeClaim(Change::Added(pvc("default", "data", "pv-b"))),
+        ObjectEvent::StorageClass(Change::Added(storage_class("fast", "Immediate"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        storage_view(h.lp.refreshed_snapshot().storage()),
+        (
+            s(&[("pv-a", "a"), ("pv-b", "b")]),
+            s(&[("default/data", "pv-b"), ("shop/data", "pv-a")]),
+            s(&[("fast", "Immediate")]),
+        )
+    );
+    let snap = h.lp.refreshed_snapshot();
+    assert!(snap
+        .storage()
+        .persistent_volume_claim("shop", "data")
+        .is_some());
+    assert!(snap.storage().persistent_volume("pv-b").is_some());
+    assert!(snap.storage().storage_class("fast").is_some());
+
+    for e in [
+        ObjectEvent::PersistentVolume(Change::Updated {
+            old: pv("pv-a", "a"),
+            new: pv("pv-a", "c"),
+        }),
+        ObjectEvent::PersistentVolumeClaim(Change::Updated {
+            old: pvc("shop", "data", "pv-a"),
+            new: pvc("shop", "data", "pv-b"),
+        }),
+        ObjectEvent::StorageClass(Change::Updated {
+            old: storage_class("fast", "Immediate"),
+            new: storage_class("fast", "WaitForFirstConsumer"),
+        }),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        storage_view(h.lp.refreshed_snapshot().storage()),
+        (
+            s(&[("pv-a", "c"), ("pv-b", "b")]),
+            s(&[("default/data", "pv-b"), ("shop/data", "pv-b")]),
+            s(&[("fast", "WaitForFirstConsumer")]),
+        )
+    );
+
+    for e in [
+        ObjectEvent::PersistentVolume(Change::Deleted(pv("pv-a", "c"))),
+        ObjectEvent::PersistentVolumeClaim(Change::Deleted(pvc("shop", "data", "pv-b"))),
+        ObjectEvent::StorageClass(Change::Deleted(storage_class("fast", "Immediate"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        storage_view(h.lp.refreshed_snapshot().storage()),
+        (s(&[("pv-b", "b")]), s(&[("default/data", "pv-b")]), vec![])
+    );
+}
+
+#[tokio::test]
+async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_volume_only() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness("volumezone", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(
+        make_node("n1")
+            .label("topology.kubernetes.io/zone", "b")
+            .capacity(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")])
+            .obj(),
+    );
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolume(Change::Added(pv(
+            "pv-a", "a",
+        ))));
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(pvc(
+            "default", "data", "pv-a",
+        ))));
+    let mut db = pod("db", "100m");
+    if let Some(spec) = db.spec.as_mut() {
+        spec.volumes = Some(vec![k8s_openapi::api::core::v1::Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(
+                k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                    claim_name: "data".into(),
+                    read_only: None,
+                },
+            ),
+            ..Default::default()
+        }]);
+    }
+    h.cluster.apply_pod(db);
+    assert_eq!(
+        h.drain().await,
+        vec![(
+            "db".to_string(),
+            "unschedulable: 0/1 nodes are available: 1 node(s) had no available volume zone. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.".to_string()
+        )]
+    );
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    // Another claim, and a change of the volume that leaves its zone alone: no retry.
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(pvc(
+            "default", "other", "pv-a",
+        ))));
+    let mut relabelled = (*pv("pv-a", "a")).clone();
+    if let Some(l) = relabelled.metadata.labels.as_mut() {
+        l.insert("team".into(), "db".into());
+    }
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolume(Change::Updated {
+            old: pv("pv-a", "a"),
+            new: Arc::new(relabelled.clone()),
+        }));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    // The volume moves to zone b: the pod is retried and lands on n1.
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolume(Change::Updated {
+            old: Arc::new(relabelled),
+            new: pv("pv-a", "b"),
+        }));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Backoff));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("db".to_string(), "assumed n1".to_string())]
+    );
+}

@@ -10,9 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+    ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use thiserror::Error;
@@ -60,6 +64,10 @@ pub struct ClusterInput {
     /// For preemption: disruption budgets and priority classes.
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     pub priority_classes: Vec<Arc<PriorityClass>>,
+    /// For the volume plugins: volumes, claims (namespace set) and classes.
+    pub persistent_volumes: Vec<Arc<PersistentVolume>>,
+    pub persistent_volume_claims: Vec<Arc<PersistentVolumeClaim>>,
+    pub storage_classes: Vec<Arc<StorageClass>>,
     /// The file each pod came from (parallel to `pods`), to name it in errors.
     pod_files: Vec<PathBuf>,
     /// Kinds that were present but are not used, with their counts.
@@ -224,6 +232,9 @@ impl ClusterInput {
                 | "StatefulSet"
                 | "PodDisruptionBudget"
                 | "PriorityClass"
+                | "PersistentVolume"
+                | "PersistentVolumeClaim"
+                | "StorageClass"
         ) {
             *self.ignored.entry(kind).or_insert(0) += 1;
             return Ok(());
@@ -234,7 +245,10 @@ impl ClusterInput {
                 "metadata.name is required".into(),
             ));
         }
-        let namespaced = !matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
+        let namespaced = !matches!(
+            kind.as_str(),
+            "Node" | "Namespace" | "PriorityClass" | "PersistentVolume" | "StorageClass"
+        );
         let ns = value
             .pointer("/metadata/namespace")
             .and_then(|n| n.as_str())
@@ -295,6 +309,20 @@ impl ClusterInput {
             "PriorityClass" => {
                 let pc: PriorityClass = decode(value).map_err(|m| err(label.clone(), m))?;
                 self.priority_classes.push(Arc::new(pc));
+            }
+            "PersistentVolume" => {
+                let pv: PersistentVolume = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.persistent_volumes.push(Arc::new(pv));
+            }
+            "PersistentVolumeClaim" => {
+                let mut pvc: PersistentVolumeClaim =
+                    decode(value).map_err(|m| err(label.clone(), m))?;
+                pvc.metadata.namespace = Some(ns);
+                self.persistent_volume_claims.push(Arc::new(pvc));
+            }
+            "StorageClass" => {
+                let sc: StorageClass = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.storage_classes.push(Arc::new(sc));
             }
             "ReplicaSet" => {
                 let rs: ReplicaSet = decode(value).map_err(|m| err(label.clone(), m))?;
@@ -512,6 +540,44 @@ mod tests {
         let got = load("kind: PodDisruptionBudget\nmetadata: {name: db}\nspec: {maxUnavailable: 1, selector: {matchLabels: {app: db}}}\nstatus: {disruptionsAllowed: 1, currentHealthy: 1, desiredHealthy: 1, expectedPods: 1}\n")
             .map(|i| i.pdbs.iter().map(|p| p.metadata.namespace.clone()).collect::<Vec<_>>());
         assert_eq!(got, Ok(vec![Some("default".to_string())]));
+    }
+
+    #[test]
+    fn storage_objects_are_read_not_ignored() {
+        let text = "kind: StorageClass\nmetadata: {name: wffc}\nprovisioner: p\nvolumeBindingMode: WaitForFirstConsumer\n---\nkind: PersistentVolume\nmetadata: {name: pv-a, labels: {topology.kubernetes.io/zone: a}}\nspec: {capacity: {storage: 1Gi}}\n---\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: shop}\nspec: {volumeName: pv-a}\n---\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec: {storageClassName: wffc}\n";
+        let got = load(text).map(|i| {
+            let names = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                format!(
+                    "{}/{}",
+                    m.namespace.as_deref().unwrap_or("-"),
+                    m.name.as_deref().unwrap_or("")
+                )
+            };
+            (
+                i.storage_classes
+                    .iter()
+                    .map(|o| names(&o.metadata))
+                    .collect::<Vec<_>>(),
+                i.persistent_volumes
+                    .iter()
+                    .map(|o| names(&o.metadata))
+                    .collect::<Vec<_>>(),
+                i.persistent_volume_claims
+                    .iter()
+                    .map(|o| names(&o.metadata))
+                    .collect::<Vec<_>>(),
+                i.ignored.len(),
+            )
+        });
+        assert_eq!(
+            got,
+            Ok((
+                vec!["-/wffc".to_string()],
+                vec!["-/pv-a".to_string()],
+                vec!["shop/data".to_string(), "default/data".to_string()],
+                0
+            ))
+        );
     }
 
     #[test]

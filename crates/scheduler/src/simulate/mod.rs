@@ -315,6 +315,15 @@ fn load(cluster: &MemoryCluster, input: &ClusterInput, clock: &FakeClock) {
     for o in &input.pdbs {
         cluster.deliver_other(ObjectEvent::PodDisruptionBudget(Change::Added(o.clone())));
     }
+    for o in &input.storage_classes {
+        cluster.deliver_other(ObjectEvent::StorageClass(Change::Added(o.clone())));
+    }
+    for o in &input.persistent_volumes {
+        cluster.deliver_other(ObjectEvent::PersistentVolume(Change::Added(o.clone())));
+    }
+    for o in &input.persistent_volume_claims {
+        cluster.deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(o.clone())));
+    }
     for n in &input.nodes {
         cluster.apply_node((**n).clone());
     }

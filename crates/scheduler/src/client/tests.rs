@@ -440,6 +440,49 @@ fn leader_election_defaults() {
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// Informers running on a client, reporting to `recorder`.
+struct Informers {
+    recorder: Arc<Recorder>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Informers {
+    /// Starts them and waits until they have synced; returns them and what the recorder saw
+    /// up to then (the initial lists and `Synced`).
+    async fn synced(client: kube::Client) -> (Informers, Vec<Seen>) {
+        let recorder = Arc::new(Recorder::default());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run_informers(
+            client,
+            recorder.clone(),
+            InformerOptions::default(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let seen = poll(WAIT, || async {
+            let s = recorder.snapshot();
+            s.contains(&Seen::Synced).then_some(s)
+        })
+        .await
+        .expect("synced within the deadline");
+        (
+            Informers {
+                recorder,
+                stop,
+                task,
+            },
+            seen,
+        )
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("informers stop");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informers_deliver_add_update_delete_in_order_and_sync_once() {
     let (server, client) = cluster().await;
@@ -454,22 +497,8 @@ async fn informers_deliver_add_update_delete_in_order_and_sync_once() {
         .await
         .expect("pod a");
 
-    let recorder = Arc::new(Recorder::default());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let informers = tokio::spawn(run_informers(
-        client.clone(),
-        recorder.clone(),
-        InformerOptions::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    let synced = poll(WAIT, || async {
-        let s = recorder.snapshot();
-        s.contains(&Seen::Synced).then_some(s)
-    })
-    .await
-    .expect("synced within the deadline");
+    let (informers, synced) = Informers::synced(client.clone()).await;
+    let recorder = informers.recorder.clone();
     let mut initial = synced.clone();
     initial.sort();
     assert_eq!(
@@ -529,8 +558,7 @@ async fn informers_deliver_add_update_delete_in_order_and_sync_once() {
     assert_eq!(got, Some((want_pods, want_nodes)), "all events: {all:?}");
     assert_eq!(all.iter().filter(|s| **s == Seen::Synced).count(), 1);
 
-    let _ = stop.send(());
-    informers.await.expect("informers stop");
+    informers.stop().await;
     server.shutdown().await;
 }
 
@@ -575,22 +603,8 @@ async fn informers_deliver_volumes_claims_and_classes() {
     .await
     .expect("claim");
 
-    let recorder = Arc::new(Recorder::default());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let informers = tokio::spawn(run_informers(
-        client.clone(),
-        recorder.clone(),
-        InformerOptions::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    let mut initial = poll(WAIT, || async {
-        let s = recorder.snapshot();
-        s.contains(&Seen::Synced).then_some(s)
-    })
-    .await
-    .expect("synced within the deadline");
+    let (informers, mut initial) = Informers::synced(client.clone()).await;
+    let recorder = informers.recorder.clone();
     initial.sort();
     assert_eq!(
         initial,
@@ -630,8 +644,7 @@ async fn informers_deliver_volumes_claims_and_classes() {
     .await;
     assert_eq!(got, Some(want), "all events: {:?}", recorder.snapshot());
 
-    let _ = stop.send(());
-    informers.await.expect("informers stop");
+    informers.stop().await;
     server.shutdown().await;
 }
 
@@ -1227,21 +1240,8 @@ async fn pods_after_a_dropped_connection(log_capacity: usize) -> Option<Vec<Seen
             .await
             .expect("pod");
     }
-    let recorder = Arc::new(Recorder::default());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let informers = tokio::spawn(run_informers(
-        proxy.client(),
-        recorder.clone(),
-        InformerOptions::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    poll(WAIT, || async {
-        recorder.snapshot().contains(&Seen::Synced).then_some(())
-    })
-    .await
-    .expect("synced");
+    let (informers, _) = Informers::synced(proxy.client()).await;
+    let recorder = informers.recorder.clone();
 
     proxy.cut();
     pods.delete("a", &Default::default())
@@ -1267,8 +1267,7 @@ async fn pods_after_a_dropped_connection(log_capacity: usize) -> Option<Vec<Seen
         (after.len() >= 5).then_some(after)
     })
     .await;
-    let _ = stop.send(());
-    informers.await.expect("informers stop");
+    informers.stop().await;
     drop(proxy);
     server.shutdown().await;
     got

@@ -280,3 +280,51 @@ pub(crate) fn down_extender_url() -> String {
     drop(listener);
     format!("http://{addr}/scheduler")
 }
+
+/// `namespace/name` → node of every pod (empty string when unbound).
+pub(crate) fn pod_nodes(kubeconfig: &Path) -> BTreeMap<String, String> {
+    let out = kubectl_ok(
+        kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.spec.nodeName}{\"\\n\"}{end}",
+        ],
+    );
+    out.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+pub(crate) fn node_yaml(name: &str, cpu: &str, labels: &[(&str, &str)], taint: Option<&str>) -> String {
+    let mut y = format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\n");
+    for (k, v) in labels {
+        y.push_str(&format!("    {k}: \"{v}\"\n"));
+    }
+    if let Some(t) = taint {
+        y.push_str(&format!(
+            "spec:\n  taints:\n  - {{key: {t}, value: \"true\", effect: NoSchedule}}\n"
+        ));
+    }
+    y.push_str(&format!(
+        "status:\n  capacity: {{cpu: \"{cpu}\", memory: 8Gi, pods: \"250\"}}\n  allocatable: {{cpu: \"{cpu}\", memory: 8Gi, pods: \"250\"}}\n"
+    ));
+    y
+}
+
+/// The PodScheduled condition of a pod: `status/reason/message`.
+pub(crate) fn pod_scheduled(kubeconfig: &Path, pod: &str) -> String {
+    kubectl_ok(
+        kubeconfig,
+        &[
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].status}/{.status.conditions[?(@.type==\"PodScheduled\")].reason}/{.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        ],
+    )
+}

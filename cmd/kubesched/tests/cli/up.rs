@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    get, kubectl, kubectl_bin, kubectl_ok, parse_metrics, spawn, up, url_after, wait_for, Proc,
-    Scratch,
+    get, kubectl, kubectl_bin, kubectl_ok, node_yaml, parse_metrics, pod_nodes, pod_scheduled,
+    spawn, up, url_after, wait_for, Proc, Scratch,
 };
 
 /// `scheduler_schedule_attempts_total` of one result for the default profile (0 if absent).
@@ -26,40 +26,6 @@ fn attempts(metrics: &BTreeMap<String, f64>, result: &str) -> f64 {
         "scheduler_schedule_attempts_total{{result=\"{result}\",profile=\"default-scheduler\"}}"
     );
     metrics.get(&key).copied().unwrap_or(0.0)
-}
-
-/// `namespace/name` → node of every pod (empty string when unbound).
-fn pod_nodes(kubeconfig: &Path) -> BTreeMap<String, String> {
-    let out = kubectl_ok(
-        kubeconfig,
-        &[
-            "get",
-            "pods",
-            "-A",
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.spec.nodeName}{\"\\n\"}{end}",
-        ],
-    );
-    out.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn node_yaml(name: &str, cpu: &str, labels: &[(&str, &str)], taint: Option<&str>) -> String {
-    let mut y = format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\n");
-    for (k, v) in labels {
-        y.push_str(&format!("    {k}: \"{v}\"\n"));
-    }
-    if let Some(t) = taint {
-        y.push_str(&format!(
-            "spec:\n  taints:\n  - {{key: {t}, value: \"true\", effect: NoSchedule}}\n"
-        ));
-    }
-    y.push_str(&format!(
-        "status:\n  capacity: {{cpu: \"{cpu}\", memory: 8Gi, pods: \"250\"}}\n  allocatable: {{cpu: \"{cpu}\", memory: 8Gi, pods: \"250\"}}\n"
-    ));
-    y
 }
 
 fn pod_yaml(name: &str, cpu: &str, extra_spec: &str) -> String {
@@ -174,20 +140,6 @@ fn up_binds_200_pods_only_where_they_fit() {
         .map(|(_, v)| v)
         .sum();
     assert_eq!((bind, plugin_samples > 0.0), (Some(200.0), true), "{text}");
-}
-
-/// The PodScheduled condition of a pod: `status/reason/message`.
-fn pod_scheduled(kubeconfig: &Path, pod: &str) -> String {
-    kubectl_ok(
-        kubeconfig,
-        &[
-            "get",
-            "pod",
-            pod,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].status}/{.status.conditions[?(@.type==\"PodScheduled\")].reason}/{.status.conditions[?(@.type==\"PodScheduled\")].message}",
-        ],
-    )
 }
 
 #[test]

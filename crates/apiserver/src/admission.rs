@@ -339,6 +339,61 @@ pub fn default_storage_phase(info: &ResourceInfo, obj: &mut Value) {
     }
 }
 
+/// The annotation that makes a StorageClass the default (value `"true"`), and its beta form.
+pub const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+];
+
+/// The default StorageClass's name: of the classes annotated default, the newest, and of
+/// those made in the same second the first by name.
+///
+/// Upstream: pkg/volume/util GetDefaultClass.
+pub fn default_storage_class(classes: &[std::sync::Arc<Value>]) -> Option<String> {
+    fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
+        v.pointer(p).and_then(Value::as_str).unwrap_or("")
+    }
+    classes
+        .iter()
+        .filter(|c| {
+            DEFAULT_CLASS_ANNOTATIONS.iter().any(|a| {
+                c.pointer("/metadata/annotations")
+                    .and_then(|m| m.get(*a))
+                    .and_then(Value::as_str)
+                    == Some("true")
+            })
+        })
+        .min_by(|a, b| {
+            let created = |c: &Value| str_at(c, "/metadata/creationTimestamp").to_string();
+            created(b)
+                .cmp(&created(a))
+                .then_with(|| str_at(a, "/metadata/name").cmp(str_at(b, "/metadata/name")))
+        })
+        .map(|c| str_at(c, "/metadata/name").to_string())
+}
+
+/// A new claim that names no class (neither `spec.storageClassName`, not even `""`, nor the
+/// beta annotation) gets the default class, when there is one.
+///
+/// Upstream: plugin/pkg/admission/storage/storageclass/setdefault (DefaultStorageClass).
+pub fn default_claim_class(claim: &mut Value, classes: &[std::sync::Arc<Value>]) {
+    let has_class = claim
+        .pointer("/spec/storageClassName")
+        .is_some_and(|c| !c.is_null())
+        || claim
+            .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+            .is_some();
+    if has_class {
+        return;
+    }
+    let Some(default) = default_storage_class(classes) else {
+        return;
+    };
+    if let Some(spec) = claim.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("storageClassName".into(), json!(default));
+    }
+}
+
 /// Pod defaults a scheduler and kubectl see: schedulerName, restartPolicy, dnsPolicy, the
 /// container pull policy; status reset to Pending with the QoS class.
 pub fn default_pod(obj: &mut Value) {

@@ -2,7 +2,9 @@
 //! so pods scheduled onto fake nodes look like they run.
 //!
 //! - A node without a `Ready=True` condition gets Ready (and the pressure conditions False).
-//! - A bound pod that is Pending and not being deleted becomes Running: `PodScheduled`,
+//! - A bound pod that is Pending and not being deleted becomes Running once every claim its
+//!   volumes name is Bound (a kubelet waits to mount them; until then the pod stays Pending):
+//!   `PodScheduled`,
 //!   `Initialized`, `ContainersReady` and `Ready` True, a pod IP, the node's InternalIP as
 //!   host IP, and one running, ready container status per container.
 //! - A pod being deleted gracefully (bound, `deletionTimestamp` set, grace period left) is
@@ -164,10 +166,34 @@ pub fn running_pod(pod: &Value, host_ip: &str, pod_ip: &str) -> Option<Value> {
     Some(new)
 }
 
+/// The claims a pod's volumes name: `persistentVolumeClaim` volumes, and the claim of each
+/// generic ephemeral volume (`<pod>-<volume>`).
+pub fn pod_claims(pod: &Value) -> Vec<String> {
+    let pod_name = str_at(pod, "/metadata/name");
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            if let Some(claim) = v.pointer("/persistentVolumeClaim/claimName") {
+                return claim.as_str().map(str::to_string);
+            }
+            v.get("ephemeral")
+                .map(|_| format!("{pod_name}-{}", str_at(v, "/name")))
+        })
+        .collect()
+}
+
+/// Whether a claim is bound to a volume (what a kubelet needs before it mounts it).
+pub fn claim_bound(claim: &Value) -> bool {
+    str_at(claim, "/status/phase") == "Bound" && !str_at(claim, "/spec/volumeName").is_empty()
+}
+
 struct Kubelets {
     store: Arc<Store>,
     pods: &'static ResourceInfo,
     nodes: &'static ResourceInfo,
+    claims: &'static ResourceInfo,
     next_ip: AtomicU32,
 }
 
@@ -191,7 +217,7 @@ impl Kubelets {
             return;
         }
         let node = str_at(pod, "/spec/nodeName");
-        if running_pod(pod, "", "").is_none() {
+        if running_pod(pod, "", "").is_none() || !self.volumes_bound(pod) {
             return;
         }
         let host_ip = self
@@ -219,6 +245,33 @@ impl Kubelets {
         });
         if let Err(e) = r {
             tracing::debug!(pod = %name, error = %e.message, "kubelet stand-in: pod not updated");
+        }
+    }
+}
+
+impl Kubelets {
+    fn volumes_bound(&self, pod: &Value) -> bool {
+        let ns = str_at(pod, "/metadata/namespace");
+        pod_claims(pod).iter().all(|c| {
+            self.store
+                .get(self.claims, ns, c)
+                .is_some_and(|c| claim_bound(&c))
+        })
+    }
+
+    /// A claim became Bound: the pods on a node waiting for it are started.
+    fn claim(&self, claim: &Value) {
+        if !claim_bound(claim) {
+            return;
+        }
+        let (ns, name) = (
+            str_at(claim, "/metadata/namespace"),
+            str_at(claim, "/metadata/name"),
+        );
+        for pod in self.store.list(self.pods, Some(ns)).0 {
+            if pod_claims(&pod).iter().any(|c| c == name) {
+                self.pod(&pod);
+            }
         }
     }
 }
@@ -255,9 +308,10 @@ impl Kubelets {
 
 /// Runs the kubelet stand-in until the store's event stream closes.
 pub async fn run(store: Arc<Store>) {
-    let (Some(pods), Some(nodes)) = (
+    let (Some(pods), Some(nodes), Some(claims)) = (
         resources::lookup("", "v1", "pods"),
         resources::lookup("", "v1", "nodes"),
+        resources::lookup("", "v1", "persistentvolumeclaims"),
     ) else {
         return;
     };
@@ -265,6 +319,7 @@ pub async fn run(store: Arc<Store>) {
         store,
         pods,
         nodes,
+        claims,
         next_ip: AtomicU32::new(0),
     };
     loop {
@@ -284,6 +339,7 @@ pub async fn run(store: Arc<Store>) {
                 Ok(ev) if ev.kind == EventType::Deleted => {}
                 Ok(ev) if ev.storage == pods.storage => k.pod(&ev.object()),
                 Ok(ev) if ev.storage == nodes.storage => k.node(&ev.object()),
+                Ok(ev) if ev.storage == claims.storage => k.claim(&ev.object()),
                 Ok(_) => {}
                 // Fell behind: relist.
                 Err(RecvError::Lagged(_)) => break,

@@ -572,6 +572,9 @@ impl PvController {
             if let Some(new) = volume_with_phase(volume, "Available") {
                 self.write(self.volumes, volume, new);
             }
+            if !has_claim_ref(volume) {
+                self.volume_free(volume);
+            }
             return;
         }
         let claim = self
@@ -614,6 +617,20 @@ impl PvController {
             if let Some(new) = new.filter(|n| n != volume) {
                 self.write(self.volumes, volume, new);
             }
+        }
+    }
+
+    /// A volume is free: the claims waiting for a volume of its class are synced, so one that
+    /// fits binds now (upstream finds it on its periodic resync, every 15 s by default).
+    fn volume_free(&self, volume: &Value) {
+        let class = volume_class(volume);
+        let (claims, _) = self.store.list(self.claims, None);
+        for c in claims.iter().filter(|c| {
+            annotation(c, ANN_BIND_COMPLETED).is_none()
+                && str_at(c, "/spec/volumeName").is_empty()
+                && claim_class(c) == class
+        }) {
+            self.sync_claim(c);
         }
     }
 

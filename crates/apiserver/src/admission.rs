@@ -829,4 +829,49 @@ mod tests {
         assert_eq!(core["apiVersion"], "v1");
         assert_eq!(event_from_core(&core), e);
     }
+
+    fn class(name: &str, created: &str, default: Option<&str>) -> Arc<Value> {
+        let mut c = json!({"metadata": {"name": name, "creationTimestamp": created}});
+        if let Some(d) = default {
+            c["metadata"]["annotations"] =
+                json!({"storageclass.kubernetes.io/is-default-class": d});
+        }
+        Arc::new(c)
+    }
+
+    #[rstest]
+    #[case::no_class_gets_the_default(json!({}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("true"))], Some("std"))]
+    #[case::empty_class_is_kept(json!({"storageClassName": ""}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("true"))], Some(""))]
+    #[case::named_class_is_kept(json!({"storageClassName": "fast"}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("true"))], Some("fast"))]
+    #[case::no_default_class_leaves_none(json!({}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("false"))], None)]
+    #[case::newest_default_wins(json!({}),
+        vec![class("old", "2026-01-01T00:00:00Z", Some("true")),
+             class("new", "2026-01-02T00:00:00Z", Some("true"))], Some("new"))]
+    #[case::same_second_defaults_take_the_first_name(json!({}),
+        vec![class("b", "2026-01-01T00:00:00Z", Some("true")),
+             class("a", "2026-01-01T00:00:00Z", Some("true"))], Some("a"))]
+    fn default_storage_class_admission(
+        #[case] spec: Value,
+        #[case] classes: Vec<Arc<Value>>,
+        #[case] want: Option<&str>,
+    ) {
+        let mut claim = json!({"metadata": {"name": "c"}, "spec": spec});
+        default_claim_class(&mut claim, &classes);
+        assert_eq!(
+            claim.pointer("/spec/storageClassName").and_then(Value::as_str),
+            want
+        );
+    }
+
+    #[test]
+    fn a_claim_with_the_beta_class_annotation_gets_no_default() {
+        let mut claim = json!({"metadata": {"name": "c",
+            "annotations": {"volume.beta.kubernetes.io/storage-class": "old"}}, "spec": {}});
+        default_claim_class(&mut claim, &[class("std", "2026-01-01T00:00:00Z", Some("true"))]);
+        assert_eq!(claim.pointer("/spec/storageClassName"), None);
+    }
 }

@@ -405,6 +405,26 @@ mod tests {
     }
 
     #[test]
+    fn a_pods_claims_are_its_claim_volumes_and_ephemeral_volumes() {
+        let pod = json!({"metadata": {"name": "web"}, "spec": {"volumes": [
+            {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "b", "emptyDir": {}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}});
+        assert_eq!(pod_claims(&pod), ["data", "web-scratch"]);
+        let claim = |phase: &str, volume: &str| {
+            json!({"spec": {"volumeName": volume}, "status": {"phase": phase}})
+        };
+        assert_eq!(
+            [
+                claim_bound(&claim("Bound", "pv")),
+                claim_bound(&claim("Pending", "")),
+                claim_bound(&claim("Lost", "pv")),
+            ],
+            [true, false, false]
+        );
+    }
+
+    #[test]
     fn only_bound_pods_with_grace_left_are_terminating() {
         let pod = |node: &str, meta: Value| json!({"metadata": meta, "spec": {"nodeName": node}});
         let marked =

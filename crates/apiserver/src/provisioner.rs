@@ -345,3 +345,80 @@ pub async fn run(store: Arc<Store>, serves: Vec<String>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    fn claim() -> Value {
+        json!({"metadata": {"name": "data", "namespace": "ns", "uid": "u1", "resourceVersion": "4"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "sc",
+                     "resources": {"requests": {"storage": "2Gi"}}}})
+    }
+
+    fn node(name: &str, zone: Option<&str>) -> Value {
+        let mut labels = json!({"kubernetes.io/hostname": format!("host-{name}")});
+        if let Some(zone) = zone {
+            labels[ZONE_LABEL] = json!(zone);
+        }
+        json!({"metadata": {"name": name, "labels": labels}})
+    }
+
+    fn zone_term(values: &[&str]) -> Value {
+        json!([{"matchLabelExpressions": [{"key": ZONE_LABEL, "values": values}]}])
+    }
+
+    fn affinity(key: &str, value: &str) -> Option<Value> {
+        Some(json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": key, "operator": "In", "values": [value]}]}]}}))
+    }
+
+    #[rstest]
+    #[case::zonal_driver_takes_the_nodes_zone("csi.example.com", json!(null),
+        Some(node("n1", Some("zone-b"))), Ok(affinity(ZONE_LABEL, "zone-b")))]
+    #[case::zonal_driver_on_a_node_without_zone_has_no_affinity("csi.example.com", json!(null),
+        Some(node("n1", None)), Ok(None))]
+    #[case::local_path_takes_the_nodes_hostname(DEFAULT_PROVISIONER, json!(null),
+        Some(node("n1", Some("zone-b"))), Ok(affinity(HOSTNAME_LABEL, "host-n1")))]
+    #[case::allowed_node_is_provisioned("csi.example.com", zone_term(&["zone-a", "zone-b"]),
+        Some(node("n1", Some("zone-b"))), Ok(affinity(ZONE_LABEL, "zone-b")))]
+    #[case::node_outside_allowed_topologies_is_refused("csi.example.com", zone_term(&["zone-a"]),
+        Some(node("n1", Some("zone-b"))), Err(ProvisionError::NotAllowedTopology {
+            node: "n1".into(), class: "sc".into() }))]
+    #[case::no_node_takes_the_first_allowed_zone("csi.example.com", zone_term(&["zone-c", "zone-a"]),
+        None, Ok(affinity(ZONE_LABEL, "zone-c")))]
+    #[case::no_node_and_no_allowed_topologies_has_no_affinity("csi.example.com", json!(null),
+        None, Ok(None))]
+    fn node_affinity_of_the_volume(
+        #[case] provisioner: &str,
+        #[case] allowed: Value,
+        #[case] node: Option<Value>,
+        #[case] want: Result<Option<Value>, ProvisionError>,
+    ) {
+        let class = json!({"metadata": {"name": "sc"}, "provisioner": provisioner,
+            "allowedTopologies": allowed});
+        let got = provision(&claim(), &class, node.as_ref())
+            .map(|pv| pv.pointer("/spec/nodeAffinity").cloned());
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_csi_volume_carries_the_claim_and_the_class_settings() {
+        let class = json!({"metadata": {"name": "sc"}, "provisioner": "csi.example.com",
+            "reclaimPolicy": "Retain", "mountOptions": ["ro"]});
+        assert_eq!(
+            provision(&claim(), &class, None),
+            Ok(json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": "pvc-u1",
+                    "annotations": {"pv.kubernetes.io/provisioned-by": "csi.example.com"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"},
+                    "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "ns",
+                        "name": "data", "uid": "u1", "apiVersion": "v1", "resourceVersion": "4"},
+                    "csi": {"driver": "csi.example.com", "volumeHandle": "pvc-u1"},
+                    "mountOptions": ["ro"], "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "sc", "volumeMode": "Filesystem"}}))
+        );
+    }
+}

@@ -728,3 +728,148 @@ pub(crate) fn current(store: &Store, info: &ResourceInfo, obj: &Value) -> Option
         str_at(obj, "/metadata/name"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    fn pv(name: &str, size: &str, modes: &[&str], extra: Value) -> Arc<Value> {
+        let mut v = json!({"metadata": {"name": name, "labels": {"tier": "gold"}},
+            "spec": {"capacity": {"storage": size}, "accessModes": modes,
+                     "storageClassName": "fast"},
+            "status": {"phase": "Available"}});
+        merge(&mut v, extra);
+        Arc::new(v)
+    }
+
+    fn merge(into: &mut Value, extra: Value) {
+        match (into, extra) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    merge(a.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (a, b) => *a = b,
+        }
+    }
+
+    fn pvc(extra: Value) -> Value {
+        let mut c = json!({"metadata": {"name": "data", "namespace": "default", "uid": "u1"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                     "resources": {"requests": {"storage": "2Gi"}}}});
+        merge(&mut c, extra);
+        c
+    }
+
+    #[rstest]
+    #[case::smallest_that_fits(vec![pv("a", "10Gi", &["ReadWriteOnce"], json!({})),
+        pv("b", "2Gi", &["ReadWriteOnce"], json!({})), pv("c", "5Gi", &["ReadWriteOnce"], json!({}))],
+        json!({}), false, Some("b"))]
+    #[case::sizes_in_other_units_compare_by_value(vec![pv("a", "3G", &["ReadWriteOnce"], json!({})),
+        pv("b", "2049Mi", &["ReadWriteOnce"], json!({}))], json!({}), false, Some("b"))]
+    #[case::too_small_is_skipped(vec![pv("a", "1Gi", &["ReadWriteOnce"], json!({}))],
+        json!({}), false, None)]
+    #[case::other_class_is_skipped(vec![pv("a", "5Gi", &["ReadWriteOnce"],
+        json!({"spec": {"storageClassName": "slow"}}))], json!({}), false, None)]
+    #[case::missing_access_mode_is_skipped(vec![pv("a", "5Gi", &["ReadOnlyMany"], json!({}))],
+        json!({}), false, None)]
+    #[case::fewer_access_modes_win_over_a_smaller_size(vec![
+        pv("many", "2Gi", &["ReadWriteOnce", "ReadOnlyMany"], json!({})),
+        pv("one", "8Gi", &["ReadWriteOnce"], json!({}))], json!({}), false, Some("one"))]
+    #[case::other_volume_mode_is_skipped(vec![pv("a", "5Gi", &["ReadWriteOnce"],
+        json!({"spec": {"volumeMode": "Block"}}))], json!({}), false, None)]
+    #[case::selector_must_match_labels(vec![pv("a", "5Gi", &["ReadWriteOnce"],
+        json!({"metadata": {"labels": {"tier": "bronze"}}})), pv("b", "9Gi", &["ReadWriteOnce"], json!({}))],
+        json!({"spec": {"selector": {"matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["gold"]}]}}}), false, Some("b"))]
+    #[case::claimed_volume_is_skipped(vec![pv("a", "5Gi", &["ReadWriteOnce"],
+        json!({"spec": {"claimRef": {"namespace": "default", "name": "other"}}}))],
+        json!({}), false, None)]
+    #[case::released_volume_is_skipped(vec![pv("a", "5Gi", &["ReadWriteOnce"],
+        json!({"status": {"phase": "Released"}}))], json!({}), false, None)]
+    #[case::deleted_volume_is_skipped(vec![pv("a", "5Gi", &["ReadWriteOnce"],
+        json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}))], json!({}), false, None)]
+    #[case::pre_bound_volume_wins_whatever_its_size(vec![pv("fits", "2Gi", &["ReadWriteOnce"], json!({})),
+        pv("mine", "1Gi", &["ReadWriteOnce"],
+            json!({"spec": {"claimRef": {"namespace": "default", "name": "data", "uid": "u1"}},
+                   "status": {"phase": "Bound"}}))], json!({}), false, Some("mine"))]
+    #[case::pre_bound_to_an_older_claim_of_the_name_is_skipped(vec![pv("a", "5Gi", &["ReadWriteOnce"],
+        json!({"spec": {"claimRef": {"namespace": "default", "name": "data", "uid": "old"}}}))],
+        json!({}), false, None)]
+    #[case::delayed_binding_takes_only_a_pre_bound_volume(vec![pv("fits", "5Gi", &["ReadWriteOnce"], json!({}))],
+        json!({}), true, None)]
+    #[case::delayed_binding_takes_a_pre_bound_volume(vec![pv("mine", "5Gi", &["ReadWriteOnce"],
+        json!({"spec": {"claimRef": {"namespace": "default", "name": "data"}}}))],
+        json!({}), true, Some("mine"))]
+    fn best_match(
+        #[case] volumes: Vec<Arc<Value>>,
+        #[case] claim: Value,
+        #[case] delay_binding: bool,
+        #[case] want: Option<&str>,
+    ) {
+        let claim = pvc(claim);
+        let got = find_best_match(&claim, &volumes, delay_binding)
+            .map(|v| str_at(v, "/metadata/name").to_string());
+        assert_eq!(got.as_deref(), want);
+    }
+
+    #[test]
+    fn binding_a_free_volume_marks_it_bound_by_the_controller() {
+        let volume = pv("a", "5Gi", &["ReadWriteOnce"], json!({}));
+        let claim = pvc(json!({"metadata": {"resourceVersion": "7"}}));
+        let mut got = bind_volume_to_claim(&volume, &claim).expect("changes");
+        if let Some(t) = got.pointer_mut("/status/lastPhaseTransitionTime") {
+            *t = json!("TIME");
+        }
+        assert_eq!(
+            got,
+            json!({"metadata": {"name": "a", "labels": {"tier": "gold"},
+                    "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+                "spec": {"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "fast",
+                    "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default",
+                        "name": "data", "uid": "u1", "apiVersion": "v1", "resourceVersion": "7"}},
+                "status": {"phase": "Bound", "lastPhaseTransitionTime": "TIME"}})
+        );
+        assert_eq!(bind_volume_to_claim(&got, &claim), None);
+    }
+
+    #[test]
+    fn a_claim_that_named_its_volume_is_not_marked_bound_by_the_controller() {
+        let volume = pv("a", "5Gi", &["ReadWriteOnce"], json!({}));
+        let claim = pvc(json!({"spec": {"volumeName": "a"}}));
+        let got = bind_claim_to_volume(&claim, &volume).expect("changes");
+        assert_eq!(
+            (got.pointer("/metadata/annotations"), got.get("status")),
+            (
+                Some(&json!({"pv.kubernetes.io/bind-completed": "yes"})),
+                Some(&json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                             "capacity": {"storage": "5Gi"}}))
+            )
+        );
+        assert_eq!(bind_claim_to_volume(&got, &volume), None);
+    }
+
+    #[rstest]
+    #[case::bound_by_the_controller_loses_the_claim_ref_and_annotation(
+        json!({"metadata": {"name": "a", "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+               "spec": {"claimRef": {"name": "data", "namespace": "default", "uid": "u1"}},
+               "status": {"phase": "Bound"}}),
+        json!({"metadata": {"name": "a"}, "spec": {}, "status": {"phase": "Available"}}))]
+    #[case::pre_bound_by_the_user_keeps_the_claim_name(
+        json!({"metadata": {"name": "a"},
+               "spec": {"claimRef": {"name": "data", "namespace": "default", "uid": "u1"}},
+               "status": {"phase": "Bound"}}),
+        json!({"metadata": {"name": "a"},
+               "spec": {"claimRef": {"name": "data", "namespace": "default", "uid": ""}},
+               "status": {"phase": "Available"}}))]
+    fn unbinding(#[case] volume: Value, #[case] want: Value) {
+        let mut got = unbind_volume(&volume);
+        if let Some(status) = got.get_mut("status").and_then(Value::as_object_mut) {
+            status.remove("lastPhaseTransitionTime");
+        }
+        assert_eq!(got, want);
+    }
+}

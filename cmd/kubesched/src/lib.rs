@@ -806,11 +806,7 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = shutdown_signal()?;
-        let config = server_config(
-            &args.server,
-            args.simulate_kubelets,
-            args.simulate_kubelets,
-        )?;
+        let config = server_config(&args.server, args.simulate_kubelets, args.simulate_kubelets)?;
         let server = apiserver::Server::start(config).await?;
         if let Some(path) = &args.server.kubeconfig {
             write_kubeconfig(path, &server)?;

@@ -323,8 +323,8 @@ pub fn default_storage_spec(info: &ResourceInfo, obj: &mut Value) {
 }
 
 /// The phase a new volume or claim starts in when it comes without one: a claim is Pending;
-/// a volume is Available, where the volume controller (which does not run here) would move
-/// an unclaimed volume straight after creation.
+/// a volume is Available, where upstream's volume controller moves an unclaimed volume
+/// straight after creation (its stand-in runs only on request).
 pub fn default_storage_phase(info: &ResourceInfo, obj: &mut Value) {
     let phase = match (info.group, info.kind) {
         ("", "PersistentVolume") => "Available",
@@ -862,7 +862,9 @@ mod tests {
         let mut claim = json!({"metadata": {"name": "c"}, "spec": spec});
         default_claim_class(&mut claim, &classes);
         assert_eq!(
-            claim.pointer("/spec/storageClassName").and_then(Value::as_str),
+            claim
+                .pointer("/spec/storageClassName")
+                .and_then(Value::as_str),
             want
         );
     }
@@ -871,7 +873,10 @@ mod tests {
     fn a_claim_with_the_beta_class_annotation_gets_no_default() {
         let mut claim = json!({"metadata": {"name": "c",
             "annotations": {"volume.beta.kubernetes.io/storage-class": "old"}}, "spec": {}});
-        default_claim_class(&mut claim, &[class("std", "2026-01-01T00:00:00Z", Some("true"))]);
+        default_claim_class(
+            &mut claim,
+            &[class("std", "2026-01-01T00:00:00Z", Some("true"))],
+        );
         assert_eq!(claim.pointer("/spec/storageClassName"), None);
     }
 }

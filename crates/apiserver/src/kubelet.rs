@@ -411,9 +411,7 @@ mod tests {
             {"name": "b", "emptyDir": {}},
             {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}});
         assert_eq!(pod_claims(&pod), ["data", "web-scratch"]);
-        let claim = |phase: &str, volume: &str| {
-            json!({"spec": {"volumeName": volume}, "status": {"phase": phase}})
-        };
+        let claim = |phase: &str, volume: &str| json!({"spec": {"volumeName": volume}, "status": {"phase": phase}});
         assert_eq!(
             [
                 claim_bound(&claim("Bound", "pv")),

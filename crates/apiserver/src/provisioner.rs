@@ -83,17 +83,17 @@ fn node_allowed(class: &Value, node: &Value) -> bool {
             .flatten()
             .all(|e| {
                 let value = node_label(node, str_at(e, "/key"));
-                e.get("values")
-                    .and_then(Value::as_array)
-                    .is_some_and(|vs| vs.iter().any(|v| v.as_str().is_some() && v.as_str() == value))
+                e.get("values").and_then(Value::as_array).is_some_and(|vs| {
+                    vs.iter()
+                        .any(|v| v.as_str().is_some() && v.as_str() == value)
+                })
             })
     })
 }
 
 fn node_affinity(expressions: Vec<Value>) -> Option<Value> {
-    (!expressions.is_empty()).then(|| {
-        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}})
-    })
+    (!expressions.is_empty())
+        .then(|| json!({"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}))
 }
 
 fn in_expression(key: &str, value: &str) -> Value {
@@ -371,8 +371,10 @@ mod tests {
     }
 
     fn affinity(key: &str, value: &str) -> Option<Value> {
-        Some(json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": key, "operator": "In", "values": [value]}]}]}}))
+        Some(
+            json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": key, "operator": "In", "values": [value]}]}]}}),
+        )
     }
 
     #[rstest]

@@ -181,7 +181,9 @@ pub fn is_volume_bound_to_claim(volume: &Value, claim: &Value) -> bool {
 }
 
 fn has_claim_ref(volume: &Value) -> bool {
-    volume.pointer("/spec/claimRef").is_some_and(Value::is_object)
+    volume
+        .pointer("/spec/claimRef")
+        .is_some_and(Value::is_object)
 }
 
 /// The volume for an unbound claim that names none: one pre-bound to the claim, else (unless
@@ -277,14 +279,18 @@ pub fn bind_volume_to_claim(volume: &Value, claim: &Value) -> Option<Value> {
     let uid = str_at(claim, "/metadata/uid");
     let pre_bound = is_volume_bound_to_claim(volume, claim);
     if !pre_bound || str_at(volume, "/spec/claimRef/uid") != uid {
-        set_spec(&mut new, "claimRef", json!({
-            "kind": "PersistentVolumeClaim",
-            "namespace": str_at(claim, "/metadata/namespace"),
-            "name": str_at(claim, "/metadata/name"),
-            "uid": uid,
-            "apiVersion": "v1",
-            "resourceVersion": str_at(claim, "/metadata/resourceVersion"),
-        }));
+        set_spec(
+            &mut new,
+            "claimRef",
+            json!({
+                "kind": "PersistentVolumeClaim",
+                "namespace": str_at(claim, "/metadata/namespace"),
+                "name": str_at(claim, "/metadata/name"),
+                "uid": uid,
+                "apiVersion": "v1",
+                "resourceVersion": str_at(claim, "/metadata/resourceVersion"),
+            }),
+        );
     }
     if !pre_bound && annotation(&new, ANN_BOUND_BY_CONTROLLER).is_none() {
         set_annotation(&mut new, ANN_BOUND_BY_CONTROLLER, "yes");

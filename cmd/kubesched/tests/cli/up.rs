@@ -277,11 +277,25 @@ fn up_binds_an_immediate_claim_to_a_volume_applied_with_kubectl() {
     let pv: Vec<&str> = pv.split_whitespace().take(7).collect();
     assert_eq!(
         pv,
-        ["pv-1", "5Gi", "RWO", "Retain", "Bound", "default/data", "manual"]
+        [
+            "pv-1",
+            "5Gi",
+            "RWO",
+            "Retain",
+            "Bound",
+            "default/data",
+            "manual"
+        ]
     );
     let classes = kubectl_ok(
         &kubeconfig,
-        &["get", "sc", "--no-headers", "-o", "custom-columns=NAME:.metadata.name,PROVISIONER:.provisioner,MODE:.volumeBindingMode"],
+        &[
+            "get",
+            "sc",
+            "--no-headers",
+            "-o",
+            "custom-columns=NAME:.metadata.name,PROVISIONER:.provisioner,MODE:.volumeBindingMode",
+        ],
     );
     let classes: Vec<Vec<&str>> = classes
         .lines()

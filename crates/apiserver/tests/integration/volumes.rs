@@ -58,11 +58,15 @@ fn phase(obj: &Value) -> &str {
 }
 
 fn bound_claim(c: &Cluster, name: &str) -> Value {
-    masked(&wait_until(c, &format!("{PVCS}/{name}"), |o| phase(o) == "Bound"))
+    masked(&wait_until(c, &format!("{PVCS}/{name}"), |o| {
+        phase(o) == "Bound"
+    }))
 }
 
 fn volume_in_phase(c: &Cluster, name: &str, want: &str) -> Value {
-    masked(&wait_until(c, &format!("{PVS}/{name}"), |o| phase(o) == want))
+    masked(&wait_until(c, &format!("{PVS}/{name}"), |o| {
+        phase(o) == want
+    }))
 }
 
 /// The object with the values the server chooses replaced by placeholders.
@@ -157,14 +161,43 @@ fn an_immediate_claim_binds_to_the_smallest_volume_that_fits() {
     );
     let rwo = json!(["ReadWriteOnce"]);
     for v in [
-        volume("too-small", "1Gi", rwo.clone(), "fast", json!({"tier": "gold"})),
+        volume(
+            "too-small",
+            "1Gi",
+            rwo.clone(),
+            "fast",
+            json!({"tier": "gold"}),
+        ),
         volume("big", "10Gi", rwo.clone(), "fast", json!({"tier": "gold"})),
         volume("fits", "5Gi", rwo.clone(), "fast", json!({"tier": "gold"})),
-        volume("other-class", "3Gi", rwo.clone(), "slow", json!({"tier": "gold"})),
-        volume("read-only", "3Gi", json!(["ReadOnlyMany"]), "fast", json!({"tier": "gold"})),
-        volume("unselected", "3Gi", rwo.clone(), "fast", json!({"tier": "bronze"})),
-        volume("more-modes", "3Gi", json!(["ReadWriteOnce", "ReadOnlyMany"]), "fast",
-            json!({"tier": "gold"})),
+        volume(
+            "other-class",
+            "3Gi",
+            rwo.clone(),
+            "slow",
+            json!({"tier": "gold"}),
+        ),
+        volume(
+            "read-only",
+            "3Gi",
+            json!(["ReadOnlyMany"]),
+            "fast",
+            json!({"tier": "gold"}),
+        ),
+        volume(
+            "unselected",
+            "3Gi",
+            rwo.clone(),
+            "fast",
+            json!({"tier": "bronze"}),
+        ),
+        volume(
+            "more-modes",
+            "3Gi",
+            json!(["ReadWriteOnce", "ReadOnlyMany"]),
+            "fast",
+            json!({"tier": "gold"}),
+        ),
     ] {
         create(&c, PVS, v);
     }
@@ -222,12 +255,23 @@ fn a_volume_pre_bound_by_the_scheduler_completes_the_binding() {
     create(
         &c,
         CLASSES,
-        class("local", "kubernetes.io/no-provisioner", "WaitForFirstConsumer", json!({})),
+        class(
+            "local",
+            "kubernetes.io/no-provisioner",
+            "WaitForFirstConsumer",
+            json!({}),
+        ),
     );
     create(
         &c,
         PVS,
-        volume("local-1", "4Gi", json!(["ReadWriteOnce"]), "local", json!({})),
+        volume(
+            "local-1",
+            "4Gi",
+            json!(["ReadWriteOnce"]),
+            "local",
+            json!({}),
+        ),
     );
     let pvc = create(&c, PVCS, claim("db", "1Gi", Some("local"), json!({})));
     let uid = pvc.pointer("/metadata/uid").cloned().unwrap_or_default();
@@ -264,7 +308,12 @@ fn a_wait_for_first_consumer_claim_is_left_for_the_scheduler() {
     create(
         &c,
         CLASSES,
-        class("wffc", "zonal.csi.example.com", "WaitForFirstConsumer", json!({})),
+        class(
+            "wffc",
+            "zonal.csi.example.com",
+            "WaitForFirstConsumer",
+            json!({}),
+        ),
     );
     create(
         &c,
@@ -304,8 +353,10 @@ fn an_immediate_claim_of_a_class_is_handed_to_its_provisioner() {
     assert_eq!(
         (got.pointer("/metadata/annotations"), phase(&got)),
         (
-            Some(&json!({"volume.beta.kubernetes.io/storage-provisioner": "csi.example.com",
-                         "volume.kubernetes.io/storage-provisioner": "csi.example.com"})),
+            Some(
+                &json!({"volume.beta.kubernetes.io/storage-provisioner": "csi.example.com",
+                         "volume.kubernetes.io/storage-provisioner": "csi.example.com"})
+            ),
             "Pending"
         )
     );
@@ -402,10 +453,14 @@ fn a_claim_without_a_class_gets_the_default_and_a_local_path_volume_on_its_node(
             pv.pointer("/metadata/annotations"),
         ),
         (
-            Some(&json!({"path": format!("/var/local-path-provisioner/pvc-{uid}_default_data"),
-                         "type": "DirectoryOrCreate"})),
-            Some(&json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}]}})),
+            Some(
+                &json!({"path": format!("/var/local-path-provisioner/pvc-{uid}_default_data"),
+                         "type": "DirectoryOrCreate"})
+            ),
+            Some(
+                &json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}]}})
+            ),
             Some(&json!("Delete")),
             Some(&json!({"pv.kubernetes.io/provisioned-by": "rancher.io/local-path"})),
         )
@@ -421,7 +476,12 @@ fn a_selected_node_outside_the_allowed_topologies_gets_no_volume() {
     create(
         &c,
         CLASSES,
-        class("zonal", "zonal.csi.example.com", "WaitForFirstConsumer", allowed.clone()),
+        class(
+            "zonal",
+            "zonal.csi.example.com",
+            "WaitForFirstConsumer",
+            allowed.clone(),
+        ),
     );
     create(
         &c,
@@ -436,7 +496,11 @@ fn a_selected_node_outside_the_allowed_topologies_gets_no_volume() {
         "node-c",
     );
     // An Immediate claim of the same classes' topology: its volume is in the first allowed zone.
-    let barrier = create(&c, PVCS, claim("barrier", "1Gi", Some("anywhere"), json!({})));
+    let barrier = create(
+        &c,
+        PVCS,
+        claim("barrier", "1Gi", Some("anywhere"), json!({})),
+    );
     bound_claim(&c, "barrier");
     let uid = barrier
         .pointer("/metadata/uid")
@@ -445,8 +509,10 @@ fn a_selected_node_outside_the_allowed_topologies_gets_no_volume() {
     let pv = volume_in_phase(&c, &format!("pvc-{uid}"), "Bound");
     assert_eq!(
         pv.pointer("/spec/nodeAffinity"),
-        Some(&json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]}}))
+        Some(
+            &json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]}})
+        )
     );
     let (_, pvs) = c.get(PVS);
     let names: Vec<&str> = pvs
@@ -567,7 +633,10 @@ fn the_kubelet_starts_a_pod_only_once_its_claims_are_bound() {
     create(
         &c,
         "/api/v1/namespaces/default/pods",
-        pod("waits", json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])),
+        pod(
+            "waits",
+            json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+        ),
     );
     create(
         &c,

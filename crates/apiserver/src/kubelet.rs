@@ -16,8 +16,9 @@
 //! **Invariant:** each transition is idempotent (it re-checks the object under the store lock),
 //! so seeing an event twice, or its own writes, never writes again.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
@@ -195,6 +196,9 @@ struct Kubelets {
     nodes: &'static ResourceInfo,
     claims: &'static ResourceInfo,
     next_ip: AtomicU32,
+    /// Pods waiting for a claim, by the claim's (namespace, name): a claim's event looks up
+    /// its pods here rather than listing the namespace's pods.
+    waiting: Mutex<HashMap<(String, String), HashSet<String>>>,
 }
 
 impl Kubelets {
@@ -250,26 +254,49 @@ impl Kubelets {
 }
 
 impl Kubelets {
+    /// Whether every claim of the pod is Bound; the pod is recorded as waiting for each one
+    /// that is not.
     fn volumes_bound(&self, pod: &Value) -> bool {
-        let ns = str_at(pod, "/metadata/namespace");
-        pod_claims(pod).iter().all(|c| {
-            self.store
-                .get(self.claims, ns, c)
-                .is_some_and(|c| claim_bound(&c))
-        })
+        let (ns, name) = (
+            str_at(pod, "/metadata/namespace"),
+            str_at(pod, "/metadata/name"),
+        );
+        let unbound: Vec<String> = pod_claims(pod)
+            .into_iter()
+            .filter(|c| {
+                !self
+                    .store
+                    .get(self.claims, ns, c)
+                    .is_some_and(|c| claim_bound(&c))
+            })
+            .collect();
+        if unbound.is_empty() {
+            return true;
+        }
+        if let Ok(mut waiting) = self.waiting.lock() {
+            for c in unbound {
+                waiting
+                    .entry((ns.to_string(), c))
+                    .or_default()
+                    .insert(name.to_string());
+            }
+        }
+        false
     }
 
-    /// A claim became Bound: the pods on a node waiting for it are started.
+    /// A claim became Bound: the pods waiting for it are looked at again.
     fn claim(&self, claim: &Value) {
         if !claim_bound(claim) {
             return;
         }
-        let (ns, name) = (
-            str_at(claim, "/metadata/namespace"),
-            str_at(claim, "/metadata/name"),
-        );
-        for pod in self.store.list(self.pods, Some(ns)).0 {
-            if pod_claims(&pod).iter().any(|c| c == name) {
+        let ns = str_at(claim, "/metadata/namespace");
+        let key = (ns.to_string(), str_at(claim, "/metadata/name").to_string());
+        let pods = match self.waiting.lock() {
+            Ok(mut waiting) => waiting.remove(&key).unwrap_or_default(),
+            Err(_) => return,
+        };
+        for name in pods {
+            if let Some(pod) = self.store.get(self.pods, ns, &name) {
                 self.pod(&pod);
             }
         }
@@ -321,6 +348,7 @@ pub async fn run(store: Arc<Store>) {
         nodes,
         claims,
         next_ip: AtomicU32::new(0),
+        waiting: Mutex::new(HashMap::new()),
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.

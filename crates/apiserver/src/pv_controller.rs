@@ -33,7 +33,8 @@
 //! decision on a stale object is dropped and made again on the event that changed it.
 //! **Invariant:** every sync is idempotent: on objects it already settled it writes nothing.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 use tokio::sync::broadcast::error::RecvError;
@@ -382,6 +383,9 @@ pub(crate) struct PvController {
     volumes: &'static ResourceInfo,
     claims: &'static ResourceInfo,
     classes: &'static ResourceInfo,
+    /// Claims waiting for a volume (not bound, naming none), as (namespace, name): a free
+    /// volume is matched against these rather than against every claim.
+    waiting: Mutex<BTreeSet<(String, String)>>,
 }
 
 /// Writes `new` over `name` if the stored object still has `read`'s resourceVersion.
@@ -411,6 +415,7 @@ impl PvController {
             volumes: resources::lookup("", "v1", "persistentvolumes")?,
             claims: resources::lookup("", "v1", "persistentvolumeclaims")?,
             classes: resources::lookup("storage.k8s.io", "v1", "storageclasses")?,
+            waiting: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -440,10 +445,29 @@ impl PvController {
     }
 
     pub(crate) fn sync_claim(&self, claim: &Value) {
+        self.track_waiting(claim, false);
         if annotation(claim, ANN_BIND_COMPLETED).is_none() {
             self.sync_unbound_claim(claim);
         } else {
             self.sync_bound_claim(claim);
+        }
+    }
+
+    /// Records whether the claim waits for a volume (`gone`: it was deleted).
+    fn track_waiting(&self, claim: &Value, gone: bool) {
+        let key = (
+            str_at(claim, "/metadata/namespace").to_string(),
+            str_at(claim, "/metadata/name").to_string(),
+        );
+        let waits = !gone
+            && annotation(claim, ANN_BIND_COMPLETED).is_none()
+            && str_at(claim, "/spec/volumeName").is_empty();
+        if let Ok(mut waiting) = self.waiting.lock() {
+            if waits {
+                waiting.insert(key);
+            } else {
+                waiting.remove(&key);
+            }
         }
     }
 
@@ -580,6 +604,15 @@ impl PvController {
             }
             if !has_claim_ref(volume) {
                 self.volume_free(volume);
+            } else if let Some(claim) = self.store.get(
+                self.claims,
+                str_at(volume, "/spec/claimRef/namespace"),
+                str_at(volume, "/spec/claimRef/name"),
+            ) {
+                // Pre-bound by name: the claim it names may be waiting for it.
+                if annotation(&claim, ANN_BIND_COMPLETED).is_none() {
+                    self.sync_claim(&claim);
+                }
             }
             return;
         }
@@ -630,23 +663,39 @@ impl PvController {
     /// fits binds now (upstream finds it on its periodic resync, every 15 s by default).
     fn volume_free(&self, volume: &Value) {
         let class = volume_class(volume);
-        let (claims, _) = self.store.list(self.claims, None);
-        for c in claims.iter().filter(|c| {
-            annotation(c, ANN_BIND_COMPLETED).is_none()
-                && str_at(c, "/spec/volumeName").is_empty()
-                && claim_class(c) == class
-        }) {
-            self.sync_claim(c);
+        let waiting: Vec<(String, String)> = match self.waiting.lock() {
+            Ok(w) => w.iter().cloned().collect(),
+            Err(_) => return,
+        };
+        for (ns, name) in waiting {
+            if let Some(c) = self.store.get(self.claims, &ns, &name) {
+                if claim_class(&c) == class {
+                    self.sync_claim(&c);
+                }
+            }
         }
     }
 
-    /// A claim was deleted: the volumes bound to it are released.
+    /// A claim was deleted: the volumes bound to it are released (the one it named, else
+    /// any whose `claimRef` has its uid).
     fn claim_deleted(&self, claim: &Value) {
+        self.track_waiting(claim, true);
         let uid = str_at(claim, "/metadata/uid");
+        if uid.is_empty() {
+            return;
+        }
+        let named = self
+            .store
+            .get(self.volumes, "", str_at(claim, "/spec/volumeName"))
+            .filter(|v| str_at(v, "/spec/claimRef/uid") == uid);
+        if let Some(v) = named {
+            self.sync_volume(&v);
+            return;
+        }
         let (volumes, _) = self.store.list(self.volumes, None);
         for v in volumes
             .iter()
-            .filter(|v| str_at(v, "/spec/claimRef/uid") == uid && !uid.is_empty())
+            .filter(|v| str_at(v, "/spec/claimRef/uid") == uid)
         {
             self.sync_volume(v);
         }

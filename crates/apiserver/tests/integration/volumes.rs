@@ -247,6 +247,30 @@ fn a_claim_binds_to_a_volume_created_after_it() {
     );
 }
 
+/// A user pre-binds a volume to a claim by name (a claimRef without uid); created after the
+/// claim, it is bound to it, not to a bigger claim's neighbour, and keeps no
+/// bound-by-controller annotation.
+#[test]
+fn a_volume_pre_bound_by_name_created_after_its_claim_binds_to_it() {
+    let c = cluster();
+    create(&c, PVCS, claim("data", "1Gi", Some(""), json!({})));
+    let mut pv = volume("reserved", "3Gi", json!(["ReadWriteOnce"]), "", json!({}));
+    pv["spec"]["claimRef"] = json!({"namespace": "default", "name": "data"});
+    create(&c, PVS, pv);
+    assert_eq!(
+        bound_claim(&c, "data"),
+        want_bound_claim("data", "reserved", "", "1Gi", "3Gi")
+    );
+    let pv = volume_in_phase(&c, "reserved", "Bound");
+    assert_eq!(
+        (
+            pv.pointer("/metadata/annotations"),
+            pv.pointer("/spec/claimRef/uid")
+        ),
+        (None, Some(&json!("CLAIM-UID")))
+    );
+}
+
 /// The scheduler's VolumeBinding binds a WaitForFirstConsumer claim by writing the volume's
 /// claimRef (and bound-by-controller); the controller completes the claim's side.
 #[test]

@@ -8,8 +8,9 @@
 //! - A claim that is not bound yet (no `pv.kubernetes.io/bind-completed`) and names no volume
 //!   gets the smallest Available volume that fits: same class, the claim's access modes (a
 //!   volume with fewer modes first), same volume mode, the claim's selector, enough capacity.
-//!   A volume whose `claimRef` already names the claim (the scheduler's VolumeBinding, or a
-//!   provisioner, wrote it) is taken whatever its size. Claims of a `WaitForFirstConsumer`
+//!   A volume whose `claimRef` already names the claim (the scheduler's VolumeBinding, a
+//!   provisioner or the user wrote it) is taken whatever its size, unless a volume with fewer
+//!   access modes matches first ([`find_best_match`]). Claims of a `WaitForFirstConsumer`
 //!   class get only such a volume. Binding writes the volume's `claimRef` and phase Bound, then
 //!   the claim's `volumeName`, annotations and status (Bound, the volume's access modes and
 //!   capacity).
@@ -33,7 +34,7 @@
 //! decision on a stale object is dropped and made again on the event that changed it.
 //! **Invariant:** every sync is idempotent: on objects it already settled it writes nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
@@ -187,26 +188,45 @@ fn has_claim_ref(volume: &Value) -> bool {
         .is_some_and(Value::is_object)
 }
 
-/// The volume for an unbound claim that names none: one pre-bound to the claim, else (unless
-/// `delay_binding`, where the scheduler chooses) the smallest Available, unclaimed volume of
-/// the claim's class, volume mode and selector with enough capacity, among the volumes with
-/// the fewest access modes that include the claim's.
+/// The volume for an unbound claim that names none. Volumes whose access modes include the
+/// claim's are searched in groups of equal modes, fewest modes first; the first group with a
+/// match answers: a volume there pre-bound to the claim, else (unless `delay_binding`, where
+/// the scheduler chooses) its smallest Available, unclaimed volume of the claim's class,
+/// volume mode and selector with enough capacity.
 ///
-/// Upstream: pkg/controller/volume/persistentvolume/index.go findBestMatchForClaim.
+/// Upstream: pkg/controller/volume/persistentvolume/index.go findByClaim, and
+/// FindMatchingVolume.
 pub fn find_best_match<'a>(
     claim: &Value,
     volumes: &'a [Arc<Value>],
     delay_binding: bool,
 ) -> Option<&'a Arc<Value>> {
     let wanted = access_modes(claim, "/spec/accessModes");
+    let mut groups: BTreeMap<(usize, Vec<String>), Vec<&'a Arc<Value>>> = BTreeMap::new();
+    for volume in volumes {
+        let mut modes = access_modes(volume, "/spec/accessModes");
+        modes.sort();
+        modes.dedup();
+        if wanted.iter().all(|m| modes.contains(m)) {
+            groups.entry((modes.len(), modes)).or_default().push(volume);
+        }
+    }
+    groups
+        .into_values()
+        .find_map(|group| best_in_group(claim, &group, delay_binding))
+}
+
+fn best_in_group<'a>(
+    claim: &Value,
+    volumes: &[&'a Arc<Value>],
+    delay_binding: bool,
+) -> Option<&'a Arc<Value>> {
     let requested = quantity(claim, "/spec/resources/requests/storage").unwrap_or(0);
     let class = claim_class(claim);
     let selector = claim.pointer("/spec/selector").filter(|s| s.is_object());
-    let mut best: Option<(usize, i128, &Arc<Value>)> = None;
-    for volume in volumes {
-        let modes = access_modes(volume, "/spec/accessModes");
-        if !wanted.iter().all(|m| modes.contains(m))
-            || volume_mode(volume) != volume_mode(claim)
+    let mut best: Option<(i128, &'a Arc<Value>)> = None;
+    for &volume in volumes {
+        if volume_mode(volume) != volume_mode(claim)
             || volume.pointer("/metadata/deletionTimestamp").is_some()
         {
             continue;
@@ -228,12 +248,11 @@ pub fn find_best_match<'a>(
         {
             continue;
         }
-        let rank = (modes.len(), size);
-        if best.is_none_or(|(n, s, _)| rank < (n, s)) {
-            best = Some((rank.0, rank.1, volume));
+        if best.is_none_or(|(s, _)| size < s) {
+            best = Some((size, volume));
         }
     }
-    best.map(|(_, _, v)| v)
+    best.map(|(_, v)| v)
 }
 
 /// Why a volume a claim names cannot be bound to it; None when it can.
@@ -846,6 +865,11 @@ mod tests {
         json!({"status": {"phase": "Released"}}))], json!({}), false, None)]
     #[case::deleted_volume_is_skipped(vec![pv("a", "5Gi", &["ReadWriteOnce"],
         json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}))], json!({}), false, None)]
+    #[case::a_fit_with_fewer_modes_wins_over_a_volume_pre_bound_with_more(vec![
+        pv("mine", "5Gi", &["ReadWriteOnce", "ReadOnlyMany"],
+            json!({"spec": {"claimRef": {"namespace": "default", "name": "data", "uid": "u1"}},
+                   "status": {"phase": "Bound"}})),
+        pv("fits", "5Gi", &["ReadWriteOnce"], json!({}))], json!({}), false, Some("fits"))]
     #[case::pre_bound_volume_wins_whatever_its_size(vec![pv("fits", "2Gi", &["ReadWriteOnce"], json!({})),
         pv("mine", "1Gi", &["ReadWriteOnce"],
             json!({"spec": {"claimRef": {"namespace": "default", "name": "data", "uid": "u1"}},

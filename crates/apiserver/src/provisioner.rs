@@ -17,6 +17,10 @@
 //! no selected node (an `Immediate` class) gets the first value of each expression of the
 //! class's first allowed topology term, or no node affinity when the class has none.
 //!
+//! The claim gets the Events an external provisioner records (component
+//! `<provisioner>_kubesched`): `Provisioning`, then `ProvisioningSucceeded` or
+//! `ProvisioningFailed`.
+//!
 //! It reads the store's event stream in-process (relisting when it falls behind) and writes
 //! through [`Store::create`] and [`Store::delete`]. **Invariant:** the volume's name is
 //! derived from the claim's uid, so seeing a claim again never makes a second volume.
@@ -31,6 +35,7 @@ use crate::pv_controller::{
     annotation, claim_class, current, str_at, ANN_BETA_STORAGE_PROVISIONER, ANN_PROVISIONED_BY,
     ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
 };
+use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
 use crate::store::{DeleteOptions, EventType, Store};
 
@@ -212,7 +217,8 @@ fn claim_provisioner(claim: &Value) -> Option<&str> {
 
 struct Provisioner {
     store: Arc<Store>,
-    serves: Vec<String>,
+    /// The provisioner names served, each with the recorder of its Events.
+    serves: Vec<(String, Recorder)>,
     volumes: &'static ResourceInfo,
     claims: &'static ResourceInfo,
     classes: &'static ResourceInfo,
@@ -221,7 +227,14 @@ struct Provisioner {
 
 impl Provisioner {
     fn serves(&self, provisioner: &str) -> bool {
-        self.serves.iter().any(|p| p == provisioner)
+        self.recorder(provisioner).is_some()
+    }
+
+    fn recorder(&self, provisioner: &str) -> Option<&Recorder> {
+        self.serves
+            .iter()
+            .find(|(p, _)| p == provisioner)
+            .map(|(_, r)| r)
     }
 
     fn claim(&self, claim: &Value) {
@@ -230,7 +243,9 @@ impl Provisioner {
         {
             return;
         }
-        let Some(provisioner) = claim_provisioner(claim).filter(|p| self.serves(p)) else {
+        let Some((provisioner, recorder)) =
+            claim_provisioner(claim).and_then(|p| Some((p, self.recorder(p)?)))
+        else {
             return;
         };
         let Some(class) = self.store.get(self.classes, "", claim_class(claim)) else {
@@ -252,18 +267,42 @@ impl Provisioner {
             None if str_at(&class, "/volumeBindingMode") == "WaitForFirstConsumer" => return,
             None => None,
         };
+        let (ns, name) = (
+            str_at(claim, "/metadata/namespace"),
+            str_at(claim, "/metadata/name"),
+        );
+        let event = |kind: &str, reason: &str, message: &str| {
+            recorder.event(claim, "PersistentVolumeClaim", kind, reason, message);
+        };
+        event(
+            "Normal",
+            "Provisioning",
+            &format!("External provisioner is provisioning volume for claim \"{ns}/{name}\""),
+        );
         let mut volume = match provision(claim, &class, node.as_deref()) {
             Ok(v) => v,
             Err(e) => {
-                tracing::warn!(claim = %str_at(claim, "/metadata/name"), error = %e,
-                    "provisioner stand-in: no volume");
+                tracing::warn!(claim = %name, error = %e, "provisioner stand-in: no volume");
+                event(
+                    "Warning",
+                    "ProvisioningFailed",
+                    &format!(
+                        "failed to provision volume with StorageClass \"{}\": {e}",
+                        str_at(&class, "/metadata/name")
+                    ),
+                );
                 return;
             }
         };
         admission::default_storage_phase(self.volumes, &mut volume);
-        if let Err(e) = self.store.create(self.volumes, "", volume, false) {
-            tracing::debug!(volume = %pv_name, error = %e.message,
-                "provisioner stand-in: volume not created");
+        match self.store.create(self.volumes, "", volume, false) {
+            Ok(_) => event(
+                "Normal",
+                "ProvisioningSucceeded",
+                &format!("Successfully provisioned volume {pv_name}"),
+            ),
+            Err(e) => tracing::debug!(volume = %pv_name, error = %e.message,
+                "provisioner stand-in: volume not created"),
         }
     }
 
@@ -308,6 +347,13 @@ pub async fn run(store: Arc<Store>, serves: Vec<String>) {
     ) else {
         return;
     };
+    let serves = serves
+        .into_iter()
+        .filter_map(|p| {
+            let recorder = Recorder::new(store.clone(), format!("{p}_kubesched"))?;
+            Some((p, recorder))
+        })
+        .collect();
     let p = Provisioner {
         store,
         serves,

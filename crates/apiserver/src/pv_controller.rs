@@ -25,9 +25,13 @@
 //!   provisioned with reclaim policy Delete); one bound by the controller to a claim now bound
 //!   elsewhere is unbound and Available again.
 //!
-//! Where this differs from upstream: no Events are written, and a volume and a claim are each
-//! written once per binding (spec and status together) where upstream writes spec and status
-//! separately. Recycling is not done (a `Recycle` volume stays Released).
+//! Claims get upstream's Events (component `persistentvolume-controller`):
+//! `WaitForFirstConsumer`, `ExternalProvisioning`, `ProvisioningFailed` for a missing class,
+//! `FailedBinding` with no class, `ClaimLost`.
+//!
+//! Where this differs from upstream: a volume and a claim are each written once per binding
+//! (spec and status together) where upstream writes spec and status separately; volumes get
+//! no Events; recycling is not done (a `Recycle` volume stays Released).
 //!
 //! It reads the store's event stream in-process (relisting when it falls behind) and writes
 //! through [`Store::update`] with the resourceVersion it decided on as a precondition, so a
@@ -42,6 +46,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::admission;
 use crate::meta;
+use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
 use crate::status::ApiError;
 use crate::store::{EventType, Store};
@@ -405,7 +410,11 @@ pub(crate) struct PvController {
     /// Claims waiting for a volume (not bound, naming none), as (namespace, name): a free
     /// volume is matched against these rather than against every claim.
     waiting: Mutex<BTreeSet<(String, String)>>,
+    recorder: Recorder,
 }
+
+/// The component the controller's Events name.
+const COMPONENT: &str = "persistentvolume-controller";
 
 /// Writes `new` over `name` if the stored object still has `read`'s resourceVersion.
 fn write_if_unchanged(
@@ -430,6 +439,7 @@ fn write_if_unchanged(
 impl PvController {
     pub(crate) fn new(store: Arc<Store>) -> Option<Self> {
         Some(PvController {
+            recorder: Recorder::new(store.clone(), COMPONENT)?,
             store,
             volumes: resources::lookup("", "v1", "persistentvolumes")?,
             claims: resources::lookup("", "v1", "persistentvolumeclaims")?,
@@ -490,6 +500,11 @@ impl PvController {
         }
     }
 
+    fn claim_event(&self, claim: &Value, kind: &str, reason: &str, message: &str) {
+        self.recorder
+            .event(claim, "PersistentVolumeClaim", kind, reason, message);
+    }
+
     fn claim_pending(&self, claim: &Value) {
         let new = claim_with_status(claim, "Pending", None);
         if new != *claim {
@@ -510,7 +525,23 @@ impl PvController {
                 return;
             }
             let class = claim_class(claim);
-            if (delay && annotation(claim, ANN_SELECTED_NODE).is_none()) || class.is_empty() {
+            if delay && annotation(claim, ANN_SELECTED_NODE).is_none() {
+                self.claim_event(
+                    claim,
+                    "Normal",
+                    "WaitForFirstConsumer",
+                    "waiting for first consumer to be created before binding",
+                );
+                self.claim_pending(claim);
+                return;
+            }
+            if class.is_empty() {
+                self.claim_event(
+                    claim,
+                    "Normal",
+                    "FailedBinding",
+                    "no persistent volumes available for this claim and no storage class is set",
+                );
                 self.claim_pending(claim);
                 return;
             }
@@ -556,12 +587,28 @@ impl PvController {
 
     /// Hands the claim to its class's provisioner (the annotations a provisioner watches
     /// for); the claim stays Pending until a volume for it appears.
-    fn provision_claim(&self, claim: &Value, class: &str) {
-        let Some(class) = self.class(class) else {
+    fn provision_claim(&self, claim: &Value, class_name: &str) {
+        let Some(class) = self.class(class_name) else {
+            self.claim_event(
+                claim,
+                "Warning",
+                "ProvisioningFailed",
+                &format!("storageclass.storage.k8s.io \"{class_name}\" not found"),
+            );
             self.claim_pending(claim);
             return;
         };
         let provisioner = str_at(&class, "/provisioner");
+        self.claim_event(
+            claim,
+            "Normal",
+            "ExternalProvisioning",
+            &format!(
+                "Waiting for a volume to be created either by the external provisioner '{provisioner}' \
+                 or manually by the system administrator. If volume creation is delayed, please \
+                 verify that the provisioner is running and correctly registered."
+            ),
+        );
         let mut new = claim_with_status(claim, "Pending", None);
         if annotation(claim, ANN_STORAGE_PROVISIONER) != Some(provisioner)
             || annotation(claim, ANN_BETA_STORAGE_PROVISIONER) != Some(provisioner)
@@ -580,22 +627,30 @@ impl PvController {
             .then(|| self.store.get(self.volumes, "", volume_name))
             .flatten();
         let Some(volume) = volume else {
-            self.claim_lost(claim);
+            let why = if volume_name.is_empty() {
+                "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!"
+            } else {
+                "Bound claim has lost its PersistentVolume. Data on the volume is lost!"
+            };
+            self.claim_lost(claim, why);
             return;
         };
         let uid = str_at(claim, "/metadata/uid");
         if !has_claim_ref(&volume) || str_at(&volume, "/spec/claimRef/uid") == uid {
             self.bind(&volume, claim);
         } else {
-            // Two claims name the volume; this one is bound wrongly.
-            self.claim_lost(claim);
+            self.claim_lost(
+                claim,
+                "Two claims are bound to the same volume, this one is bound incorrectly",
+            );
         }
     }
 
-    fn claim_lost(&self, claim: &Value) {
+    /// Marks the claim Lost, with a Warning the first time.
+    fn claim_lost(&self, claim: &Value, why: &str) {
         let new = claim_with_status(claim, "Lost", None);
-        if new != *claim {
-            self.write(self.claims, claim, new);
+        if new != *claim && self.write(self.claims, claim, new).is_some() {
+            self.claim_event(claim, "Warning", "ClaimLost", why);
         }
     }
 

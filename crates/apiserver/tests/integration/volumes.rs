@@ -127,6 +127,46 @@ fn node(name: &str, zone: &str) -> Value {
         "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}}})
 }
 
+/// The Events about claim `name`: (type, reason, message, component), sorted, without their
+/// counts (how often a controller saw the claim depends on timing).
+fn claim_events(c: &Cluster, name: &str) -> Vec<(String, String, String, String)> {
+    let (_, list) = c.get(&format!(
+        "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}"
+    ));
+    let s = |e: &Value, p: &str| {
+        e.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut events: Vec<_> = list
+        .pointer("/items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|e| s(e, "/involvedObject/kind") == "PersistentVolumeClaim")
+        .map(|e| {
+            (
+                s(e, "/type"),
+                s(e, "/reason"),
+                s(e, "/message"),
+                s(e, "/source/component"),
+            )
+        })
+        .collect();
+    events.sort();
+    events
+}
+
+fn event(
+    kind: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+) -> (String, String, String, String) {
+    (kind.into(), reason.into(), message.into(), component.into())
+}
+
 fn annotate(c: &Cluster, path: &str, key: &str, value: &str) {
     let patch = json!({"metadata": {"annotations": {key: value}}});
     let (code, body) = c.request(
@@ -406,6 +446,15 @@ fn the_provisioner_creates_a_volume_in_the_selected_nodes_zone() {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    // The controller has seen the claim without a node before the scheduler's choice.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !claim_events(&c, "data")
+        .iter()
+        .any(|e| e.1 == "WaitForFirstConsumer")
+    {
+        assert!(Instant::now() < deadline, "no WaitForFirstConsumer event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     annotate(
         &c,
         &format!("{PVCS}/data"),
@@ -420,6 +469,40 @@ fn the_provisioner_creates_a_volume_in_the_selected_nodes_zone() {
         "volume.kubernetes.io/storage-provisioner": "zonal.csi.example.com",
         "volume.kubernetes.io/selected-node": "node-b"});
     assert_eq!(bound_claim(&c, "data"), want);
+    let pvc_controller = "persistentvolume-controller";
+    let provisioner = "zonal.csi.example.com_kubesched";
+    assert_eq!(
+        claim_events(&c, "data"),
+        [
+            event(
+                "Normal",
+                "ExternalProvisioning",
+                "Waiting for a volume to be created either by the external provisioner \
+                 'zonal.csi.example.com' or manually by the system administrator. If volume \
+                 creation is delayed, please verify that the provisioner is running and \
+                 correctly registered.",
+                pvc_controller
+            ),
+            event(
+                "Normal",
+                "Provisioning",
+                "External provisioner is provisioning volume for claim \"default/data\"",
+                provisioner
+            ),
+            event(
+                "Normal",
+                "ProvisioningSucceeded",
+                &format!("Successfully provisioned volume pvc-{uid}"),
+                provisioner
+            ),
+            event(
+                "Normal",
+                "WaitForFirstConsumer",
+                "waiting for first consumer to be created before binding",
+                pvc_controller
+            ),
+        ]
+    );
     assert_eq!(
         volume_in_phase(&c, &format!("pvc-{uid}"), "Bound"),
         json!({"apiVersion": "v1", "kind": "PersistentVolume",
@@ -548,6 +631,20 @@ fn a_selected_node_outside_the_allowed_topologies_gets_no_volume() {
         .collect();
     assert_eq!(names, vec![format!("pvc-{uid}")]);
     assert_eq!(phase(&c.get(&format!("{PVCS}/outside")).1), "Pending");
+    let failed = claim_events(&c, "outside")
+        .into_iter()
+        .filter(|e| e.1 == "ProvisioningFailed")
+        .collect::<Vec<_>>();
+    assert_eq!(
+        failed,
+        [event(
+            "Warning",
+            "ProvisioningFailed",
+            "failed to provision volume with StorageClass \"zonal\": selected node \"node-c\" \
+             is not in the allowed topologies of storage class \"zonal\"",
+            "zonal.csi.example.com_kubesched"
+        )]
+    );
 }
 
 #[test]
@@ -567,6 +664,15 @@ fn a_bound_claim_whose_volume_is_deleted_is_lost() {
         lost.get("status"),
         Some(&json!({"phase": "Lost"})),
         "a lost claim keeps no capacity or access modes"
+    );
+    assert_eq!(
+        claim_events(&c, "data"),
+        [event(
+            "Warning",
+            "ClaimLost",
+            "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
+            "persistentvolume-controller"
+        )]
     );
 }
 

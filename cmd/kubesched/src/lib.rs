@@ -313,7 +313,8 @@ struct ApiserverFlags {
     /// A provisioner name (a StorageClass's `provisioner`) the provisioner stand-in serves:
     /// it creates a PersistentVolume for each claim the PersistentVolume controller hands
     /// to it (node affinity on the selected node's hostname for rancher.io/local-path, on
-    /// its topology.kubernetes.io/zone otherwise). Repeat for several.
+    /// its topology.kubernetes.io/zone otherwise). Repeat for several; giving any replaces
+    /// the default.
     #[arg(long = "provisioner", value_name = "NAME", default_value = apiserver::provisioner::DEFAULT_PROVISIONER)]
     provisioners: Vec<String>,
 }

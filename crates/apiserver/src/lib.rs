@@ -157,8 +157,8 @@ pub struct Config {
     /// `/version` needs `Authorization: Bearer <one of them>` (401 otherwise). The first is
     /// written into [`Server::kubeconfig`].
     pub tokens: Vec<String>,
-    /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready, nodes
-    /// Ready.
+    /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready once
+    /// their claims are Bound, nodes Ready.
     pub simulate_kubelets: bool,
     /// Run the PersistentVolume controller stand-in ([`pv_controller`]) and the provisioner
     /// stand-in ([`provisioner`]): claims bind to volumes, and claims handed to a provisioner

@@ -347,9 +347,11 @@ pub fn bind_claim_to_volume(claim: &Value, volume: &Value) -> Option<Value> {
     (new != *claim).then_some(new)
 }
 
-/// The claim with a phase; with a volume its access modes and capacity are the volume's,
-/// without one they are cleared.
+/// The claim with a phase; with a volume its access modes are the volume's, and so is its
+/// capacity when the claim is entering the phase (a bound claim's capacity may differ from
+/// its volume's on purpose, after a resize); without one both are cleared.
 pub fn claim_with_status(claim: &Value, phase: &str, volume: Option<&Value>) -> Value {
+    let entering = str_at(claim, "/status/phase") != phase;
     let mut new = claim.clone();
     set_phase(&mut new, phase, false);
     let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) else {
@@ -357,13 +359,14 @@ pub fn claim_with_status(claim: &Value, phase: &str, volume: Option<&Value>) -> 
     };
     match volume {
         Some(v) => {
-            let modes = v.pointer("/spec/accessModes").cloned();
-            let capacity = v.pointer("/spec/capacity").cloned();
-            for (key, value) in [("accessModes", modes), ("capacity", capacity)] {
-                match value {
-                    Some(value) => status.insert(key.into(), value),
-                    None => status.remove(key),
-                };
+            match v.pointer("/spec/accessModes") {
+                Some(modes) => status.insert("accessModes".into(), modes.clone()),
+                None => status.remove("accessModes"),
+            };
+            let size = quantity(v, "/spec/capacity/storage");
+            let differs = quantity(claim, "/status/capacity/storage") != size;
+            if let Some(capacity) = v.pointer("/spec/capacity").filter(|_| entering && differs) {
+                status.insert("capacity".into(), capacity.clone());
             }
         }
         None => {
@@ -984,6 +987,18 @@ mod tests {
             )
         );
         assert_eq!(bind_claim_to_volume(&got, &volume), None);
+    }
+
+    /// A resize leaves a bound claim's capacity above its volume's until the volume grows:
+    /// syncing the binding again must not shrink it back.
+    #[test]
+    fn a_bound_claims_capacity_is_not_reset_to_its_volumes() {
+        let volume = pv("a", "5Gi", &["ReadWriteOnce"], json!({}));
+        let claim = pvc(json!({"spec": {"volumeName": "a"},
+            "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                       "capacity": {"storage": "8Gi"}}}));
+        assert_eq!(bind_claim_to_volume(&claim, &volume), None);
     }
 
     #[rstest]

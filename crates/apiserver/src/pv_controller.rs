@@ -27,7 +27,9 @@
 //!
 //! Claims get upstream's Events (component `persistentvolume-controller`):
 //! `WaitForFirstConsumer`, `ExternalProvisioning`, `ProvisioningFailed` for a missing class,
-//! `FailedBinding` with no class, `ClaimLost`.
+//! `FailedBinding`, `VolumeMismatch`, `ClaimLost`, `ClaimMisbound`. Upstream names the
+//! unscheduled pods that use a waiting claim (`WaitForPodScheduled`); here the claim always
+//! gets `WaitForFirstConsumer`, which needs no look at the namespace's pods.
 //!
 //! Where this differs from upstream: a volume and a claim are each written once per binding
 //! (spec and status together) where upstream writes spec and status separately; volumes get
@@ -260,14 +262,34 @@ fn best_in_group<'a>(
     best.map(|(_, v)| v)
 }
 
-/// Why a volume a claim names cannot be bound to it; None when it can.
+/// Why a volume a claim names cannot be bound to it (upstream's words, checked in its order).
 ///
 /// Upstream: checkVolumeSatisfyClaim.
-fn volume_satisfies_claim(volume: &Value, claim: &Value) -> bool {
+pub fn check_volume_satisfies_claim(volume: &Value, claim: &Value) -> Result<(), String> {
+    if volume.pointer("/metadata/deletionTimestamp").is_some() {
+        return Err(format!(
+            "the volume is marked for deletion {:?}",
+            str_at(volume, "/metadata/name")
+        ));
+    }
     let requested = quantity(claim, "/spec/resources/requests/storage").unwrap_or(0);
-    quantity(volume, "/spec/capacity/storage").is_some_and(|size| size >= requested)
-        && volume_class(volume) == claim_class(claim)
-        && volume_mode(volume) == volume_mode(claim)
+    if quantity(volume, "/spec/capacity/storage").unwrap_or(0) < requested {
+        return Err("requested PV is too small".into());
+    }
+    if volume_class(volume) != claim_class(claim) {
+        return Err("storageClassName does not match".into());
+    }
+    if volume_mode(volume) != volume_mode(claim) {
+        return Err("incompatible volumeMode".into());
+    }
+    let modes = access_modes(volume, "/spec/accessModes");
+    if !access_modes(claim, "/spec/accessModes")
+        .iter()
+        .all(|m| modes.contains(m))
+    {
+        return Err("incompatible accessMode".into());
+    }
+    Ok(())
 }
 
 fn set_phase(obj: &mut Value, phase: &str, with_transition_time: bool) {
@@ -556,16 +578,31 @@ impl PvController {
             return;
         };
         if !has_claim_ref(&volume) {
-            if volume_satisfies_claim(&volume, claim) {
-                self.bind(&volume, claim);
-            } else {
-                self.claim_pending(claim);
+            match check_volume_satisfies_claim(&volume, claim) {
+                Ok(()) => self.bind(&volume, claim),
+                Err(why) => {
+                    self.claim_event(
+                        claim,
+                        "Warning",
+                        "VolumeMismatch",
+                        &format!("Cannot bind to requested volume \"{volume_name}\": {why}"),
+                    );
+                    self.claim_pending(claim);
+                }
             }
         } else if is_volume_bound_to_claim(&volume, claim) {
             self.bind(&volume, claim);
-        } else if annotation(claim, ANN_BOUND_BY_CONTROLLER).is_none() {
-            // The user asked for a volume bound to another claim: wait for it to be free.
-            self.claim_pending(claim);
+        } else {
+            // The volume is bound to another claim: wait for it to be free.
+            self.claim_event(
+                claim,
+                "Warning",
+                "FailedBinding",
+                &format!("volume \"{volume_name}\" already bound to a different claim."),
+            );
+            if annotation(claim, ANN_BOUND_BY_CONTROLLER).is_none() {
+                self.claim_pending(claim);
+            }
         }
     }
 
@@ -635,7 +672,7 @@ impl PvController {
             } else {
                 "Bound claim has lost its PersistentVolume. Data on the volume is lost!"
             };
-            self.claim_lost(claim, why);
+            self.claim_lost(claim, "ClaimLost", why);
             return;
         };
         let uid = str_at(claim, "/metadata/uid");
@@ -644,16 +681,17 @@ impl PvController {
         } else {
             self.claim_lost(
                 claim,
+                "ClaimMisbound",
                 "Two claims are bound to the same volume, this one is bound incorrectly",
             );
         }
     }
 
     /// Marks the claim Lost, with a Warning the first time.
-    fn claim_lost(&self, claim: &Value, why: &str) {
+    fn claim_lost(&self, claim: &Value, reason: &str, why: &str) {
         let new = claim_with_status(claim, "Lost", None);
         if new != *claim && self.write(self.claims, claim, new).is_some() {
-            self.claim_event(claim, "Warning", "ClaimLost", why);
+            self.claim_event(claim, "Warning", reason, why);
         }
     }
 
@@ -722,11 +760,16 @@ impl PvController {
             if let Some(new) = volume_with_phase(volume, "Bound") {
                 self.write(self.volumes, volume, new);
             }
-        } else if annotation(volume, ANN_BOUND_BY_CONTROLLER).is_some() {
+        } else {
+            // The claim is bound to another volume: a volume provisioned for it with reclaim
+            // policy Delete is released (its provisioner deletes it), any other unbound.
             let provisioned = annotation(volume, ANN_PROVISIONED_BY).is_some();
             let delete = str_at(volume, "/spec/persistentVolumeReclaimPolicy") == "Delete";
+            let phase = str_at(volume, "/status/phase");
             let new = if provisioned && delete {
-                volume_with_phase(volume, "Released")
+                (phase != "Released" && phase != "Failed")
+                    .then(|| volume_with_phase(volume, "Released"))
+                    .flatten()
             } else {
                 Some(unbind_volume(volume))
             };
@@ -950,6 +993,23 @@ mod tests {
         let got = find_best_match(&claim, &volumes, delay_binding)
             .map(|v| str_at(v, "/metadata/name").to_string());
         assert_eq!(got.as_deref(), want);
+    }
+
+    #[rstest]
+    #[case::fits(json!({}), Ok(()))]
+    #[case::being_deleted(json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        Err("the volume is marked for deletion \"a\"".to_string()))]
+    #[case::too_small(json!({"spec": {"capacity": {"storage": "1Gi"}}}),
+        Err("requested PV is too small".to_string()))]
+    #[case::other_class(json!({"spec": {"storageClassName": "slow"}}),
+        Err("storageClassName does not match".to_string()))]
+    #[case::other_volume_mode(json!({"spec": {"volumeMode": "Block"}}),
+        Err("incompatible volumeMode".to_string()))]
+    #[case::other_access_mode(json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
+        Err("incompatible accessMode".to_string()))]
+    fn a_named_volume_satisfies_the_claim(#[case] extra: Value, #[case] want: Result<(), String>) {
+        let volume = pv("a", "5Gi", &["ReadWriteOnce"], extra);
+        assert_eq!(check_volume_satisfies_claim(&volume, &pvc(json!({}))), want);
     }
 
     #[test]

@@ -311,6 +311,44 @@ fn a_volume_pre_bound_by_name_created_after_its_claim_binds_to_it() {
     );
 }
 
+/// A claim naming a volume too small for it stays Pending with upstream's VolumeMismatch
+/// warning.
+#[test]
+fn a_claim_naming_a_volume_too_small_stays_pending_with_a_warning() {
+    let c = cluster();
+    create(
+        &c,
+        PVS,
+        volume("small", "1Gi", json!(["ReadWriteOnce"]), "", json!({})),
+    );
+    create(
+        &c,
+        PVCS,
+        claim("data", "2Gi", Some(""), json!({"volumeName": "small"})),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while claim_events(&c, "data").is_empty() {
+        assert!(Instant::now() < deadline, "no event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        claim_events(&c, "data"),
+        [event(
+            "Warning",
+            "VolumeMismatch",
+            "Cannot bind to requested volume \"small\": requested PV is too small",
+            "persistentvolume-controller"
+        )]
+    );
+    assert_eq!(
+        (
+            phase(&c.get(&format!("{PVCS}/data")).1),
+            phase(&c.get(&format!("{PVS}/small")).1)
+        ),
+        ("Pending", "Available")
+    );
+}
+
 /// The scheduler's VolumeBinding binds a WaitForFirstConsumer claim by writing the volume's
 /// claimRef (and bound-by-controller); the controller completes the claim's side.
 #[test]

@@ -438,6 +438,10 @@ pub(crate) struct PvController {
     recorder: Recorder,
 }
 
+/// Provisioner names of upstream's in-tree volume plugins; anything else is an external
+/// provisioner.
+const IN_TREE_PREFIX: &str = "kubernetes.io/";
+
 /// The component the controller's Events name.
 const COMPONENT: &str = "persistentvolume-controller";
 
@@ -639,6 +643,18 @@ impl PvController {
             return;
         };
         let provisioner = str_at(&class, "/provisioner");
+        if provisioner.starts_with(IN_TREE_PREFIX) {
+            // No in-tree volume plugin provisions here (kubernetes.io/no-provisioner is the
+            // usual one): upstream reports the missing plugin and hands the claim to no one.
+            self.claim_event(
+                claim,
+                "Warning",
+                "ProvisioningFailed",
+                &format!("no volume plugin matched name: {provisioner}"),
+            );
+            self.claim_pending(claim);
+            return;
+        }
         self.claim_event(
             claim,
             "Normal",

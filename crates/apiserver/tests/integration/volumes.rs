@@ -464,6 +464,43 @@ fn an_immediate_claim_of_a_class_is_handed_to_its_provisioner() {
     );
 }
 
+/// `kubernetes.io/no-provisioner` (an in-tree name no plugin serves) gets upstream's
+/// warning and no provisioner annotation.
+#[test]
+fn an_immediate_claim_of_no_provisioner_gets_upstreams_warning() {
+    let c = cluster();
+    create(
+        &c,
+        CLASSES,
+        class(
+            "manual",
+            "kubernetes.io/no-provisioner",
+            "Immediate",
+            json!({}),
+        ),
+    );
+    create(&c, PVCS, claim("data", "1Gi", Some("manual"), json!({})));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while claim_events(&c, "data").is_empty() {
+        assert!(Instant::now() < deadline, "no event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        claim_events(&c, "data"),
+        [event(
+            "Warning",
+            "ProvisioningFailed",
+            "no volume plugin matched name: kubernetes.io/no-provisioner",
+            "persistentvolume-controller"
+        )]
+    );
+    let (_, got) = c.get(&format!("{PVCS}/data"));
+    assert_eq!(
+        (got.pointer("/metadata/annotations"), phase(&got)),
+        (None, "Pending")
+    );
+}
+
 #[test]
 fn the_provisioner_creates_a_volume_in_the_selected_nodes_zone() {
     let c = cluster();

@@ -21,11 +21,15 @@
 //! `<provisioner>_kubesched`): `Provisioning`, then `ProvisioningSucceeded` or
 //! `ProvisioningFailed`.
 //!
+//! A claim whose selected node does not exist yet is looked at again when the node is
+//! added.
+//!
 //! It reads the store's event stream in-process (relisting when it falls behind) and writes
 //! through [`Store::create`] and [`Store::delete`]. **Invariant:** the volume's name is
 //! derived from the claim's uid, so seeing a claim again never makes a second volume.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 use tokio::sync::broadcast::error::RecvError;
@@ -223,6 +227,8 @@ struct Provisioner {
     claims: &'static ResourceInfo,
     classes: &'static ResourceInfo,
     nodes: &'static ResourceInfo,
+    /// Claims whose selected node did not exist, by node name.
+    waiting_for_node: Mutex<HashMap<String, BTreeSet<(String, String)>>>,
 }
 
 impl Provisioner {
@@ -261,8 +267,16 @@ impl Provisioner {
         let node = match annotation(claim, ANN_SELECTED_NODE) {
             Some(node) => match self.store.get(self.nodes, "", node) {
                 Some(n) => Some(n),
-                // The node went away: the scheduler selects another.
-                None => return,
+                // Not there (yet): the claim is looked at again when the node appears.
+                None => {
+                    if let Ok(mut waiting) = self.waiting_for_node.lock() {
+                        waiting.entry(node.to_string()).or_default().insert((
+                            str_at(claim, "/metadata/namespace").to_string(),
+                            str_at(claim, "/metadata/name").to_string(),
+                        ));
+                    }
+                    return;
+                }
             },
             None if str_at(&class, "/volumeBindingMode") == "WaitForFirstConsumer" => return,
             None => None,
@@ -303,6 +317,21 @@ impl Provisioner {
             ),
             Err(e) => tracing::debug!(volume = %pv_name, error = %e.message,
                 "provisioner stand-in: volume not created"),
+        }
+    }
+
+    /// A node appeared: the claims that selected it are looked at again.
+    fn node(&self, node: &Value) {
+        let claims = match self.waiting_for_node.lock() {
+            Ok(mut waiting) => waiting
+                .remove(str_at(node, "/metadata/name"))
+                .unwrap_or_default(),
+            Err(_) => return,
+        };
+        for (ns, name) in claims {
+            if let Some(c) = self.store.get(self.claims, &ns, &name) {
+                self.claim(&c);
+            }
         }
     }
 
@@ -361,6 +390,7 @@ pub async fn run(store: Arc<Store>, serves: Vec<String>) {
         claims,
         classes,
         nodes,
+        waiting_for_node: Mutex::new(HashMap::new()),
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
@@ -387,6 +417,8 @@ pub async fn run(store: Arc<Store>, serves: Vec<String>) {
                 if let Some(v) = current(&p.store, volumes, &ev.object()) {
                     p.volume(&v);
                 }
+            } else if ev.storage == nodes.storage && ev.kind == EventType::Added {
+                p.node(&ev.object());
             }
         }
     }

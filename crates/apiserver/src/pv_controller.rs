@@ -26,7 +26,7 @@
 //!   elsewhere is unbound and Available again.
 //!
 //! Claims get upstream's Events (component `persistentvolume-controller`):
-//! `WaitForFirstConsumer`, `ExternalProvisioning`, `ProvisioningFailed` for a missing class,
+//! `WaitForFirstConsumer`, `ExternalProvisioning`, `ProvisioningFailed` for a missing class or an in-tree provisioner name,
 //! `FailedBinding`, `VolumeMismatch`, `ClaimLost`, `ClaimMisbound`. Upstream names the
 //! unscheduled pods that use a waiting claim (`WaitForPodScheduled`); here the claim always
 //! gets `WaitForFirstConsumer`, which needs no look at the namespace's pods.

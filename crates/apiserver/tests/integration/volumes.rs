@@ -599,6 +599,55 @@ fn the_provisioner_creates_a_volume_in_the_selected_nodes_zone() {
     );
 }
 
+/// The scheduler's node choice reached the claim before the node reached the provisioner:
+/// the volume is made when the node appears.
+#[test]
+fn a_claim_whose_selected_node_appears_later_is_provisioned_then() {
+    let c = cluster();
+    create(
+        &c,
+        CLASSES,
+        class(
+            "zonal",
+            "zonal.csi.example.com",
+            "WaitForFirstConsumer",
+            json!({}),
+        ),
+    );
+    create(&c, PVCS, claim("data", "1Gi", Some("zonal"), json!({})));
+    annotate(
+        &c,
+        &format!("{PVCS}/data"),
+        "volume.kubernetes.io/selected-node",
+        "late-node",
+    );
+    wait_until(&c, &format!("{PVCS}/data"), |o| {
+        o.pointer("/metadata/annotations/volume.kubernetes.io~1storage-provisioner")
+            .is_some()
+    });
+    // A claim provisioned after that one was handed over: the provisioner has looked at it.
+    create(
+        &c,
+        CLASSES,
+        class("now", "zonal.csi.example.com", "Immediate", json!({})),
+    );
+    create(&c, PVCS, claim("barrier", "1Gi", Some("now"), json!({})));
+    bound_claim(&c, "barrier");
+    create(&c, "/api/v1/nodes", node("late-node", "zone-l"));
+    let pv = bound_claim(&c, "data");
+    let volume = pv
+        .pointer("/spec/volumeName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    assert_eq!(
+        volume_in_phase(&c, volume, "Bound").pointer("/spec/nodeAffinity"),
+        Some(
+            &json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-l"]}]}]}})
+        )
+    );
+}
+
 /// A claim with no class gets the default class at admission; the local-path provisioner's
 /// volume is a hostPath on the selected node.
 #[test]

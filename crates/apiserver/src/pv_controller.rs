@@ -22,12 +22,12 @@
 //!   pre-bound to the claim.
 //! - A bound claim whose volume is gone, or bound to another claim, is Lost.
 //! - A volume whose claim is gone is Released (the provisioner stand-in deletes the ones it
-//!   provisioned with reclaim policy Delete); one bound by the controller to a claim now bound
-//!   elsewhere is unbound and Available again.
+//!   provisioned with reclaim policy Delete); one whose claim is bound to another volume is
+//!   Released too when provisioned with reclaim policy Delete, else unbound and Available.
 //!
 //! Claims get upstream's Events (component `persistentvolume-controller`):
-//! `WaitForFirstConsumer`, `ExternalProvisioning`, `ProvisioningFailed` for a missing class or an in-tree provisioner name,
-//! `FailedBinding`, `VolumeMismatch`, `ClaimLost`, `ClaimMisbound`. Upstream names the
+//! `WaitForFirstConsumer`, `ExternalProvisioning`, `ProvisioningFailed` (a missing class, an
+//! in-tree provisioner name), `FailedBinding`, `VolumeMismatch`, `ClaimLost`, `ClaimMisbound`. Upstream names the
 //! unscheduled pods that use a waiting claim (`WaitForPodScheduled`); here the claim always
 //! gets `WaitForFirstConsumer`, which needs no look at the namespace's pods.
 //!
@@ -856,7 +856,9 @@ impl PvController {
         let (claims, _) = self.store.list(self.claims, None);
         for c in claims.iter().filter(|c| {
             annotation(c, ANN_BIND_COMPLETED).is_none()
-                && (claim_class(c) == name || c.pointer("/spec/storageClassName").is_none())
+                && (claim_class(c) == name
+                    || c.pointer("/spec/storageClassName")
+                        .is_none_or(Value::is_null))
         }) {
             self.sync_claim(c);
         }

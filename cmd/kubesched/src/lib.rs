@@ -96,8 +96,12 @@ enum Command {
     /// The local API server and the scheduler in one process: a working cluster API where
     /// pods get scheduled, for trying, learning and testing.
     ///
-    /// Starts the API server (with the kubelet stand-in: nodes Ready, bound pods Running),
-    /// loads the objects of -f files through the API, and runs the scheduler against it
+    /// Starts the API server (with the kubelet stand-in: nodes Ready, bound pods Running
+    /// once their claims are Bound; the PersistentVolume controller and provisioner
+    /// stand-ins: claims bind to volumes, and claims of a class whose provisioner is a
+    /// --provisioner get a volume; a default StorageClass `standard`, WaitForFirstConsumer,
+    /// provisioner rancher.io/local-path, unless a class is the default already), loads the
+    /// objects of -f files through the API, and runs the scheduler against it
     /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
     /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
     /// so its clientConnection qps/burst are 5000/10000 unless --config sets them (`run`
@@ -239,7 +243,8 @@ struct UpArgs {
     /// already exist are left alone); repeat for several files.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Do not act as the nodes' kubelets (pods then stay Pending after binding).
+    /// Do not act as the nodes' kubelets (pods then stay Pending after binding). The
+    /// PersistentVolume controller and provisioner stand-ins still run.
     #[arg(long)]
     no_kubelets: bool,
     #[command(flatten)]
@@ -305,14 +310,25 @@ struct ApiserverFlags {
     /// 90s with no request.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     max_connections: usize,
+    /// A provisioner name (a StorageClass's `provisioner`) the provisioner stand-in serves:
+    /// it creates a PersistentVolume for each claim the PersistentVolume controller hands
+    /// to it (node affinity on the selected node's hostname for rancher.io/local-path, on
+    /// its topology.kubernetes.io/zone otherwise). Repeat for several; giving any replaces
+    /// the default.
+    #[arg(long = "provisioner", value_name = "NAME", default_value = apiserver::provisioner::DEFAULT_PROVISIONER)]
+    provisioners: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
 struct ApiserverArgs {
     #[command(flatten)]
     server: ApiserverFlags,
-    /// Act as the nodes' kubelets: nodes become Ready, and pods bound to a node become
-    /// Running with Ready conditions (the status transitions KWOK performs).
+    /// Act as the nodes' kubelets and the volume controllers: nodes become Ready, and pods
+    /// bound to a node become Running with Ready conditions once their claims are Bound
+    /// (the status transitions KWOK performs); the PersistentVolume controller stand-in binds
+    /// claims to volumes and the provisioner stand-in creates volumes for claims of the
+    /// --provisioner names; a default StorageClass `standard` (WaitForFirstConsumer,
+    /// rancher.io/local-path) is created unless a class is the default already.
     #[arg(long)]
     simulate_kubelets: bool,
 }
@@ -653,7 +669,7 @@ fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
     runtime()?.block_on(async {
         let shutdown = shutdown_signal()?;
         let server =
-            apiserver::Server::start(server_config(&args.server, !args.no_kubelets)?).await?;
+            apiserver::Server::start(server_config(&args.server, !args.no_kubelets, true)?).await?;
         println!("kubesched apiserver listening on {}", server.url());
         if let Some(path) = &args.server.kubeconfig {
             write_kubeconfig(path, &server)?;
@@ -711,15 +727,20 @@ fn init_logging(verbosity: u8) {
 }
 
 /// The API server's configuration from its flags.
+/// `local_cluster` runs the volume controller stand-ins and creates the default StorageClass.
 fn server_config(
     flags: &ApiserverFlags,
     simulate_kubelets: bool,
+    local_cluster: bool,
 ) -> anyhow::Result<apiserver::Config> {
     Ok(apiserver::Config {
         listen: flags.listen,
         data_dir: flags.data_dir.clone(),
         data_dir_repair: flags.data_dir_repair,
         simulate_kubelets,
+        volume_controllers: local_cluster,
+        default_storage_class: local_cluster,
+        provisioners: flags.provisioners.clone(),
         tokens: match &flags.token_file {
             Some(f) => apiserver::read_token_file(f).map_err(|e| apiserver::Error::TokenFile {
                 path: f.clone(),
@@ -786,7 +807,7 @@ fn run_apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = shutdown_signal()?;
-        let config = server_config(&args.server, args.simulate_kubelets)?;
+        let config = server_config(&args.server, args.simulate_kubelets, args.simulate_kubelets)?;
         let server = apiserver::Server::start(config).await?;
         if let Some(path) = &args.server.kubeconfig {
             write_kubeconfig(path, &server)?;

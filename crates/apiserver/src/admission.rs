@@ -323,8 +323,8 @@ pub fn default_storage_spec(info: &ResourceInfo, obj: &mut Value) {
 }
 
 /// The phase a new volume or claim starts in when it comes without one: a claim is Pending;
-/// a volume is Available, where the volume controller (which does not run here) would move
-/// an unclaimed volume straight after creation.
+/// a volume is Available, where upstream's volume controller moves an unclaimed volume
+/// straight after creation (its stand-in runs only on request).
 pub fn default_storage_phase(info: &ResourceInfo, obj: &mut Value) {
     let phase = match (info.group, info.kind) {
         ("", "PersistentVolume") => "Available",
@@ -336,6 +336,61 @@ pub fn default_storage_phase(info: &ResourceInfo, obj: &mut Value) {
     }
     if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
         set_default(status, "phase", json!(phase));
+    }
+}
+
+/// The annotation that makes a StorageClass the default (value `"true"`), and its beta form.
+pub const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+];
+
+/// The default StorageClass's name: of the classes annotated default, the newest, and of
+/// those made in the same second the first by name.
+///
+/// Upstream: pkg/volume/util GetDefaultClass.
+pub fn default_storage_class(classes: &[std::sync::Arc<Value>]) -> Option<String> {
+    fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
+        v.pointer(p).and_then(Value::as_str).unwrap_or("")
+    }
+    classes
+        .iter()
+        .filter(|c| {
+            DEFAULT_CLASS_ANNOTATIONS.iter().any(|a| {
+                c.pointer("/metadata/annotations")
+                    .and_then(|m| m.get(*a))
+                    .and_then(Value::as_str)
+                    == Some("true")
+            })
+        })
+        .min_by(|a, b| {
+            let created = |c: &Value| str_at(c, "/metadata/creationTimestamp").to_string();
+            created(b)
+                .cmp(&created(a))
+                .then_with(|| str_at(a, "/metadata/name").cmp(str_at(b, "/metadata/name")))
+        })
+        .map(|c| str_at(c, "/metadata/name").to_string())
+}
+
+/// A new claim that names no class (neither `spec.storageClassName`, not even `""`, nor the
+/// beta annotation) gets the default class, when there is one.
+///
+/// Upstream: plugin/pkg/admission/storage/storageclass/setdefault (DefaultStorageClass).
+pub fn default_claim_class(claim: &mut Value, classes: &[std::sync::Arc<Value>]) {
+    let has_class = claim
+        .pointer("/spec/storageClassName")
+        .is_some_and(|c| !c.is_null())
+        || claim
+            .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+            .is_some();
+    if has_class {
+        return;
+    }
+    let Some(default) = default_storage_class(classes) else {
+        return;
+    };
+    if let Some(spec) = claim.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("storageClassName".into(), json!(default));
     }
 }
 
@@ -773,5 +828,55 @@ mod tests {
         assert_eq!(core["message"], "hi");
         assert_eq!(core["apiVersion"], "v1");
         assert_eq!(event_from_core(&core), e);
+    }
+
+    fn class(name: &str, created: &str, default: Option<&str>) -> Arc<Value> {
+        let mut c = json!({"metadata": {"name": name, "creationTimestamp": created}});
+        if let Some(d) = default {
+            c["metadata"]["annotations"] =
+                json!({"storageclass.kubernetes.io/is-default-class": d});
+        }
+        Arc::new(c)
+    }
+
+    #[rstest]
+    #[case::no_class_gets_the_default(json!({}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("true"))], Some("std"))]
+    #[case::empty_class_is_kept(json!({"storageClassName": ""}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("true"))], Some(""))]
+    #[case::named_class_is_kept(json!({"storageClassName": "fast"}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("true"))], Some("fast"))]
+    #[case::no_default_class_leaves_none(json!({}),
+        vec![class("std", "2026-01-01T00:00:00Z", Some("false"))], None)]
+    #[case::newest_default_wins(json!({}),
+        vec![class("old", "2026-01-01T00:00:00Z", Some("true")),
+             class("new", "2026-01-02T00:00:00Z", Some("true"))], Some("new"))]
+    #[case::same_second_defaults_take_the_first_name(json!({}),
+        vec![class("b", "2026-01-01T00:00:00Z", Some("true")),
+             class("a", "2026-01-01T00:00:00Z", Some("true"))], Some("a"))]
+    fn default_storage_class_admission(
+        #[case] spec: Value,
+        #[case] classes: Vec<Arc<Value>>,
+        #[case] want: Option<&str>,
+    ) {
+        let mut claim = json!({"metadata": {"name": "c"}, "spec": spec});
+        default_claim_class(&mut claim, &classes);
+        assert_eq!(
+            claim
+                .pointer("/spec/storageClassName")
+                .and_then(Value::as_str),
+            want
+        );
+    }
+
+    #[test]
+    fn a_claim_with_the_beta_class_annotation_gets_no_default() {
+        let mut claim = json!({"metadata": {"name": "c",
+            "annotations": {"volume.beta.kubernetes.io/storage-class": "old"}}, "spec": {}});
+        default_claim_class(
+            &mut claim,
+            &[class("std", "2026-01-01T00:00:00Z", Some("true"))],
+        );
+        assert_eq!(claim.pointer("/spec/storageClassName"), None);
     }
 }

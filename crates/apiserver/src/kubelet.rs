@@ -2,7 +2,9 @@
 //! so pods scheduled onto fake nodes look like they run.
 //!
 //! - A node without a `Ready=True` condition gets Ready (and the pressure conditions False).
-//! - A bound pod that is Pending and not being deleted becomes Running: `PodScheduled`,
+//! - A bound pod that is Pending and not being deleted becomes Running once every claim its
+//!   volumes name is Bound (a kubelet waits to mount them; until then the pod stays Pending):
+//!   `PodScheduled`,
 //!   `Initialized`, `ContainersReady` and `Ready` True, a pod IP, the node's InternalIP as
 //!   host IP, and one running, ready container status per container.
 //! - A pod being deleted gracefully (bound, `deletionTimestamp` set, grace period left) is
@@ -14,8 +16,9 @@
 //! **Invariant:** each transition is idempotent (it re-checks the object under the store lock),
 //! so seeing an event twice, or its own writes, never writes again.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
@@ -164,11 +167,38 @@ pub fn running_pod(pod: &Value, host_ip: &str, pod_ip: &str) -> Option<Value> {
     Some(new)
 }
 
+/// The claims a pod's volumes name: `persistentVolumeClaim` volumes, and the claim of each
+/// generic ephemeral volume (`<pod>-<volume>`).
+pub fn pod_claims(pod: &Value) -> Vec<String> {
+    let pod_name = str_at(pod, "/metadata/name");
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            if let Some(claim) = v.pointer("/persistentVolumeClaim/claimName") {
+                return claim.as_str().map(str::to_string);
+            }
+            v.get("ephemeral")
+                .map(|_| format!("{pod_name}-{}", str_at(v, "/name")))
+        })
+        .collect()
+}
+
+/// Whether a claim is bound to a volume (what a kubelet needs before it mounts it).
+pub fn claim_bound(claim: &Value) -> bool {
+    str_at(claim, "/status/phase") == "Bound" && !str_at(claim, "/spec/volumeName").is_empty()
+}
+
 struct Kubelets {
     store: Arc<Store>,
     pods: &'static ResourceInfo,
     nodes: &'static ResourceInfo,
+    claims: &'static ResourceInfo,
     next_ip: AtomicU32,
+    /// Pods waiting for a claim, by the claim's (namespace, name): a claim's event looks up
+    /// its pods here rather than listing the namespace's pods.
+    waiting: Mutex<HashMap<(String, String), HashSet<String>>>,
 }
 
 impl Kubelets {
@@ -191,7 +221,7 @@ impl Kubelets {
             return;
         }
         let node = str_at(pod, "/spec/nodeName");
-        if running_pod(pod, "", "").is_none() {
+        if running_pod(pod, "", "").is_none() || !self.volumes_bound(pod) {
             return;
         }
         let host_ip = self
@@ -219,6 +249,56 @@ impl Kubelets {
         });
         if let Err(e) = r {
             tracing::debug!(pod = %name, error = %e.message, "kubelet stand-in: pod not updated");
+        }
+    }
+}
+
+impl Kubelets {
+    /// Whether every claim of the pod is Bound; the pod is recorded as waiting for each one
+    /// that is not.
+    fn volumes_bound(&self, pod: &Value) -> bool {
+        let (ns, name) = (
+            str_at(pod, "/metadata/namespace"),
+            str_at(pod, "/metadata/name"),
+        );
+        let unbound: Vec<String> = pod_claims(pod)
+            .into_iter()
+            .filter(|c| {
+                !self
+                    .store
+                    .get(self.claims, ns, c)
+                    .is_some_and(|c| claim_bound(&c))
+            })
+            .collect();
+        if unbound.is_empty() {
+            return true;
+        }
+        if let Ok(mut waiting) = self.waiting.lock() {
+            for c in unbound {
+                waiting
+                    .entry((ns.to_string(), c))
+                    .or_default()
+                    .insert(name.to_string());
+            }
+        }
+        false
+    }
+
+    /// A claim became Bound: the pods waiting for it are looked at again.
+    fn claim(&self, claim: &Value) {
+        if !claim_bound(claim) {
+            return;
+        }
+        let ns = str_at(claim, "/metadata/namespace");
+        let key = (ns.to_string(), str_at(claim, "/metadata/name").to_string());
+        let pods = match self.waiting.lock() {
+            Ok(mut waiting) => waiting.remove(&key).unwrap_or_default(),
+            Err(_) => return,
+        };
+        for name in pods {
+            if let Some(pod) = self.store.get(self.pods, ns, &name) {
+                self.pod(&pod);
+            }
         }
     }
 }
@@ -255,9 +335,10 @@ impl Kubelets {
 
 /// Runs the kubelet stand-in until the store's event stream closes.
 pub async fn run(store: Arc<Store>) {
-    let (Some(pods), Some(nodes)) = (
+    let (Some(pods), Some(nodes), Some(claims)) = (
         resources::lookup("", "v1", "pods"),
         resources::lookup("", "v1", "nodes"),
+        resources::lookup("", "v1", "persistentvolumeclaims"),
     ) else {
         return;
     };
@@ -265,7 +346,9 @@ pub async fn run(store: Arc<Store>) {
         store,
         pods,
         nodes,
+        claims,
         next_ip: AtomicU32::new(0),
+        waiting: Mutex::new(HashMap::new()),
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
@@ -284,6 +367,7 @@ pub async fn run(store: Arc<Store>) {
                 Ok(ev) if ev.kind == EventType::Deleted => {}
                 Ok(ev) if ev.storage == pods.storage => k.pod(&ev.object()),
                 Ok(ev) if ev.storage == nodes.storage => k.node(&ev.object()),
+                Ok(ev) if ev.storage == claims.storage => k.claim(&ev.object()),
                 Ok(_) => {}
                 // Fell behind: relist.
                 Err(RecvError::Lagged(_)) => break,
@@ -345,6 +429,24 @@ mod tests {
                 ],
                 Some(&disruption)
             )
+        );
+    }
+
+    #[test]
+    fn a_pods_claims_are_its_claim_volumes_and_ephemeral_volumes() {
+        let pod = json!({"metadata": {"name": "web"}, "spec": {"volumes": [
+            {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "b", "emptyDir": {}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}});
+        assert_eq!(pod_claims(&pod), ["data", "web-scratch"]);
+        let claim = |phase: &str, volume: &str| json!({"spec": {"volumeName": volume}, "status": {"phase": phase}});
+        assert_eq!(
+            [
+                claim_bound(&claim("Bound", "pv")),
+                claim_bound(&claim("Pending", "")),
+                claim_bound(&claim("Lost", "pv")),
+            ],
+            [true, false, false]
         );
     }
 

@@ -5,7 +5,8 @@
 //! [`store`], and what the real apiserver does to objects on the way in is in [`admission`]
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
-//! run inside the server are [`namespace`] (always) and [`kubelet`] (on request).
+//! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
+//! [`pv_controller`] and [`provisioner`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -35,6 +36,9 @@ pub mod namespace;
 pub mod paging;
 pub mod patch;
 pub mod protobuf;
+pub mod provisioner;
+pub mod pv_controller;
+mod recorder;
 pub mod resources;
 pub mod selectors;
 mod serve;
@@ -153,9 +157,19 @@ pub struct Config {
     /// `/version` needs `Authorization: Bearer <one of them>` (401 otherwise). The first is
     /// written into [`Server::kubeconfig`].
     pub tokens: Vec<String>,
-    /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready, nodes
-    /// Ready.
+    /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready once
+    /// their claims are Bound, nodes Ready.
     pub simulate_kubelets: bool,
+    /// Run the PersistentVolume controller stand-in ([`pv_controller`]) and the provisioner
+    /// stand-in ([`provisioner`]): claims bind to volumes, and claims handed to a provisioner
+    /// in [`Config::provisioners`] get a volume.
+    pub volume_controllers: bool,
+    /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
+    /// serves.
+    pub provisioners: Vec<String>,
+    /// Create a default StorageClass ([`default_storage_class`]) on start unless a class is
+    /// already the default.
+    pub default_storage_class: bool,
     /// Serve HTTPS with this certificate; [`Server::kubeconfig`] then carries the
     /// certificate as `certificate-authority-data`.
     pub tls: Option<TlsConfig>,
@@ -216,6 +230,9 @@ impl Default for Config {
             compact_bytes: 64 * 1024 * 1024,
             tokens: Vec::new(),
             simulate_kubelets: false,
+            volume_controllers: false,
+            provisioners: vec![provisioner::DEFAULT_PROVISIONER.to_string()],
+            default_storage_class: false,
             tls: None,
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(32),
@@ -235,6 +252,8 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
     token: Option<String>,
     kubelets: Option<JoinHandle<()>>,
+    /// The PersistentVolume controller and provisioner stand-ins, when on.
+    volume_controllers: Vec<JoinHandle<()>>,
     /// The namespace controller ([`namespace`]).
     namespaces: JoinHandle<()>,
     /// The serving certificate (PEM) when serving HTTPS.
@@ -248,6 +267,45 @@ const LIST_SNAPSHOTS: usize = 32;
 /// Namespaces every cluster starts with.
 pub const BOOTSTRAP_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// The default StorageClass a local cluster starts with: kind's `standard` class, served by
+/// the provisioner stand-in's default provisioner.
+pub fn default_storage_class() -> serde_json::Value {
+    json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+           "metadata": {"name": "standard",
+                        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+           "provisioner": provisioner::DEFAULT_PROVISIONER,
+           "reclaimPolicy": "Delete",
+           "volumeBindingMode": "WaitForFirstConsumer"})
+}
+
+/// Creates [`default_storage_class`] unless some class is the default already (a recovered
+/// store keeps its own).
+fn bootstrap_storage_class(store: &Store) -> Result<(), Error> {
+    let Some(classes) = resources::lookup("storage.k8s.io", "v1", "storageclasses") else {
+        return Ok(());
+    };
+    let (existing, _) = store.list(classes, None);
+    if admission::default_storage_class(&existing).is_some() {
+        return Ok(());
+    }
+    let class = default_storage_class();
+    let name = class
+        .pointer("/metadata/name")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if store.get(classes, "", &name).is_some() {
+        return Ok(());
+    }
+    store
+        .create(classes, "", class, false)
+        .map_err(|source| Error::Bootstrap {
+            what: "the default storage class".to_string(),
+            source,
+        })?;
+    Ok(())
+}
 
 /// Creates the bootstrap namespaces and priority classes that do not exist (a recovered store
 /// keeps its own).
@@ -315,10 +373,21 @@ impl Server {
             )?,
         });
         bootstrap(&store)?;
+        if config.default_storage_class {
+            bootstrap_storage_class(&store)?;
+        }
         let namespaces = tokio::spawn(namespace::run(store.clone()));
         let kubelets = config
             .simulate_kubelets
             .then(|| tokio::spawn(kubelet::run(store.clone())));
+        let volume_controllers = if config.volume_controllers {
+            vec![
+                tokio::spawn(pv_controller::run(store.clone())),
+                tokio::spawn(provisioner::run(store.clone(), config.provisioners.clone())),
+            ]
+        } else {
+            Vec::new()
+        };
         let state = Arc::new(http::AppState {
             store: store.clone(),
             max_body_bytes: config.max_body_bytes,
@@ -349,6 +418,7 @@ impl Server {
             task,
             token: config.tokens.first().cloned(),
             kubelets,
+            volume_controllers,
             namespaces,
             ca_pem: config.tls.as_ref().map(|t| t.cert_pem().to_vec()),
         })
@@ -394,6 +464,9 @@ impl Server {
     pub async fn shutdown(mut self) {
         if let Some(k) = self.kubelets.take() {
             k.abort();
+        }
+        for c in self.volume_controllers.drain(..) {
+            c.abort();
         }
         self.namespaces.abort();
         if let Some(stop) = self.stop.take() {

@@ -25,6 +25,14 @@ fn now_seconds() -> i64 {
         .unwrap_or(0)
 }
 
+/// Nanoseconds since the Unix epoch (0 before it), for names that must differ in time.
+pub fn unix_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
 /// A random RFC 4122 version 4 UUID.
 pub fn new_uid() -> String {
     let mut b: [u8; 16] = rand::rng().random();

@@ -288,7 +288,7 @@ const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// A quantity in milli-units, for comparing sizes written in different units (`1Gi`,
 /// `1024Mi`); `None` when it does not parse.
-fn quantity_millis(q: &str) -> Option<i128> {
+pub(crate) fn quantity_millis(q: &str) -> Option<i128> {
     let q = q.trim();
     let split = q
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))

@@ -198,6 +198,70 @@ fn unschedulable_pod_is_reported_and_bound_when_a_node_that_fits_arrives() {
     assert_eq!(node, "bigger");
 }
 
+/// `up` plays the PersistentVolume controller: a volume and an Immediate claim applied with
+/// kubectl are Bound to each other, and the default StorageClass is there.
+#[test]
+fn up_binds_an_immediate_claim_to_a_volume_applied_with_kubectl() {
+    let scratch = Scratch::new("pvc");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let manifest = scratch.path("storage.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: manual}\n\
+         provisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: Immediate\n---\n\
+         apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-1}\nspec:\n  \
+         capacity: {storage: 5Gi}\n  accessModes: [ReadWriteOnce]\n  storageClassName: manual\n  \
+         hostPath: {path: /tmp/pv-1}\n---\n\
+         apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  \
+         accessModes: [ReadWriteOnce]\n  storageClassName: manual\n  \
+         resources: {requests: {storage: 1Gi}}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &manifest.to_string_lossy()]);
+    // NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS (then attributes class, age).
+    let row = wait_for(Duration::from_secs(30), "claim Bound", || {
+        let out = kubectl_ok(&kubeconfig, &["get", "pvc", "data", "--no-headers"]);
+        let fields: Vec<String> = out.split_whitespace().take(6).map(String::from).collect();
+        (fields.get(1).map(String::as_str) == Some("Bound")).then_some(fields)
+    });
+    assert_eq!(row, ["data", "Bound", "pv-1", "5Gi", "RWO", "manual"]);
+    let pv = kubectl_ok(&kubeconfig, &["get", "pv", "pv-1", "--no-headers"]);
+    let pv: Vec<&str> = pv.split_whitespace().take(7).collect();
+    assert_eq!(
+        pv,
+        [
+            "pv-1",
+            "5Gi",
+            "RWO",
+            "Retain",
+            "Bound",
+            "default/data",
+            "manual"
+        ]
+    );
+    let classes = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "sc",
+            "--no-headers",
+            "-o",
+            "custom-columns=NAME:.metadata.name,PROVISIONER:.provisioner,MODE:.volumeBindingMode",
+        ],
+    );
+    let classes: Vec<Vec<&str>> = classes
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            vec!["manual", "kubernetes.io/no-provisioner", "Immediate"],
+            vec!["standard", "rancher.io/local-path", "WaitForFirstConsumer"],
+        ]
+    );
+}
+
 /// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it
 /// and its URL, after writing `kubeconfig`.
 fn apiserver(kubeconfig: &Path, listen: &str, extra: &[&str]) -> (Proc, String) {

@@ -776,6 +776,12 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::default_storage_phase(info, &mut obj);
         }
     }
+    if (info.group, info.kind) == ("", "PersistentVolumeClaim") {
+        let classes = resources::lookup("storage.k8s.io", "v1", "storageclasses")
+            .ok_or_else(|| ApiError::internal("storageclasses not served"))?;
+        let (classes, _) = req.st.store.list(classes, None);
+        admission::default_claim_class(&mut obj, &classes);
+    }
     if (info.group, info.kind) == ("storage.k8s.io", "StorageClass") {
         let errs = validation::validate_storage_class(&obj);
         if !errs.is_empty() {

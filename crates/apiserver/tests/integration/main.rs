@@ -14,3 +14,4 @@ mod kube_rs;
 mod kubectl;
 mod python;
 mod storage;
+mod volumes;

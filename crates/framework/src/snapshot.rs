@@ -314,6 +314,12 @@ impl Snapshot {
         &self.storage
     }
 
+    /// The storage listers, shared: for a plugin that keeps them in its cycle state for
+    /// Filter, which sees only a NodeInfo.
+    pub fn storage_shared(&self) -> &Arc<StorageListers> {
+        &self.storage
+    }
+
     /// Every node, in node-tree order.
     pub fn node_infos(&self) -> &[Arc<NodeInfo>] {
         &self.node_info_list

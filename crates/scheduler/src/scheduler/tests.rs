@@ -1618,3 +1618,139 @@ async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_vo
         vec![("db".to_string(), "assumed n1".to_string())]
     );
 }
+
+// ---- NodeVolumeLimits ---------------------------------------------------------------------
+
+/// A CSI volume of `driver` whose handle is its name.
+fn csi_pv(name: &str, driver: &str) -> Arc<k8s_openapi::api::core::v1::PersistentVolume> {
+    let mut v = k8s_openapi::api::core::v1::PersistentVolume::default();
+    v.metadata.name = Some(name.into());
+    v.spec = Some(k8s_openapi::api::core::v1::PersistentVolumeSpec {
+        csi: Some(k8s_openapi::api::core::v1::CSIPersistentVolumeSource {
+            driver: driver.into(),
+            volume_handle: name.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    Arc::new(v)
+}
+
+/// A pod requesting 100m CPU with one volume per claim.
+fn pod_with_claims(name: &str, claims: &[&str]) -> Pod {
+    let mut p = pod(name, "100m");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes = Some(
+            claims
+                .iter()
+                .map(|c| k8s_openapi::api::core::v1::Volume {
+                    name: c.to_string(),
+                    persistent_volume_claim: Some(
+                        k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                            claim_name: c.to_string(),
+                            read_only: None,
+                        },
+                    ),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+    }
+    p
+}
+
+const EBS: &str = "ebs.csi.aws.com";
+
+/// Node n1 whose CSINode allows one EBS volume, held by pod `holder` (claim `data-a`), a
+/// pod `idle` on n1 without volumes, and pod `db` (claim `data-b`) rejected for the limit.
+async fn volume_limit_harness(log_id: &str) -> Harness {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness(log_id, "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    for e in [
+        ObjectEvent::CSINode(Change::Added(csi_node("n1", EBS, 1))),
+        ObjectEvent::PersistentVolume(Change::Added(csi_pv("pv-a", EBS))),
+        ObjectEvent::PersistentVolume(Change::Added(csi_pv("pv-b", EBS))),
+        ObjectEvent::PersistentVolumeClaim(Change::Added(pvc("default", "data-a", "pv-a"))),
+        ObjectEvent::PersistentVolumeClaim(Change::Added(pvc("default", "data-b", "pv-b"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    let mut holder = pod_with_claims("holder", &["data-a"]);
+    let mut idle = pod("idle", "100m");
+    for p in [&mut holder, &mut idle] {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = Some("n1".into());
+        }
+    }
+    h.cluster.apply_pod(holder);
+    h.cluster.apply_pod(idle);
+    h.cluster.apply_pod(pod_with_claims("db", &["data-b"]));
+    assert_eq!(
+        h.drain().await,
+        vec![(
+            "db".to_string(),
+            "unschedulable: 0/1 nodes are available: 1 node(s) exceed max volume count. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string()
+        )]
+    );
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+    h
+}
+
+/// Events that cannot make room for `db`: a pod without volumes leaves n1, the CSINode is
+/// updated with the same limit, another claim is created, an attachment of an unrelated
+/// volume is deleted.
+fn deliver_unrelated_volume_events(h: &Harness) {
+    use crate::source::{Change, ObjectEvent};
+    assert!(h.cluster.remove_pod("default", "idle"));
+    h.cluster
+        .deliver_other(ObjectEvent::CSINode(Change::Updated {
+            old: csi_node("n1", EBS, 1),
+            new: csi_node("n1", EBS, 1),
+        }));
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(pvc(
+            "default", "other", "pv-c",
+        ))));
+    h.cluster
+        .deliver_other(ObjectEvent::VolumeAttachment(Change::Deleted(
+            volume_attachment("va-c", "n1", "pv-c"),
+        )));
+}
+
+#[tokio::test]
+async fn a_pod_over_the_volume_limit_is_retried_when_a_pod_with_a_csi_volume_leaves_its_node() {
+    let mut h = volume_limit_harness("volumelimits-pod-deleted").await;
+    deliver_unrelated_volume_events(&h);
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    assert!(h.cluster.remove_pod("default", "holder"));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Backoff));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("db".to_string(), "assumed n1".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn a_pod_over_the_volume_limit_is_retried_when_the_csi_node_count_grows() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = volume_limit_harness("volumelimits-csinode-grows").await;
+    deliver_unrelated_volume_events(&h);
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    h.cluster
+        .deliver_other(ObjectEvent::CSINode(Change::Updated {
+            old: csi_node("n1", EBS, 1),
+            new: csi_node("n1", EBS, 2),
+        }));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Backoff));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("db".to_string(), "assumed n1".to_string())]
+    );
+}

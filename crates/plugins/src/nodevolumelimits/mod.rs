@@ -17,8 +17,12 @@
 //!
 //! Where this differs from upstream, on purpose: an unbound claim is told apart from bound
 //! volumes by its key's kind instead of a random volume-handle prefix, so runs are
-//! reproducible; and the VolumeAttachment hint reads the claims as of the plugin's last
-//! PreFilter, since hints see only the event's objects.
+//! reproducible; the VolumeAttachment hint reads the claims as of the plugin's last
+//! PreFilter, since hints see only the event's objects; and the CSINode-update hint also
+//! queues when a limit is lifted (a driver's count, or the driver, gone), which can only
+//! make room. A missing claim is reported as a real cluster's claim lister words it
+//! (`persistentvolumeclaim "x" not found`; upstream's table, with a fake lister, has the
+//! plural).
 
 mod translation;
 

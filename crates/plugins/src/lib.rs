@@ -21,6 +21,7 @@ pub mod nodename;
 pub mod nodeports;
 pub mod noderesources;
 pub mod nodeunschedulable;
+pub mod nodevolumelimits;
 pub mod podtopologyspread;
 pub mod queuesort;
 pub mod schedulinggates;

@@ -1,7 +1,8 @@
 //! `kubesched up` and `kubesched run` end to end, driven by real kubectl over loopback:
 //! pods bound where they fit, FailedScheduling with upstream's message and a retry on the
-//! node-add event, two leader-electing replicas, an API server restart under a running
-//! scheduler, and `/metrics` as Prometheus text.
+//! node-add event (and on the CSINode-update event for a pod over its node's volume limit),
+//! two leader-electing replicas, an API server restart under a running scheduler, and
+//! `/metrics` as Prometheus text.
 //!
 //! Every wait is a bounded poll; the bounds are generous because CI machines are loaded,
 //! and the tests check outcomes, not speed.
@@ -628,4 +629,68 @@ fn up_stops_cleanly_on_ctrl_c_and_sigterm() {
         });
         assert_eq!((signal, exited.code()), (signal, Some(0)));
     }
+}
+
+#[test]
+fn a_node_at_its_csi_attach_limit_is_skipped_until_its_csi_node_count_grows() {
+    let scratch = Scratch::new("volume-limits");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    // n1 allows one ebs.csi.aws.com volume, and `holder` on n1 already uses one.
+    let mut objects = node_yaml("n1", "4", &[], None);
+    objects.push_str(
+        "---\napiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n1}\nspec:\n  drivers: [{name: ebs.csi.aws.com, nodeID: i-n1, allocatable: {count: 1}}]\n",
+    );
+    for v in ["a", "b"] {
+        objects.push_str(&format!(
+            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv-{v}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], csi: {{driver: ebs.csi.aws.com, volumeHandle: vol-{v}}}, claimRef: {{namespace: default, name: data-{v}}}}}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data-{v}}}\nspec: {{accessModes: [ReadWriteOnce], volumeName: pv-{v}, resources: {{requests: {{storage: 1Gi}}}}}}\n"
+        ));
+    }
+    let file = scratch.path("cluster.yaml");
+    std::fs::write(&file, objects).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+    let claim = |c: &str| {
+        format!("  volumes: [{{name: data, persistentVolumeClaim: {{claimName: {c}}}}}]\n")
+    };
+    let holder = scratch.path("holder.yaml");
+    std::fs::write(
+        &holder,
+        pod_yaml(
+            "holder",
+            "100m",
+            &format!("  nodeName: n1\n{}", claim("data-a")),
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &holder.to_string_lossy()]);
+    let db = scratch.path("db.yaml");
+    std::fs::write(&db, pod_yaml("db", "100m", &claim("data-b"))).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &db.to_string_lossy()]);
+
+    // holder has db's priority, so preemption finds no victim.
+    let message = "0/1 nodes are available: 1 node(s) exceed max volume count. preemption: \
+                   0/1 nodes are available: 1 No preemption victims found for incoming pod.";
+    let condition = wait_for(Duration::from_secs(30), "PodScheduled=False", || {
+        let c = pod_scheduled(&kubeconfig, "db");
+        c.starts_with("False/").then_some(c)
+    });
+    assert_eq!(condition, format!("False/Unschedulable/{message}"));
+
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "patch",
+            "csinode",
+            "n1",
+            "--type=json",
+            "-p",
+            "[{\"op\": \"replace\", \"path\": \"/spec/drivers/0/allocatable/count\", \"value\": 2}]",
+        ],
+    );
+    // The CSINode update requeues the pod (after its backoff); the 5-minute flush could not
+    // bind it within this bound.
+    let node = wait_for(Duration::from_secs(20), "db bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/db")?;
+        (!n.is_empty()).then_some(n)
+    });
+    assert_eq!(node, "n1");
 }

@@ -125,7 +125,7 @@ struct State {
     /// `pdbs` by key, as the snapshot hands them to PostFilter plugins.
     pdb_list: Arc<Vec<Arc<PodDisruptionBudget>>>,
     priority_classes: HashMap<String, Arc<PriorityClass>>,
-    /// Volumes, claims and classes, as the snapshot hands them to volume plugins.
+    /// Volumes, claims, classes and CSI objects, as the snapshot hands them to volume plugins.
     storage: Arc<StorageListers>,
     last_unschedulable_flush: Instant,
     last_assumed_cleanup: Instant,

@@ -1402,6 +1402,151 @@ async fn storage_adds_updates_and_deletes_reach_the_snapshot() {
     );
 }
 
+/// The keys the snapshot's CSI listers hold, sorted: CSINodes, CSIDrivers, capacities
+/// (`namespace/name`) and VolumeAttachments.
+fn csi_view(s: &framework::StorageListers) -> [Vec<String>; 4] {
+    fn keys<T>(m: &std::collections::HashMap<String, T>) -> Vec<String> {
+        let mut k: Vec<String> = m.keys().cloned().collect();
+        k.sort();
+        k
+    }
+    [
+        keys(&s.csi_nodes),
+        keys(&s.csi_drivers),
+        keys(&s.csi_storage_capacities),
+        keys(&s.volume_attachments),
+    ]
+}
+
+fn csi_node(name: &str, driver: &str, count: i32) -> Arc<k8s_openapi::api::storage::v1::CSINode> {
+    use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
+    Arc::new(CSINode {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: CSINodeSpec {
+            drivers: vec![CSINodeDriver {
+                name: driver.into(),
+                node_id: format!("{name}-id"),
+                allocatable: Some(VolumeNodeResources { count: Some(count) }),
+                ..Default::default()
+            }],
+        },
+    })
+}
+
+fn csi_driver(name: &str) -> Arc<k8s_openapi::api::storage::v1::CSIDriver> {
+    let mut d = k8s_openapi::api::storage::v1::CSIDriver::default();
+    d.metadata.name = Some(name.into());
+    Arc::new(d)
+}
+
+fn capacity(ns: &str, name: &str) -> Arc<k8s_openapi::api::storage::v1::CSIStorageCapacity> {
+    let mut c = k8s_openapi::api::storage::v1::CSIStorageCapacity::default();
+    c.metadata.namespace = Some(ns.into());
+    c.metadata.name = Some(name.into());
+    c.storage_class_name = "fast".into();
+    Arc::new(c)
+}
+
+fn volume_attachment(
+    name: &str,
+    node: &str,
+    volume: &str,
+) -> Arc<k8s_openapi::api::storage::v1::VolumeAttachment> {
+    use k8s_openapi::api::storage::v1::{
+        VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
+    };
+    Arc::new(VolumeAttachment {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: VolumeAttachmentSpec {
+            attacher: "ebs.csi.aws.com".into(),
+            node_name: node.into(),
+            source: VolumeAttachmentSource {
+                persistent_volume_name: Some(volume.into()),
+                ..Default::default()
+            },
+        },
+        status: None,
+    })
+}
+
+#[tokio::test]
+async fn csi_adds_updates_and_deletes_reach_the_snapshot() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness("csi-listers", "permit: allow", &["default-scheduler"]);
+    let v = |k: &[&str]| -> Vec<String> { k.iter().map(|s| s.to_string()).collect() };
+    assert_eq!(
+        csi_view(h.lp.refreshed_snapshot().storage()),
+        <[Vec<String>; 4]>::default()
+    );
+
+    for e in [
+        ObjectEvent::CSINode(Change::Added(csi_node("n1", "ebs.csi.aws.com", 1))),
+        ObjectEvent::CSINode(Change::Added(csi_node("n2", "ebs.csi.aws.com", 1))),
+        ObjectEvent::CSIDriver(Change::Added(csi_driver("ebs.csi.aws.com"))),
+        ObjectEvent::CSIStorageCapacity(Change::Added(capacity("kube-system", "cap-a"))),
+        ObjectEvent::CSIStorageCapacity(Change::Added(capacity("default", "cap-a"))),
+        ObjectEvent::VolumeAttachment(Change::Added(volume_attachment("va-1", "n1", "pv-a"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        csi_view(h.lp.refreshed_snapshot().storage()),
+        [
+            v(&["n1", "n2"]),
+            v(&["ebs.csi.aws.com"]),
+            v(&["default/cap-a", "kube-system/cap-a"]),
+            v(&["va-1"]),
+        ]
+    );
+    let snap = h.lp.refreshed_snapshot();
+    let count = |s: &framework::StorageListers| {
+        s.csi_node("n1")
+            .and_then(|n| n.spec.drivers.first())
+            .and_then(|d| d.allocatable.as_ref())
+            .and_then(|a| a.count)
+    };
+    assert_eq!(count(snap.storage()), Some(1));
+    assert!(snap.storage().csi_driver("ebs.csi.aws.com").is_some());
+    assert!(snap
+        .storage()
+        .csi_storage_capacity("kube-system", "cap-a")
+        .is_some());
+    assert_eq!(snap.storage().all_csi_storage_capacities().count(), 2);
+    assert_eq!(
+        snap.storage()
+            .volume_attachment("va-1")
+            .map(|va| va.spec.node_name.clone()),
+        Some("n1".to_string())
+    );
+    assert_eq!(snap.storage().all_volume_attachments().count(), 1);
+
+    h.cluster
+        .deliver_other(ObjectEvent::CSINode(Change::Updated {
+            old: csi_node("n1", "ebs.csi.aws.com", 1),
+            new: csi_node("n1", "ebs.csi.aws.com", 3),
+        }));
+    assert_eq!(count(h.lp.refreshed_snapshot().storage()), Some(3));
+
+    for e in [
+        ObjectEvent::CSINode(Change::Deleted(csi_node("n2", "ebs.csi.aws.com", 1))),
+        ObjectEvent::CSIDriver(Change::Deleted(csi_driver("ebs.csi.aws.com"))),
+        ObjectEvent::CSIStorageCapacity(Change::Deleted(capacity("default", "cap-a"))),
+        ObjectEvent::VolumeAttachment(Change::Deleted(volume_attachment("va-1", "n1", "pv-a"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        csi_view(h.lp.refreshed_snapshot().storage()),
+        [v(&["n1"]), vec![], v(&["kube-system/cap-a"]), vec![]]
+    );
+}
+
 #[tokio::test]
 async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_volume_only() {
     use crate::source::{Change, ObjectEvent};
@@ -1464,6 +1609,142 @@ async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_vo
         .deliver_other(ObjectEvent::PersistentVolume(Change::Updated {
             old: Arc::new(relabelled),
             new: pv("pv-a", "b"),
+        }));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Backoff));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("db".to_string(), "assumed n1".to_string())]
+    );
+}
+
+// ---- NodeVolumeLimits ---------------------------------------------------------------------
+
+/// A CSI volume of `driver` whose handle is its name.
+fn csi_pv(name: &str, driver: &str) -> Arc<k8s_openapi::api::core::v1::PersistentVolume> {
+    let mut v = k8s_openapi::api::core::v1::PersistentVolume::default();
+    v.metadata.name = Some(name.into());
+    v.spec = Some(k8s_openapi::api::core::v1::PersistentVolumeSpec {
+        csi: Some(k8s_openapi::api::core::v1::CSIPersistentVolumeSource {
+            driver: driver.into(),
+            volume_handle: name.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    Arc::new(v)
+}
+
+/// A pod requesting 100m CPU with one volume per claim.
+fn pod_with_claims(name: &str, claims: &[&str]) -> Pod {
+    let mut p = pod(name, "100m");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes = Some(
+            claims
+                .iter()
+                .map(|c| k8s_openapi::api::core::v1::Volume {
+                    name: c.to_string(),
+                    persistent_volume_claim: Some(
+                        k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                            claim_name: c.to_string(),
+                            read_only: None,
+                        },
+                    ),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+    }
+    p
+}
+
+const EBS: &str = "ebs.csi.aws.com";
+
+/// Node n1 whose CSINode allows one EBS volume, held by pod `holder` (claim `data-a`), a
+/// pod `idle` on n1 without volumes, and pod `db` (claim `data-b`) rejected for the limit.
+async fn volume_limit_harness(log_id: &str) -> Harness {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness(log_id, "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    for e in [
+        ObjectEvent::CSINode(Change::Added(csi_node("n1", EBS, 1))),
+        ObjectEvent::PersistentVolume(Change::Added(csi_pv("pv-a", EBS))),
+        ObjectEvent::PersistentVolume(Change::Added(csi_pv("pv-b", EBS))),
+        ObjectEvent::PersistentVolumeClaim(Change::Added(pvc("default", "data-a", "pv-a"))),
+        ObjectEvent::PersistentVolumeClaim(Change::Added(pvc("default", "data-b", "pv-b"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    let mut holder = pod_with_claims("holder", &["data-a"]);
+    let mut idle = pod("idle", "100m");
+    for p in [&mut holder, &mut idle] {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = Some("n1".into());
+        }
+    }
+    h.cluster.apply_pod(holder);
+    h.cluster.apply_pod(idle);
+    h.cluster.apply_pod(pod_with_claims("db", &["data-b"]));
+    assert_eq!(
+        h.drain().await,
+        vec![(
+            "db".to_string(),
+            "unschedulable: 0/1 nodes are available: 1 node(s) exceed max volume count. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string()
+        )]
+    );
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+    h
+}
+
+/// Events that cannot make room for `db`: a pod without volumes leaves n1, the CSINode is
+/// updated with the same limit, another claim is created, an attachment of an unrelated
+/// volume is deleted.
+fn deliver_unrelated_volume_events(h: &Harness) {
+    use crate::source::{Change, ObjectEvent};
+    assert!(h.cluster.remove_pod("default", "idle"));
+    h.cluster
+        .deliver_other(ObjectEvent::CSINode(Change::Updated {
+            old: csi_node("n1", EBS, 1),
+            new: csi_node("n1", EBS, 1),
+        }));
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(pvc(
+            "default", "other", "pv-c",
+        ))));
+    h.cluster
+        .deliver_other(ObjectEvent::VolumeAttachment(Change::Deleted(
+            volume_attachment("va-c", "n1", "pv-c"),
+        )));
+}
+
+#[tokio::test]
+async fn a_pod_over_the_volume_limit_is_retried_when_a_pod_with_a_csi_volume_leaves_its_node() {
+    let mut h = volume_limit_harness("volumelimits-pod-deleted").await;
+    deliver_unrelated_volume_events(&h);
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    assert!(h.cluster.remove_pod("default", "holder"));
+    assert_eq!(h.queue_of("db"), Some(QueueName::Backoff));
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        h.drain().await,
+        vec![("db".to_string(), "assumed n1".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn a_pod_over_the_volume_limit_is_retried_when_the_csi_node_count_grows() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = volume_limit_harness("volumelimits-csinode-grows").await;
+    deliver_unrelated_volume_events(&h);
+    assert_eq!(h.queue_of("db"), Some(QueueName::Unschedulable));
+
+    h.cluster
+        .deliver_other(ObjectEvent::CSINode(Change::Updated {
+            old: csi_node("n1", EBS, 1),
+            new: csi_node("n1", EBS, 2),
         }));
     assert_eq!(h.queue_of("db"), Some(QueueName::Backoff));
     h.clock.advance(Duration::from_secs(1));

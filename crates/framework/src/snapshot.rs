@@ -412,7 +412,8 @@ impl Snapshot {
         let had_anti = !self.node_info_list[i]
             .pods_with_required_anti_affinity
             .is_empty();
-        let newly_used: BTreeSet<String> = pod.pvc_keys()
+        let newly_used: BTreeSet<String> = pod
+            .pvc_keys()
             .filter(|k| !self.node_info_list[i].pvc_ref_counts.contains_key(k))
             .collect();
         Arc::make_mut(&mut self.node_info_list[i]).add_pod(pod);
@@ -679,7 +680,11 @@ mod tests {
         let built = used(&snap, &CLAIMS);
         // A pod naming one claim twice.
         snap.assume_pod(
-            make_pod("d").namespace("other").pvc("data").pvc("data").info(),
+            make_pod("d")
+                .namespace("other")
+                .pvc("data")
+                .pvc("data")
+                .info(),
             "n1",
         );
         snap.assume_pod(make_pod("e").pvc("logs").info(), "n2");

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodSchedulingGate,
-    PersistentVolumeClaimVolumeSource, PodSpec, PreferredSchedulingTerm, ResourceRequirements,
-    Taint, Toleration, Volume,
+    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
+    PersistentVolumeClaimVolumeSource, Pod, PodSchedulingGate, PodSpec, PreferredSchedulingTerm,
+    ResourceRequirements, Taint, Toleration, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -251,7 +251,10 @@ impl PodBuilder {
 
     /// Adds `volume` to `spec.volumes`.
     pub fn volume(mut self, volume: Volume) -> Self {
-        self.spec().volumes.get_or_insert_with(Vec::new).push(volume);
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(volume);
         self
     }
 

@@ -36,6 +36,7 @@ fn read(path: &Path) -> Option<String> {
 #[case::resource_pressure("resource_pressure")]
 #[case::node_affinity("node_affinity")]
 #[case::volume_zone("volume_zone")]
+#[case::volume_restrictions("volume_restrictions")]
 #[case::bin_packing_config("bin_packing_config")]
 #[case::priority_orders_the_queue("priority_orders_the_queue")]
 #[case::preemption("preemption")]

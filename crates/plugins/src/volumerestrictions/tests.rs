@@ -270,7 +270,7 @@ fn access_mode_conflicts(
 #[test]
 fn removing_the_user_frees_the_claim_and_adding_one_takes_it() {
     let user = make_pod("user").pvc("claim-with-rwop-1").node("node-1");
-    let snap = snapshot(&[user.clone()], claims());
+    let snap = snapshot(std::slice::from_ref(&user), claims());
     let pod = PodInfo::new(Arc::new(make_pod("pod").pvc("claim-with-rwop-1").obj()));
     let node = snap.get("node-1").expect("node-1 is in the snapshot");
     let mut state = CycleState::new();

@@ -100,9 +100,9 @@ pub struct Snapshot {
     pdbs: Arc<Vec<Arc<PodDisruptionBudget>>>,
     /// Volumes, claims and classes, for the volume plugins. Shared like `workloads`.
     storage: Arc<StorageListers>,
-    /// Every claim (by [`pvc_key`](crate::types::pvc_key)) a pod on a node of the list uses, with the number of
-    /// such nodes: upstream's usedPVCSet, kept by counting so that replacing one NodeInfo
-    /// adjusts it without walking the others.
+    /// Every claim (by [`pvc_key`](crate::types::pvc_key)) a pod on a node of the list
+    /// uses, with the number of such nodes: upstream's usedPVCSet, kept by counting so that
+    /// replacing one NodeInfo adjusts it without walking the others.
     used_pvcs: HashMap<String, u32>,
     /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
     /// the scheduler cache copies in only NodeInfos changed since.
@@ -258,7 +258,8 @@ impl Snapshot {
     }
 
     /// Whether a pod on some node of the snapshot (assumed pods included) uses claim `key`
-    /// (`namespace/name`, see [`pvc_key`](crate::types::pvc_key)). Upstream: StorageInfoLister.IsPVCUsedByPods.
+    /// (`namespace/name`, see [`pvc_key`](crate::types::pvc_key)).
+    /// Upstream: StorageInfoLister.IsPVCUsedByPods.
     pub fn is_pvc_used_by_pods(&self, key: &str) -> bool {
         self.used_pvcs.contains_key(key)
     }

@@ -5,7 +5,7 @@
 //! stop early, spreads its picks across zones. NodeInfos are shared by `Arc`; placing a pod
 //! copies only the one NodeInfo it lands on.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -139,6 +139,10 @@ pub struct Snapshot {
     /// Volumes, claims, classes and CSI objects, for the volume plugins. Shared like
     /// `workloads`.
     storage: Arc<StorageListers>,
+    /// Every claim (by [`pvc_key`](crate::types::pvc_key)) a pod on a node of the list
+    /// uses, with the number of such nodes: upstream's usedPVCSet, kept by counting so that
+    /// replacing one NodeInfo adjusts it without walking the others.
+    used_pvcs: HashMap<String, u32>,
     /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
     /// the scheduler cache copies in only NodeInfos changed since.
     generation: u64,
@@ -253,7 +257,50 @@ impl Snapshot {
             ..Default::default()
         };
         snap.rebuild_affinity_lists();
+        snap.rebuild_used_pvcs();
         snap
+    }
+
+    fn rebuild_used_pvcs(&mut self) {
+        self.used_pvcs.clear();
+        for ni in &self.node_info_list {
+            for key in ni.pvc_ref_counts.keys() {
+                *self.used_pvcs.entry(key.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// Moves the claim counts from `old`'s claims to `new`'s (the same node, changed).
+    fn swap_used_pvcs(&mut self, old: &NodeInfo, new: &NodeInfo) {
+        if old.pvc_ref_counts.is_empty() && new.pvc_ref_counts.is_empty() {
+            return;
+        }
+        for key in old.pvc_ref_counts.keys() {
+            if !new.pvc_ref_counts.contains_key(key) {
+                self.uncount_pvc(key);
+            }
+        }
+        for key in new.pvc_ref_counts.keys() {
+            if !old.pvc_ref_counts.contains_key(key) {
+                *self.used_pvcs.entry(key.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+
+    fn uncount_pvc(&mut self, key: &str) {
+        if let Some(n) = self.used_pvcs.get_mut(key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.used_pvcs.remove(key);
+            }
+        }
+    }
+
+    /// Whether a pod on some node of the snapshot (assumed pods included) uses claim `key`
+    /// (`namespace/name`, see [`pvc_key`](crate::types::pvc_key)).
+    /// Upstream: StorageInfoLister.IsPVCUsedByPods.
+    pub fn is_pvc_used_by_pods(&self, key: &str) -> bool {
+        self.used_pvcs.contains_key(key)
     }
 
     fn rebuild_affinity_lists(&mut self) {
@@ -373,11 +420,11 @@ impl Snapshot {
         let Some(&i) = self.index.get(info.name()) else {
             return false;
         };
-        let old = &self.node_info_list[i];
+        let old = std::mem::replace(&mut self.node_info_list[i], info.clone());
         let flips = old.pods_with_affinity.is_empty() != info.pods_with_affinity.is_empty()
             || old.pods_with_required_anti_affinity.is_empty()
                 != info.pods_with_required_anti_affinity.is_empty();
-        self.node_info_list[i] = info;
+        self.swap_used_pvcs(&old, &info);
         if flips {
             self.rebuild_affinity_lists();
         }
@@ -395,6 +442,7 @@ impl Snapshot {
             .collect();
         self.node_info_list = list;
         self.rebuild_affinity_lists();
+        self.rebuild_used_pvcs();
     }
 
     /// Places `pod` on node `node` (as the cache does when a pod is assumed): only that
@@ -410,7 +458,14 @@ impl Snapshot {
         let had_anti = !self.node_info_list[i]
             .pods_with_required_anti_affinity
             .is_empty();
+        let newly_used: BTreeSet<String> = pod
+            .pvc_keys()
+            .filter(|k| !self.node_info_list[i].pvc_ref_counts.contains_key(k))
+            .collect();
         Arc::make_mut(&mut self.node_info_list[i]).add_pod(pod);
+        for key in newly_used {
+            *self.used_pvcs.entry(key).or_insert(0) += 1;
+        }
         let ni = &self.node_info_list[i];
         if !had_affinity && !ni.pods_with_affinity.is_empty()
             || !had_anti && !ni.pods_with_required_anti_affinity.is_empty()
@@ -435,7 +490,18 @@ impl Snapshot {
             return false;
         }
         self.generation = 0;
+        let claims: BTreeSet<String> = self.node_info_list[i]
+            .pods
+            .iter()
+            .find(|p| p.id.as_str() == id)
+            .map(|p| p.pvc_keys().collect())
+            .unwrap_or_default();
         Arc::make_mut(&mut self.node_info_list[i]).remove_pod(id);
+        for key in claims {
+            if !self.node_info_list[i].pvc_ref_counts.contains_key(&key) {
+                self.uncount_pvc(&key);
+            }
+        }
         self.rebuild_affinity_lists();
         true
     }
@@ -624,6 +690,86 @@ mod tests {
                 snap.generation()
             ),
             (Some(1), Some(0), false, 7)
+        );
+    }
+
+    /// The claims the snapshot reports as used, out of `keys`.
+    fn used(snap: &Snapshot, keys: &[&str]) -> Vec<String> {
+        keys.iter()
+            .filter(|k| snap.is_pvc_used_by_pods(k))
+            .map(|k| k.to_string())
+            .collect()
+    }
+
+    /// Claims of pods in the snapshot, one of a pod on a node not in it, and one unused.
+    const CLAIMS: [&str; 5] = [
+        "default/data",
+        "default/logs",
+        "other/data",
+        "default/lost",
+        "default/none",
+    ];
+
+    #[test]
+    fn used_pvcs_follow_new_assume_remove_replace_and_set() {
+        let mut snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("n1").obj()),
+                Arc::new(make_node("n2").obj()),
+            ],
+            [
+                make_pod("a").node("n1").pvc("data").info(),
+                make_pod("b").node("n2").pvc("data").info(),
+                make_pod("c").node("gone").pvc("lost").info(),
+            ],
+        );
+        let built = used(&snap, &CLAIMS);
+        // A pod naming one claim twice.
+        snap.assume_pod(
+            make_pod("d")
+                .namespace("other")
+                .pvc("data")
+                .pvc("data")
+                .info(),
+            "n1",
+        );
+        snap.assume_pod(make_pod("e").pvc("logs").info(), "n2");
+        let assumed = used(&snap, &CLAIMS);
+        snap.remove_pod("uid-a", "n1");
+        let a_removed = used(&snap, &CLAIMS);
+        snap.remove_pod("uid-d", "n1");
+        snap.remove_pod("uid-b", "n2");
+        let only_logs = used(&snap, &CLAIMS);
+        // The cache hands over a changed n2 without the pod using logs, then a new list.
+        let n2 = Arc::new(make_node("n2").info_with(&[make_pod("f").pvc("data").info()]));
+        snap.replace_node_info(n2.clone());
+        let replaced = used(&snap, &CLAIMS);
+        snap.set_node_infos(vec![Arc::new(make_node("n1").info_with(&[]))]);
+        assert_eq!(
+            (
+                built,
+                assumed,
+                a_removed,
+                only_logs,
+                replaced,
+                used(&snap, &CLAIMS)
+            ),
+            (
+                vec!["default/data".to_string()],
+                vec![
+                    "default/data".to_string(),
+                    "default/logs".to_string(),
+                    "other/data".to_string()
+                ],
+                vec![
+                    "default/data".to_string(),
+                    "default/logs".to_string(),
+                    "other/data".to_string()
+                ],
+                vec!["default/logs".to_string()],
+                vec!["default/data".to_string()],
+                vec![],
+            )
         );
     }
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodSchedulingGate,
-    PodSpec, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
+    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
+    PersistentVolumeClaimVolumeSource, Pod, PodSchedulingGate, PodSpec, PreferredSchedulingTerm,
+    ResourceRequirements, Taint, Toleration, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -246,6 +247,27 @@ impl PodBuilder {
                 },
             });
         self
+    }
+
+    /// Adds `volume` to `spec.volumes`.
+    pub fn volume(mut self, volume: Volume) -> Self {
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(volume);
+        self
+    }
+
+    /// Adds a volume (named after the claim) using PersistentVolumeClaim `claim`.
+    pub fn pvc(self, claim: &str) -> Self {
+        self.volume(Volume {
+            name: claim.to_string(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.to_string(),
+                read_only: None,
+            }),
+            ..Default::default()
+        })
     }
 
     /// Applies any change to the pod object.

@@ -333,6 +333,16 @@ impl PodInfo {
         self.pod.metadata.labels.as_ref()
     }
 
+    /// The [`pvc_key`] of each PersistentVolumeClaim volume, in volume order.
+    pub fn pvc_keys(&self) -> impl Iterator<Item = String> + '_ {
+        self.pod
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| pvc_key(self.namespace(), &c.claim_name))
+    }
+
     /// Whether the pod has any pod affinity or anti-affinity term.
     pub fn has_affinity(&self) -> bool {
         !self.required_affinity_terms.is_empty()
@@ -575,6 +585,16 @@ pub struct NodeInfo {
     pub image_states: HashMap<String, ImageStateSummary>,
     /// Problems parsing the node (unparsable allocatable quantities).
     pub parse_errors: Vec<String>,
+    /// How many volumes of this node's pods use each PersistentVolumeClaim, by
+    /// [`pvc_key`]; a claim no pod uses is absent. Upstream: NodeInfo.PVCRefCounts.
+    pub pvc_ref_counts: HashMap<String, u32>,
+}
+
+/// The key of claim `claim` of namespace `namespace` in [`NodeInfo::pvc_ref_counts`] and
+/// [`Snapshot::is_pvc_used_by_pods`](crate::Snapshot::is_pvc_used_by_pods):
+/// `namespace/claim` (upstream's GetNamespacedName).
+pub fn pvc_key(namespace: &str, claim: &str) -> String {
+    format!("{namespace}/{claim}")
 }
 
 /// `(spec.unschedulable, spec.taints is not empty)` of `node`.
@@ -610,6 +630,7 @@ impl NodeInfo {
             image_states: HashMap::new(),
             generation: next_generation(),
             parse_errors: errors,
+            pvc_ref_counts: HashMap::new(),
         }
     }
 
@@ -733,7 +754,23 @@ impl NodeInfo {
                 self.used_ports.swap_remove(i);
             }
         }
+        self.update_pvc_ref_counts(pod, sign > 0);
         self.generation = next_generation();
+    }
+
+    /// Counts (or uncounts) each claim volume of `pod`; a claim whose count drops to zero
+    /// leaves the map, so that an empty map means no pod here uses a claim.
+    fn update_pvc_ref_counts(&mut self, pod: &PodInfo, add: bool) {
+        for key in pod.pvc_keys() {
+            if add {
+                *self.pvc_ref_counts.entry(key).or_insert(0) += 1;
+            } else if let Some(n) = self.pvc_ref_counts.get_mut(&key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.pvc_ref_counts.remove(&key);
+                }
+            }
+        }
     }
 }
 

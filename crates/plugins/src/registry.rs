@@ -68,6 +68,10 @@ pub fn in_tree_registry() -> Registry {
         names::NODE_VOLUME_LIMITS,
         Arc::new(crate::nodevolumelimits::new),
     );
+    r.insert(
+        names::VOLUME_RESTRICTIONS,
+        Arc::new(crate::volumerestrictions::new),
+    );
     r.insert(names::VOLUME_ZONE, Arc::new(crate::volumezone::new));
     r.insert(
         names::NODE_RESOURCES_FIT,

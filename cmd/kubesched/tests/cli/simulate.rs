@@ -37,6 +37,7 @@ fn read(path: &Path) -> Option<String> {
 #[case::node_affinity("node_affinity")]
 #[case::volume_zone("volume_zone")]
 #[case::volume_limits("volume_limits")]
+#[case::volume_restrictions("volume_restrictions")]
 #[case::bin_packing_config("bin_packing_config")]
 #[case::priority_orders_the_queue("priority_orders_the_queue")]
 #[case::preemption("preemption")]

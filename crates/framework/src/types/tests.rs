@@ -254,3 +254,44 @@ fn node_flags_follow_the_node(#[case] node: Node, #[case] cordoned: bool, #[case
         ((cordoned, taints), (cordoned, taints))
     );
 }
+
+/// The claim counts of `ni`, sorted.
+fn pvc_counts(ni: &NodeInfo) -> Vec<(String, u32)> {
+    let mut v: Vec<(String, u32)> = ni
+        .pvc_ref_counts
+        .iter()
+        .map(|(k, n)| (k.clone(), *n))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn pvc_ref_counts_follow_pods_added_and_removed() {
+    let mut ni = make_node("n1").info_with(&[
+        make_pod("a").pvc("data").pvc("logs").info(),
+        make_pod("b").pvc("data").info(),
+        make_pod("c").namespace("other").pvc("data").info(),
+        make_pod("d").image("nginx").info(),
+    ]);
+    let after_add = pvc_counts(&ni);
+    ni.remove_pod("uid-a");
+    let after_removing_a = pvc_counts(&ni);
+    ni.remove_pod("uid-b");
+    ni.remove_pod("uid-c");
+    assert_eq!(
+        (after_add, after_removing_a, pvc_counts(&ni)),
+        (
+            vec![
+                ("default/data".to_string(), 2),
+                ("default/logs".to_string(), 1),
+                ("other/data".to_string(), 1),
+            ],
+            vec![
+                ("default/data".to_string(), 1),
+                ("other/data".to_string(), 1),
+            ],
+            vec![],
+        )
+    );
+}

@@ -1754,3 +1754,124 @@ async fn a_pod_over_the_volume_limit_is_retried_when_the_csi_node_count_grows() 
         vec![("db".to_string(), "assumed n1".to_string())]
     );
 }
+
+/// Claim `data` in `default` with the ReadWriteOncePod access mode, bound to volume
+/// `pv-data` (in a zone the unlabelled test nodes do not care about), delivered to `h`.
+fn add_rwop_claim(h: &Harness) {
+    use crate::source::{Change, ObjectEvent};
+    let mut c = (*pvc("default", "data", "pv-data")).clone();
+    if let Some(spec) = c.spec.as_mut() {
+        spec.access_modes = Some(vec!["ReadWriteOncePod".into()]);
+    }
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolume(Change::Added(pv(
+            "pv-data", "a",
+        ))));
+    h.cluster
+        .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+            c,
+        ))));
+}
+
+const RWOP_CONFLICT: &str = "0/1 nodes are available: 1 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod.";
+
+#[tokio::test]
+async fn a_second_read_write_once_pod_user_waits_until_the_first_is_deleted_not_for_other_deletes()
+{
+    let mut h = harness("rwop", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    add_rwop_claim(&h);
+    h.cluster.apply_pod(make_pod("bystander").node("n1").obj());
+    h.cluster
+        .apply_pod(make_pod("first").req(&[("cpu", "100m")]).pvc("data").obj());
+    let first = h.drain().await;
+    h.cluster
+        .apply_pod(make_pod("second").req(&[("cpu", "100m")]).pvc("data").obj());
+    let second = h.drain().await;
+    let pending = h.queue_of("second");
+
+    // Another pod's delete frees nothing the pod needs.
+    h.cluster.remove_pod("default", "bystander");
+    let after_bystander = h.queue_of("second");
+
+    h.cluster.remove_pod("default", "first");
+    let after_first = h.queue_of("second");
+    h.clock.advance(Duration::from_secs(1));
+    h.sched.flush();
+    assert_eq!(
+        (
+            first,
+            second,
+            pending,
+            after_bystander,
+            after_first,
+            h.drain().await
+        ),
+        (
+            vec![("first".to_string(), "assumed n1".to_string())],
+            vec![(
+                "second".to_string(),
+                format!("unschedulable: {RWOP_CONFLICT} preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+            )],
+            Some(QueueName::Unschedulable),
+            Some(QueueName::Unschedulable),
+            Some(QueueName::Backoff),
+            vec![("second".to_string(), "assumed n1".to_string())],
+        )
+    );
+}
+
+/// Upstream's ReadWriteOncePod preemption: the lower-priority user of the claim, on the
+/// other node, is evicted and the preemptor placed where it ran; a pod of the same
+/// priority cannot preempt it.
+#[rstest]
+#[case::higher_priority_preempts_the_user(
+    100,
+    vec![
+        "unschedulable: 0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod.",
+        "assumed n2"
+    ],
+    vec!["user"],
+)]
+#[case::same_priority_does_not_preempt(
+    0,
+    vec!["unschedulable: 0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."],
+    vec![],
+)]
+#[tokio::test]
+async fn a_read_write_once_pod_claim_is_taken_by_preemption(
+    #[case] priority: i32,
+    #[case] want_outcomes: Vec<&str>,
+    #[case] want_deleted: Vec<&str>,
+) {
+    let mut h = harness("rwop-preempt", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "4"));
+    h.cluster.apply_node(node("n2", "4"));
+    add_rwop_claim(&h);
+    h.cluster
+        .apply_pod(prio_pod("user", 0, "100m", "n2").pvc("data").obj());
+    h.cluster
+        .apply_pod(prio_pod("high", priority, "100m", "").pvc("data").obj());
+    let outcomes = h.drain().await;
+    settle().await;
+    let deleted: Vec<String> = h
+        .cluster
+        .writes()
+        .deletions
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    assert_eq!(
+        (outcomes, deleted),
+        (
+            want_outcomes
+                .into_iter()
+                .map(|o| ("high".to_string(), o.to_string()))
+                .collect::<Vec<_>>(),
+            want_deleted
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        )
+    );
+}

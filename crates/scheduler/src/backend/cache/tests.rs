@@ -559,6 +559,9 @@ fn random_node(rng: &mut SmallRng, i: usize) -> Arc<Node> {
     Arc::new(b.obj())
 }
 
+/// The claims random pods use; `none` is never used.
+const RANDOM_CLAIMS: [&str; 3] = ["data", "logs", "cache"];
+
 fn random_pod(rng: &mut SmallRng, i: usize, nodes: usize) -> Arc<Pod> {
     let mut b = make_pod(&format!("p{i}"))
         .label("app", "web")
@@ -566,6 +569,9 @@ fn random_pod(rng: &mut SmallRng, i: usize, nodes: usize) -> Arc<Pod> {
         .node(&format!("n{}", rng.random_range(0..nodes)));
     if rng.random_bool(0.1) {
         b = b.host_port("TCP", "", 8080);
+    }
+    if rng.random_bool(0.3) {
+        b = b.pvc(RANDOM_CLAIMS[rng.random_range(0..RANDOM_CLAIMS.len())]);
     }
     match rng.random_range(0..6) {
         0 => b = anti_affinity(b, true),
@@ -586,6 +592,7 @@ struct NodeView {
     images: BTreeMap<String, (i64, usize)>,
     with_affinity: usize,
     with_required_anti: usize,
+    pvc_ref_counts: BTreeMap<String, u32>,
 }
 
 fn view(ni: &NodeInfo) -> NodeView {
@@ -607,6 +614,11 @@ fn view(ni: &NodeInfo) -> NodeView {
             .collect(),
         with_affinity: ni.pods_with_affinity.len(),
         with_required_anti: ni.pods_with_required_anti_affinity.len(),
+        pvc_ref_counts: ni
+            .pvc_ref_counts
+            .iter()
+            .map(|(k, n)| (k.clone(), *n))
+            .collect(),
     }
 }
 
@@ -615,6 +627,8 @@ struct SnapView {
     nodes: Vec<NodeView>,
     with_affinity: Vec<String>,
     with_required_anti: Vec<String>,
+    /// Which of the random pods' claims (and one nobody uses) the snapshot reports used.
+    used_pvcs: Vec<&'static str>,
 }
 
 fn snap_view(s: &Snapshot) -> SnapView {
@@ -627,6 +641,12 @@ fn snap_view(s: &Snapshot) -> SnapView {
         with_required_anti: s
             .have_pods_with_required_anti_affinity()
             .map(|n| n.name().to_string())
+            .collect(),
+        used_pvcs: RANDOM_CLAIMS
+            .iter()
+            .chain(&["none"])
+            .copied()
+            .filter(|c| s.is_pvc_used_by_pods(&format!("default/{c}")))
             .collect(),
     }
 }
@@ -872,4 +892,47 @@ fn a_snapshot_edited_outside_the_cache_is_refreshed_whole() {
     s.assume_pod(info("web-1", "n1"), "n1");
     c.update_snapshot(&mut s);
     assert_eq!(s.get("n1").map(|n| n.pods.len()), Some(0));
+}
+
+/// Whether the snapshot taken from `c` reports claim `default/data` used.
+fn data_used(c: &mut Cache, s: &mut Snapshot) -> bool {
+    c.update_snapshot(s);
+    s.is_pvc_used_by_pods("default/data")
+}
+
+#[test]
+fn a_claim_is_used_while_an_assumed_or_added_pod_uses_it() {
+    let (mut c, _) = cache(0);
+    let mut s = Snapshot::default();
+    c.add_node(node("n1"));
+    c.add_node(node("n2"));
+    let user = make_pod("a").pvc("data").node("n1");
+    let before = data_used(&mut c, &mut s);
+    c.assume_pod(user.clone().info()).unwrap();
+    let assumed = data_used(&mut c, &mut s);
+    c.forget_pod("uid-a").unwrap();
+    let forgotten = data_used(&mut c, &mut s);
+    c.assume_pod(user.clone().info()).unwrap();
+    // Bound elsewhere than assumed: the claim moves with the pod.
+    c.add_pod(Arc::new(user.clone().node("n2").obj())).unwrap();
+    let confirmed = (
+        data_used(&mut c, &mut s),
+        s.get("n1").map(|n| n.pvc_ref_counts.len()),
+    );
+    let labelled = Arc::new(user.clone().node("n2").label("app", "db").obj());
+    c.update_pod(&user.clone().node("n2").obj(), labelled.clone())
+        .unwrap();
+    let updated = data_used(&mut c, &mut s);
+    c.remove_pod(&labelled).unwrap();
+    assert_eq!(
+        (
+            before,
+            assumed,
+            forgotten,
+            confirmed,
+            updated,
+            data_used(&mut c, &mut s)
+        ),
+        (false, true, false, (true, Some(0)), true, false)
+    );
 }

@@ -25,6 +25,7 @@ pub mod podtopologyspread;
 pub mod queuesort;
 pub mod schedulinggates;
 pub mod tainttoleration;
+pub mod volumebinding;
 pub mod volumezone;
 
 pub use registry::{in_tree_registry, Factory, Registry, RegistryError};

@@ -152,6 +152,8 @@ impl Simulation {
             .client(cluster.clone())
             .metrics(Arc::new(NoopRecorder))
             .clock(Arc::new(clock.clone()))
+            // Offline: no PV controller binds claims, so binding cycles do not wait for one.
+            .storage_controllers(false)
             .build(rt.handle().clone())?;
         Ok(Simulation {
             rt,

@@ -64,6 +64,7 @@ pub fn in_tree_registry() -> Registry {
     );
     r.insert(names::NODE_AFFINITY, Arc::new(crate::nodeaffinity::new));
     r.insert(names::NODE_PORTS, Arc::new(crate::nodeports::new));
+    r.insert(names::VOLUME_BINDING, Arc::new(crate::volumebinding::new));
     r.insert(names::VOLUME_ZONE, Arc::new(crate::volumezone::new));
     r.insert(
         names::NODE_RESOURCES_FIT,

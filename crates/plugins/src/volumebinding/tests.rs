@@ -637,6 +637,15 @@ mod assume_cache_tests {
     }
 
     #[test]
+    fn objects_without_resource_version_can_be_assumed() {
+        let mut c = AssumeCache::new("v1.PersistentVolume");
+        let informer = versioned("", "old");
+        let assumed = versioned("", "new");
+        let r = c.assume("pv-a", assumed.clone(), Some(&informer));
+        assert_eq!((r, c.get("pv-a", Some(&informer))), (Ok(()), Some(assumed)));
+    }
+
+    #[test]
     fn restore_shows_the_informer_object_again() {
         let mut c = AssumeCache::new("v1.PersistentVolume");
         let informer = versioned("5", "old");

@@ -34,10 +34,9 @@ use super::FieldError;
 /// Upstream plugins kubesched does not implement yet. Configuration files may name them
 /// (they are in upstream's default set, so every file names them implicitly); the runtime
 /// skips them with a warning.
-const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 4] = [
+const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 3] = [
     names::VOLUME_RESTRICTIONS,
     names::NODE_VOLUME_LIMITS,
-    names::VOLUME_BINDING,
     names::DYNAMIC_RESOURCES,
 ];
 

@@ -1674,6 +1674,55 @@ mod volume_binding {
     }
 
     #[tokio::test]
+    async fn a_failed_provisioning_unreserves_and_requeues_the_pod() {
+        let mut h = harness(
+            "volumebinding-failed",
+            "permit: allow",
+            &["default-scheduler"],
+        );
+        h.cluster.apply_node(node("n1", "4"));
+        h.cluster
+            .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
+                "example.com/csi",
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+                claim("data"),
+            ))));
+        h.cluster.apply_pod(pod_with_claim("db", "data"));
+        let outcome = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+        until(&h, |h| {
+            !h.cluster.writes().persistent_volume_claims.is_empty()
+        })
+        .await;
+
+        // The provisioner gives up on n1: it clears the selected node.
+        let mut given_up = claim("data");
+        given_up.metadata.resource_version = Some("3".into());
+        given_up.metadata.annotations = Some(BTreeMap::new());
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("data")),
+                new: Arc::new(given_up),
+            }));
+        h.sched.wait_for_bindings().await;
+        let message = h
+            .cluster
+            .last_status_update("default", "db")
+            .and_then(|u| u.condition)
+            .map(|c| c.message);
+        assert_eq!(
+            (outcome, h.node_of("db"), h.queue_of("db"), message),
+            (
+                Some("assumed n1".to_string()),
+                None,
+                Some(QueueName::Backoff),
+                Some("running PreBind plugin \"VolumeBinding\": binding volumes: provisioning failed for PVC \"data\"".to_string())
+            )
+        );
+    }
+
+    #[tokio::test]
     async fn two_pods_wanting_the_only_matching_volume_do_not_both_get_it() {
         let mut h = harness(
             "volumebinding-static",

@@ -9,7 +9,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 
 /// The kind of object an event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,6 +30,7 @@ pub enum EventResource {
     CSINode,
     CSIDriver,
     CSIStorageCapacity,
+    VolumeAttachment,
     /// Matches every resource.
     WildCard,
 }
@@ -160,6 +163,10 @@ pub enum EventObject {
     PersistentVolume(Arc<PersistentVolume>),
     PersistentVolumeClaim(Arc<PersistentVolumeClaim>),
     StorageClass(Arc<StorageClass>),
+    CSINode(Arc<CSINode>),
+    CSIDriver(Arc<CSIDriver>),
+    CSIStorageCapacity(Arc<CSIStorageCapacity>),
+    VolumeAttachment(Arc<VolumeAttachment>),
 }
 
 impl EventObject {
@@ -171,6 +178,10 @@ impl EventObject {
             EventObject::PersistentVolume(_) => "PersistentVolume",
             EventObject::PersistentVolumeClaim(_) => "PersistentVolumeClaim",
             EventObject::StorageClass(_) => "StorageClass",
+            EventObject::CSINode(_) => "CSINode",
+            EventObject::CSIDriver(_) => "CSIDriver",
+            EventObject::CSIStorageCapacity(_) => "CSIStorageCapacity",
+            EventObject::VolumeAttachment(_) => "VolumeAttachment",
         }
     }
 }

@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 
 use crate::types::{ImageStateSummary, NodeInfo, PodInfo};
 
@@ -52,13 +54,18 @@ impl Workloads {
 }
 
 /// The storage objects volume plugins read (upstream's PersistentVolume,
-/// PersistentVolumeClaim and StorageClass listers): volumes and classes by name, claims by
+/// PersistentVolumeClaim, StorageClass, CSINode, CSIDriver, CSIStorageCapacity and
+/// VolumeAttachment listers): cluster-scoped objects by name, claims and capacities by
 /// `namespace/name`.
 #[derive(Debug, Clone, Default)]
 pub struct StorageListers {
     pub persistent_volumes: HashMap<String, Arc<PersistentVolume>>,
     pub persistent_volume_claims: HashMap<String, Arc<PersistentVolumeClaim>>,
     pub storage_classes: HashMap<String, Arc<StorageClass>>,
+    pub csi_nodes: HashMap<String, Arc<CSINode>>,
+    pub csi_drivers: HashMap<String, Arc<CSIDriver>>,
+    pub csi_storage_capacities: HashMap<String, Arc<CSIStorageCapacity>>,
+    pub volume_attachments: HashMap<String, Arc<VolumeAttachment>>,
 }
 
 impl StorageListers {
@@ -80,6 +87,37 @@ impl StorageListers {
     pub fn storage_class(&self, name: &str) -> Option<&Arc<StorageClass>> {
         self.storage_classes.get(name)
     }
+
+    /// The CSINode `name` (a CSINode is named after its node).
+    pub fn csi_node(&self, name: &str) -> Option<&Arc<CSINode>> {
+        self.csi_nodes.get(name)
+    }
+
+    /// The CSIDriver `name`.
+    pub fn csi_driver(&self, name: &str) -> Option<&Arc<CSIDriver>> {
+        self.csi_drivers.get(name)
+    }
+
+    /// The CSIStorageCapacity `name` of namespace `ns`.
+    pub fn csi_storage_capacity(&self, ns: &str, name: &str) -> Option<&Arc<CSIStorageCapacity>> {
+        self.csi_storage_capacities.get(&format!("{ns}/{name}"))
+    }
+
+    /// Every CSIStorageCapacity of the cluster, in no particular order (upstream's
+    /// `List(labels.Everything())`: capacity checks look at all of them).
+    pub fn all_csi_storage_capacities(&self) -> impl Iterator<Item = &Arc<CSIStorageCapacity>> {
+        self.csi_storage_capacities.values()
+    }
+
+    /// The VolumeAttachment `name`.
+    pub fn volume_attachment(&self, name: &str) -> Option<&Arc<VolumeAttachment>> {
+        self.volume_attachments.get(name)
+    }
+
+    /// Every VolumeAttachment of the cluster, in no particular order.
+    pub fn all_volume_attachments(&self) -> impl Iterator<Item = &Arc<VolumeAttachment>> {
+        self.volume_attachments.values()
+    }
 }
 
 /// The nodes of the cluster with their pods, as the plugins see them.
@@ -98,7 +136,8 @@ pub struct Snapshot {
     workloads: Arc<Workloads>,
     /// PodDisruptionBudgets, for preemption (upstream's PDB lister), in a stable order.
     pdbs: Arc<Vec<Arc<PodDisruptionBudget>>>,
-    /// Volumes, claims and classes, for the volume plugins. Shared like `workloads`.
+    /// Volumes, claims, classes and CSI objects, for the volume plugins. Shared like
+    /// `workloads`.
     storage: Arc<StorageListers>,
     /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
     /// the scheduler cache copies in only NodeInfos changed since.

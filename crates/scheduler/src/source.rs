@@ -21,7 +21,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 
 /// One change to one object.
 #[derive(Debug, Clone)]
@@ -56,6 +58,10 @@ pub enum ObjectEvent {
     PersistentVolume(Change<PersistentVolume>),
     PersistentVolumeClaim(Change<PersistentVolumeClaim>),
     StorageClass(Change<StorageClass>),
+    CSINode(Change<CSINode>),
+    CSIDriver(Change<CSIDriver>),
+    CSIStorageCapacity(Change<CSIStorageCapacity>),
+    VolumeAttachment(Change<VolumeAttachment>),
 }
 
 /// What an event source delivers to. Implemented by the scheduler; called from informer

@@ -24,7 +24,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -55,7 +57,7 @@ impl Default for InformerOptions {
 }
 
 /// Number of kinds [`run_informers`] watches; `synced` waits for all of them.
-const KINDS: usize = 12;
+const KINDS: usize = 16;
 
 /// Watches every kind the scheduler reads and delivers their events to `handler` until
 /// `shutdown` resolves (or the returned future is dropped: each kind runs on its own task,
@@ -165,10 +167,34 @@ pub async fn run_informers(
         ctx("persistentvolumeclaims"),
     ));
     tasks.spawn(watch_kind(
-        Api::<StorageClass>::all(client),
-        base,
+        Api::<StorageClass>::all(client.clone()),
+        base.clone(),
         ObjectEvent::StorageClass,
         ctx("storageclasses"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<CSINode>::all(client.clone()),
+        base.clone(),
+        ObjectEvent::CSINode,
+        ctx("csinodes"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<CSIDriver>::all(client.clone()),
+        base.clone(),
+        ObjectEvent::CSIDriver,
+        ctx("csidrivers"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<CSIStorageCapacity>::all(client.clone()),
+        base.clone(),
+        ObjectEvent::CSIStorageCapacity,
+        ctx("csistoragecapacities"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<VolumeAttachment>::all(client),
+        base,
+        ObjectEvent::VolumeAttachment,
+        ctx("volumeattachments"),
     ));
     debug_assert_eq!(tasks.len(), KINDS);
     tokio::select! {

@@ -125,6 +125,10 @@ impl EventHandler for Recorder {
             ObjectEvent::PersistentVolume(c) => kind_seen("pv", seen(c)),
             ObjectEvent::PersistentVolumeClaim(c) => kind_seen("pvc", seen(c)),
             ObjectEvent::StorageClass(c) => kind_seen("sc", seen(c)),
+            ObjectEvent::CSINode(c) => kind_seen("csinode", seen(c)),
+            ObjectEvent::CSIDriver(c) => kind_seen("csidriver", seen(c)),
+            ObjectEvent::CSIStorageCapacity(c) => kind_seen("capacity", seen(c)),
+            ObjectEvent::VolumeAttachment(c) => kind_seen("va", seen(c)),
             _ => return,
         };
         self.seen.lock().expect("recorder lock").push(s);
@@ -638,6 +642,108 @@ async fn informers_deliver_volumes_claims_and_classes() {
     want.sort();
     let got = poll(WAIT, || async {
         let mut after: Vec<Seen> = recorder.snapshot().into_iter().skip(4).collect();
+        after.sort();
+        (after.len() >= want.len()).then_some(after)
+    })
+    .await;
+    assert_eq!(got, Some(want), "all events: {:?}", recorder.snapshot());
+
+    informers.stop().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_deliver_csi_nodes_drivers_capacities_and_attachments() {
+    use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment};
+    let (server, client) = cluster().await;
+    let csi_nodes: Api<CSINode> = Api::all(client.clone());
+    let drivers: Api<CSIDriver> = Api::all(client.clone());
+    let capacities: Api<CSIStorageCapacity> = Api::namespaced(client.clone(), "default");
+    let attachments: Api<VolumeAttachment> = Api::all(client.clone());
+    let pp = PostParams::default();
+    fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("object")
+    }
+    csi_nodes
+        .create(
+            &pp,
+            &decode(json!({"metadata": {"name": "n1", "labels": {"step": "1"}},
+                "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-1",
+                    "allocatable": {"count": 2}}]}})),
+        )
+        .await
+        .expect("csinode");
+    drivers
+        .create(
+            &pp,
+            &decode(json!({"metadata": {"name": "ebs.csi.aws.com"},
+                "spec": {"attachRequired": true}})),
+        )
+        .await
+        .expect("csidriver");
+    capacities
+        .create(
+            &pp,
+            &decode(
+                json!({"metadata": {"name": "cap-a"}, "storageClassName": "fast",
+                "capacity": "10Gi"}),
+            ),
+        )
+        .await
+        .expect("capacity");
+    attachments
+        .create(
+            &pp,
+            &decode(json!({"metadata": {"name": "va-1"},
+                "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1",
+                    "source": {"persistentVolumeName": "pv-a"}}})),
+        )
+        .await
+        .expect("attachment");
+
+    let (informers, mut initial) = Informers::synced(client.clone()).await;
+    let recorder = informers.recorder.clone();
+    initial.sort();
+    assert_eq!(
+        initial,
+        vec![
+            Seen::Added("capacity default/cap-a@-".into()),
+            Seen::Added("csidriver ebs.csi.aws.com@-".into()),
+            Seen::Added("csinode n1@1".into()),
+            Seen::Added("va va-1@-".into()),
+            Seen::Synced
+        ]
+    );
+
+    csi_nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"step": "2"}}})),
+        )
+        .await
+        .expect("csinode patched");
+    drivers
+        .delete("ebs.csi.aws.com", &Default::default())
+        .await
+        .expect("csidriver deleted");
+    capacities
+        .delete("cap-a", &Default::default())
+        .await
+        .expect("capacity deleted");
+    attachments
+        .delete("va-1", &Default::default())
+        .await
+        .expect("attachment deleted");
+    let mut want = vec![
+        Seen::Updated("csinode n1@1".into(), "csinode n1@2".into()),
+        Seen::Deleted("csidriver ebs.csi.aws.com@-".into()),
+        Seen::Deleted("capacity default/cap-a@-".into()),
+        Seen::Deleted("va va-1@-".into()),
+    ];
+    want.sort();
+    let got = poll(WAIT, || async {
+        let mut after: Vec<Seen> = recorder.snapshot().into_iter().skip(5).collect();
         after.sort();
         (after.len() >= want.len()).then_some(after)
     })

@@ -112,6 +112,42 @@ impl EventHandler for Shared {
                     |s| &mut s.storage_classes,
                 );
             }
+            ObjectEvent::CSINode(c) => {
+                let key = c.object().metadata.name.clone().unwrap_or_default();
+                self.update_storage(c, key, EventResource::CSINode, EventObject::CSINode, |s| {
+                    &mut s.csi_nodes
+                });
+            }
+            ObjectEvent::CSIDriver(c) => {
+                let key = c.object().metadata.name.clone().unwrap_or_default();
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::CSIDriver,
+                    EventObject::CSIDriver,
+                    |s| &mut s.csi_drivers,
+                );
+            }
+            ObjectEvent::CSIStorageCapacity(c) => {
+                let key = ns_name(&c.object().metadata);
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::CSIStorageCapacity,
+                    EventObject::CSIStorageCapacity,
+                    |s| &mut s.csi_storage_capacities,
+                );
+            }
+            ObjectEvent::VolumeAttachment(c) => {
+                let key = c.object().metadata.name.clone().unwrap_or_default();
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::VolumeAttachment,
+                    EventObject::VolumeAttachment,
+                    |s| &mut s.volume_attachments,
+                );
+            }
         }
     }
 
@@ -284,8 +320,9 @@ impl Shared {
 }
 
 impl Shared {
-    /// Files a volume, claim or class change under `key` and offers it to waiting pods
-    /// (upstream registers the same handlers for the storage informers).
+    /// Files a storage object's change (volume, claim, class or CSI object) under `key` and
+    /// offers it to waiting pods (upstream registers the same handlers for the storage
+    /// informers).
     fn update_storage<T>(
         &self,
         change: Change<T>,

@@ -158,8 +158,9 @@ struct Shared {
     /// Preemptors whose victims are being deleted (DefaultPreemption gates them).
     preempting_pods: PreemptingPods,
     client: Arc<dyn ClusterClient>,
-    /// Volumes, claims and classes, as the snapshot hands them to volume plugins; binding
-    /// cycles (VolumeBinding's PreBind) watch it. The one copy: changed in place.
+    /// Volumes, claims, classes and CSI objects, as the snapshot hands them to volume
+    /// plugins; binding cycles (VolumeBinding's PreBind) watch it. The one copy: changed in
+    /// place.
     storage: Arc<tokio::sync::watch::Sender<Arc<StorageListers>>>,
     metrics: Arc<dyn MetricsRecorder>,
     clock: Arc<dyn Clock>,

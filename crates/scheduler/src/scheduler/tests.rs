@@ -1411,6 +1411,151 @@ async fn storage_adds_updates_and_deletes_reach_the_snapshot() {
     );
 }
 
+/// The keys the snapshot's CSI listers hold, sorted: CSINodes, CSIDrivers, capacities
+/// (`namespace/name`) and VolumeAttachments.
+fn csi_view(s: &framework::StorageListers) -> [Vec<String>; 4] {
+    fn keys<T>(m: &std::collections::HashMap<String, T>) -> Vec<String> {
+        let mut k: Vec<String> = m.keys().cloned().collect();
+        k.sort();
+        k
+    }
+    [
+        keys(&s.csi_nodes),
+        keys(&s.csi_drivers),
+        keys(&s.csi_storage_capacities),
+        keys(&s.volume_attachments),
+    ]
+}
+
+fn csi_node(name: &str, driver: &str, count: i32) -> Arc<k8s_openapi::api::storage::v1::CSINode> {
+    use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
+    Arc::new(CSINode {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: CSINodeSpec {
+            drivers: vec![CSINodeDriver {
+                name: driver.into(),
+                node_id: format!("{name}-id"),
+                allocatable: Some(VolumeNodeResources { count: Some(count) }),
+                ..Default::default()
+            }],
+        },
+    })
+}
+
+fn csi_driver(name: &str) -> Arc<k8s_openapi::api::storage::v1::CSIDriver> {
+    let mut d = k8s_openapi::api::storage::v1::CSIDriver::default();
+    d.metadata.name = Some(name.into());
+    Arc::new(d)
+}
+
+fn capacity(ns: &str, name: &str) -> Arc<k8s_openapi::api::storage::v1::CSIStorageCapacity> {
+    let mut c = k8s_openapi::api::storage::v1::CSIStorageCapacity::default();
+    c.metadata.namespace = Some(ns.into());
+    c.metadata.name = Some(name.into());
+    c.storage_class_name = "fast".into();
+    Arc::new(c)
+}
+
+fn volume_attachment(
+    name: &str,
+    node: &str,
+    volume: &str,
+) -> Arc<k8s_openapi::api::storage::v1::VolumeAttachment> {
+    use k8s_openapi::api::storage::v1::{
+        VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
+    };
+    Arc::new(VolumeAttachment {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: VolumeAttachmentSpec {
+            attacher: "ebs.csi.aws.com".into(),
+            node_name: node.into(),
+            source: VolumeAttachmentSource {
+                persistent_volume_name: Some(volume.into()),
+                ..Default::default()
+            },
+        },
+        status: None,
+    })
+}
+
+#[tokio::test]
+async fn csi_adds_updates_and_deletes_reach_the_snapshot() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness("csi-listers", "permit: allow", &["default-scheduler"]);
+    let v = |k: &[&str]| -> Vec<String> { k.iter().map(|s| s.to_string()).collect() };
+    assert_eq!(
+        csi_view(h.lp.refreshed_snapshot().storage()),
+        <[Vec<String>; 4]>::default()
+    );
+
+    for e in [
+        ObjectEvent::CSINode(Change::Added(csi_node("n1", "ebs.csi.aws.com", 1))),
+        ObjectEvent::CSINode(Change::Added(csi_node("n2", "ebs.csi.aws.com", 1))),
+        ObjectEvent::CSIDriver(Change::Added(csi_driver("ebs.csi.aws.com"))),
+        ObjectEvent::CSIStorageCapacity(Change::Added(capacity("kube-system", "cap-a"))),
+        ObjectEvent::CSIStorageCapacity(Change::Added(capacity("default", "cap-a"))),
+        ObjectEvent::VolumeAttachment(Change::Added(volume_attachment("va-1", "n1", "pv-a"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        csi_view(h.lp.refreshed_snapshot().storage()),
+        [
+            v(&["n1", "n2"]),
+            v(&["ebs.csi.aws.com"]),
+            v(&["default/cap-a", "kube-system/cap-a"]),
+            v(&["va-1"]),
+        ]
+    );
+    let snap = h.lp.refreshed_snapshot();
+    let count = |s: &framework::StorageListers| {
+        s.csi_node("n1")
+            .and_then(|n| n.spec.drivers.first())
+            .and_then(|d| d.allocatable.as_ref())
+            .and_then(|a| a.count)
+    };
+    assert_eq!(count(snap.storage()), Some(1));
+    assert!(snap.storage().csi_driver("ebs.csi.aws.com").is_some());
+    assert!(snap
+        .storage()
+        .csi_storage_capacity("kube-system", "cap-a")
+        .is_some());
+    assert_eq!(snap.storage().all_csi_storage_capacities().count(), 2);
+    assert_eq!(
+        snap.storage()
+            .volume_attachment("va-1")
+            .map(|va| va.spec.node_name.clone()),
+        Some("n1".to_string())
+    );
+    assert_eq!(snap.storage().all_volume_attachments().count(), 1);
+
+    h.cluster
+        .deliver_other(ObjectEvent::CSINode(Change::Updated {
+            old: csi_node("n1", "ebs.csi.aws.com", 1),
+            new: csi_node("n1", "ebs.csi.aws.com", 3),
+        }));
+    assert_eq!(count(h.lp.refreshed_snapshot().storage()), Some(3));
+
+    for e in [
+        ObjectEvent::CSINode(Change::Deleted(csi_node("n2", "ebs.csi.aws.com", 1))),
+        ObjectEvent::CSIDriver(Change::Deleted(csi_driver("ebs.csi.aws.com"))),
+        ObjectEvent::CSIStorageCapacity(Change::Deleted(capacity("default", "cap-a"))),
+        ObjectEvent::VolumeAttachment(Change::Deleted(volume_attachment("va-1", "n1", "pv-a"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        csi_view(h.lp.refreshed_snapshot().storage()),
+        [v(&["n1"]), vec![], v(&["kube-system/cap-a"]), vec![]]
+    );
+}
+
 #[tokio::test]
 async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_volume_only() {
     use crate::source::{Change, ObjectEvent};

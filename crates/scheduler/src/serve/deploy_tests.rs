@@ -183,7 +183,7 @@ fn bindings_grant_the_service_account_kube_schedulers_roles_and_ours() {
 }
 
 #[test]
-fn our_cluster_role_covers_the_kubesched_lease_and_priority_classes() {
+fn our_cluster_role_covers_the_kubesched_lease_priority_classes_and_volume_attachments() {
     let m = manifests();
     /// apiGroups, resources, resourceNames, verbs.
     type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
@@ -214,6 +214,12 @@ fn our_cluster_role_covers_the_kubesched_lease_and_priority_classes() {
             (
                 s(&["scheduling.k8s.io"]),
                 s(&["priorityclasses"]),
+                s(&[]),
+                s(&["get", "list", "watch"])
+            ),
+            (
+                s(&["storage.k8s.io"]),
+                s(&["volumeattachments"]),
                 s(&[]),
                 s(&["get", "list", "watch"])
             ),

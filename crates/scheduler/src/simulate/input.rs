@@ -16,7 +16,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use thiserror::Error;
@@ -64,10 +66,15 @@ pub struct ClusterInput {
     /// For preemption: disruption budgets and priority classes.
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     pub priority_classes: Vec<Arc<PriorityClass>>,
-    /// For the volume plugins: volumes, claims (namespace set) and classes.
+    /// For the volume plugins: volumes, claims (namespace set), classes and the CSI objects
+    /// (capacities with their namespace set).
     pub persistent_volumes: Vec<Arc<PersistentVolume>>,
     pub persistent_volume_claims: Vec<Arc<PersistentVolumeClaim>>,
     pub storage_classes: Vec<Arc<StorageClass>>,
+    pub csi_nodes: Vec<Arc<CSINode>>,
+    pub csi_drivers: Vec<Arc<CSIDriver>>,
+    pub csi_storage_capacities: Vec<Arc<CSIStorageCapacity>>,
+    pub volume_attachments: Vec<Arc<VolumeAttachment>>,
     /// The file each pod came from (parallel to `pods`), to name it in errors.
     pod_files: Vec<PathBuf>,
     /// Kinds that were present but are not used, with their counts.
@@ -235,6 +242,10 @@ impl ClusterInput {
                 | "PersistentVolume"
                 | "PersistentVolumeClaim"
                 | "StorageClass"
+                | "CSINode"
+                | "CSIDriver"
+                | "CSIStorageCapacity"
+                | "VolumeAttachment"
         ) {
             *self.ignored.entry(kind).or_insert(0) += 1;
             return Ok(());
@@ -247,7 +258,14 @@ impl ClusterInput {
         }
         let namespaced = !matches!(
             kind.as_str(),
-            "Node" | "Namespace" | "PriorityClass" | "PersistentVolume" | "StorageClass"
+            "Node"
+                | "Namespace"
+                | "PriorityClass"
+                | "PersistentVolume"
+                | "StorageClass"
+                | "CSINode"
+                | "CSIDriver"
+                | "VolumeAttachment"
         );
         let ns = value
             .pointer("/metadata/namespace")
@@ -323,6 +341,23 @@ impl ClusterInput {
             "StorageClass" => {
                 let sc: StorageClass = decode(value).map_err(|m| err(label.clone(), m))?;
                 self.storage_classes.push(Arc::new(sc));
+            }
+            "CSINode" => {
+                let o: CSINode = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.csi_nodes.push(Arc::new(o));
+            }
+            "CSIDriver" => {
+                let o: CSIDriver = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.csi_drivers.push(Arc::new(o));
+            }
+            "CSIStorageCapacity" => {
+                let mut o: CSIStorageCapacity = decode(value).map_err(|m| err(label.clone(), m))?;
+                o.metadata.namespace = Some(ns);
+                self.csi_storage_capacities.push(Arc::new(o));
+            }
+            "VolumeAttachment" => {
+                let o: VolumeAttachment = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.volume_attachments.push(Arc::new(o));
             }
             "ReplicaSet" => {
                 let rs: ReplicaSet = decode(value).map_err(|m| err(label.clone(), m))?;
@@ -575,6 +610,43 @@ mod tests {
                 vec!["-/wffc".to_string()],
                 vec!["-/pv-a".to_string()],
                 vec!["shop/data".to_string(), "default/data".to_string()],
+                0
+            ))
+        );
+    }
+
+    #[test]
+    fn csi_objects_are_read_not_ignored() {
+        let text = "kind: CSINode\nmetadata: {name: n1}\nspec: {drivers: [{name: ebs.csi.aws.com, nodeID: i-1, allocatable: {count: 2}}]}\n---\nkind: CSIDriver\nmetadata: {name: ebs.csi.aws.com}\nspec: {}\n---\nkind: CSIStorageCapacity\napiVersion: storage.k8s.io/v1\nmetadata: {name: cap-a, namespace: kube-system}\nstorageClassName: fast\n---\nkind: CSIStorageCapacity\nmetadata: {name: cap-b}\nstorageClassName: fast\n---\nkind: VolumeAttachment\nmetadata: {name: va-1}\nspec: {attacher: ebs.csi.aws.com, nodeName: n1, source: {persistentVolumeName: pv-a}}\n";
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        fn names<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(v: &[Arc<T>]) -> Vec<String> {
+            v.iter()
+                .map(|o| {
+                    let m = o.metadata();
+                    format!(
+                        "{}/{}",
+                        m.namespace.as_deref().unwrap_or("-"),
+                        m.name.as_deref().unwrap_or("")
+                    )
+                })
+                .collect()
+        }
+        let got = load(text).map(|i| {
+            (
+                names(&i.csi_nodes),
+                names(&i.csi_drivers),
+                names(&i.csi_storage_capacities),
+                names(&i.volume_attachments),
+                i.ignored.len(),
+            )
+        });
+        assert_eq!(
+            got,
+            Ok((
+                vec!["-/n1".to_string()],
+                vec!["-/ebs.csi.aws.com".to_string()],
+                vec!["kube-system/cap-a".to_string(), "default/cap-b".to_string()],
+                vec!["-/va-1".to_string()],
                 0
             ))
         );

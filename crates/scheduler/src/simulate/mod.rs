@@ -326,6 +326,18 @@ fn load(cluster: &MemoryCluster, input: &ClusterInput, clock: &FakeClock) {
     for o in &input.persistent_volume_claims {
         cluster.deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(o.clone())));
     }
+    for o in &input.csi_nodes {
+        cluster.deliver_other(ObjectEvent::CSINode(Change::Added(o.clone())));
+    }
+    for o in &input.csi_drivers {
+        cluster.deliver_other(ObjectEvent::CSIDriver(Change::Added(o.clone())));
+    }
+    for o in &input.csi_storage_capacities {
+        cluster.deliver_other(ObjectEvent::CSIStorageCapacity(Change::Added(o.clone())));
+    }
+    for o in &input.volume_attachments {
+        cluster.deliver_other(ObjectEvent::VolumeAttachment(Change::Added(o.clone())));
+    }
     for n in &input.nodes {
         cluster.apply_node((**n).clone());
     }

@@ -40,6 +40,7 @@ use framework::{
     Snapshot, Status, StorageListers, StorageWatch,
 };
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity};
 
 use crate::names;
 use crate::noderesources::requested_to_capacity_ratio::FunctionShape;
@@ -351,6 +352,10 @@ impl EnqueueExtensions for VolumeBinding {
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
         let class_hint: QueueingHintFn = Arc::new(is_schedulable_after_storage_class_change);
         let claim_hint: QueueingHintFn = Arc::new(is_schedulable_after_claim_change);
+        let csi_node_hint: QueueingHintFn = Arc::new(is_schedulable_after_csi_node_change);
+        let driver_hint: QueueingHintFn = Arc::new(is_schedulable_after_csi_driver_change);
+        let capacity_hint: QueueingHintFn =
+            Arc::new(is_schedulable_after_csi_storage_capacity_change);
         vec![
             ClusterEventWithHint::with_hint(
                 EventResource::StorageClass,
@@ -370,11 +375,20 @@ impl EnqueueExtensions for VolumeBinding {
                 EventResource::Node,
                 ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
             ),
-            ClusterEventWithHint::new(EventResource::CSINode, ActionType::ADD | ActionType::UPDATE),
-            ClusterEventWithHint::new(EventResource::CSIDriver, ActionType::UPDATE),
-            ClusterEventWithHint::new(
+            ClusterEventWithHint::with_hint(
+                EventResource::CSINode,
+                ActionType::ADD | ActionType::UPDATE,
+                csi_node_hint,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::CSIDriver,
+                ActionType::UPDATE,
+                driver_hint,
+            ),
+            ClusterEventWithHint::with_hint(
                 EventResource::CSIStorageCapacity,
                 ActionType::ADD | ActionType::UPDATE,
+                capacity_hint,
             ),
         ]
     }
@@ -430,6 +444,95 @@ fn is_schedulable_after_claim_change(
         Ok(QueueingHint::Queue)
     } else {
         Ok(QueueingHint::QueueSkip)
+    }
+}
+
+/// The CSINode annotation listing the in-tree plugins migrated to CSI on the node.
+const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
+
+/// Queue for a new CSINode, or one whose migrated plugins changed.
+fn is_schedulable_after_csi_node_change(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let as_csi_node = |o: Option<&EventObject>| match o {
+        Some(EventObject::CSINode(n)) => Ok(n.clone()),
+        Some(o) => Err(format!("expected CSINode, but got {}", o.kind())),
+        None => Err("expected CSINode, but got nothing".to_string()),
+    };
+    let new = as_csi_node(new)?;
+    let Some(old) = old else {
+        return Ok(QueueingHint::Queue);
+    };
+    let old = as_csi_node(Some(old))?;
+    let migrated = |n: &CSINode| {
+        n.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
+            .cloned()
+    };
+    if migrated(&old) != migrated(&new) {
+        Ok(QueueingHint::Queue)
+    } else {
+        Ok(QueueingHint::QueueSkip)
+    }
+}
+
+/// Queue when a driver of the pod's inline CSI volumes stopped tracking storage capacity.
+fn is_schedulable_after_csi_driver_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let as_driver = |o: Option<&EventObject>| match o {
+        Some(EventObject::CSIDriver(d)) => Ok(d.clone()),
+        Some(o) => Err(format!("expected CSIDriver, but got {}", o.kind())),
+        None => Err("expected CSIDriver, but got nothing".to_string()),
+    };
+    let (old, new) = (as_driver(old)?, as_driver(new)?);
+    let name = new.metadata.name.as_deref().unwrap_or("");
+    let uses_driver = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|v| v.csi.as_ref().is_some_and(|c| c.driver == name));
+    let tracked = |d: &CSIDriver| d.spec.storage_capacity.unwrap_or(false);
+    if uses_driver && tracked(&old) && !tracked(&new) {
+        Ok(QueueingHint::Queue)
+    } else {
+        Ok(QueueingHint::QueueSkip)
+    }
+}
+
+/// Queue for a new CSIStorageCapacity, or one whose volume limit (maximum volume size,
+/// else capacity) grew.
+fn is_schedulable_after_csi_storage_capacity_change(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let as_capacity = |o: Option<&EventObject>| match o {
+        Some(EventObject::CSIStorageCapacity(c)) => Ok(c.clone()),
+        Some(o) => Err(format!("expected CSIStorageCapacity, but got {}", o.kind())),
+        None => Err("expected CSIStorageCapacity, but got nothing".to_string()),
+    };
+    let new = as_capacity(new)?;
+    let Some(old) = old else {
+        return Ok(QueueingHint::Queue);
+    };
+    let old = as_capacity(Some(old))?;
+    let limit = |c: &CSIStorageCapacity| {
+        c.maximum_volume_size
+            .as_ref()
+            .or(c.capacity.as_ref())
+            .and_then(|q| framework::quantity::parse_value(&q.0).ok())
+    };
+    match (limit(&old), limit(&new)) {
+        (None, Some(_)) => Ok(QueueingHint::Queue),
+        (Some(o), Some(n)) if n > o => Ok(QueueingHint::Queue),
+        _ => Ok(QueueingHint::QueueSkip),
     }
 }
 
@@ -599,6 +702,24 @@ impl VolumeBinding {
         }
         if immediate {
             return Err(Status::unresolvable(ERR_UNBOUND_IMMEDIATE));
+        }
+        // What the capacity check of provisioning reads: the classes' drivers, and the
+        // capacities of those classes in a stable order (the first that fits is used).
+        for class in out.classes.values().flatten() {
+            if let Some(driver) = storage.csi_driver(&class.provisioner) {
+                out.capacity
+                    .drivers
+                    .insert(class.provisioner.clone(), driver.clone());
+            }
+        }
+        if !out.capacity.drivers.is_empty() {
+            let mut capacities: Vec<_> = storage
+                .csi_storage_capacities
+                .iter()
+                .filter(|(_, c)| out.classes.contains_key(&c.storage_class_name))
+                .collect();
+            capacities.sort_by(|a, b| a.0.cmp(b.0));
+            out.capacity.capacities = capacities.into_iter().map(|(_, c)| c.clone()).collect();
         }
         for class_name in out.classes.keys() {
             let volumes = storage

@@ -1279,3 +1279,147 @@ fn failed_write_releases_the_assumed_volume() {
         )
     );
 }
+
+#[test]
+fn pre_filter_reads_drivers_and_capacities_for_provisioning() {
+    let mut s = storage(vec![], vec![pvc("pvc-a", PROVISION, 5)], default_classes());
+    let (name, d) = driver("example.com/csi", true);
+    s.csi_drivers.insert(name, d);
+    s.csi_storage_capacities.insert(
+        "default/cap-bar".into(),
+        capacity(PROVISION, "bar", "20Gi", None),
+    );
+    let (_, got, _) = check(
+        &plugin(),
+        pod_with_claims(&["pvc-a"]),
+        &[node("node-a", "bar"), node("node-b", "barbar")],
+        s,
+    );
+    assert_eq!(
+        got,
+        vec![
+            (Status::success(), 75),
+            (unresolvable(&[ERR_REASON_NOT_ENOUGH_SPACE]), 0)
+        ]
+    );
+}
+
+fn csi_node_event(migrated: Option<&str>) -> EventObject {
+    let mut n = k8s_openapi::api::storage::v1::CSINode {
+        metadata: meta("node-a"),
+        ..Default::default()
+    };
+    n.metadata.annotations = migrated
+        .map(|m| BTreeMap::from([(MIGRATED_PLUGINS_ANNOTATION.to_string(), m.to_string())]));
+    EventObject::CSINode(Arc::new(n))
+}
+
+fn driver_event(tracks: Option<bool>) -> EventObject {
+    let (_, mut d) = driver("example.com/csi", false);
+    Arc::make_mut(&mut d).spec.storage_capacity = tracks;
+    EventObject::CSIDriver(d)
+}
+
+fn capacity_event(capacity_value: &str, max: Option<&str>) -> EventObject {
+    EventObject::CSIStorageCapacity(capacity(PROVISION, "bar", capacity_value, max))
+}
+
+/// A pod with an inline CSI volume of driver `example.com/csi`.
+fn pod_with_inline_csi() -> Pod {
+    let mut pod = make_pod("pod-a").obj();
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.volumes = Some(vec![Volume {
+            name: "inline".into(),
+            csi: Some(k8s_openapi::api::core::v1::CSIVolumeSource {
+                driver: "example.com/csi".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+    }
+    pod
+}
+
+#[rstest]
+#[case::csi_node_added(None, csi_node_event(None), Ok(QueueingHint::Queue))]
+#[case::csi_node_migrated_plugins_changed(
+    Some(csi_node_event(None)),
+    csi_node_event(Some("kubernetes.io/gce-pd")),
+    Ok(QueueingHint::Queue)
+)]
+#[case::csi_node_updated_otherwise(
+    Some(csi_node_event(Some("a"))),
+    csi_node_event(Some("a")),
+    Ok(QueueingHint::QueueSkip)
+)]
+fn csi_node_hints(
+    #[case] old: Option<EventObject>,
+    #[case] new: EventObject,
+    #[case] want: Result<QueueingHint, String>,
+) {
+    let pod = pod_with_claims(&["pvc-a"]);
+    assert_eq!(
+        is_schedulable_after_csi_node_change(&pod, old.as_ref(), Some(&new)),
+        want
+    );
+}
+
+#[rstest]
+#[case::driver_stops_tracking_capacity(
+    pod_with_inline_csi(),
+    driver_event(Some(true)),
+    driver_event(None),
+    QueueingHint::Queue
+)]
+#[case::driver_starts_tracking_capacity(
+    pod_with_inline_csi(),
+    driver_event(Some(false)),
+    driver_event(Some(true)),
+    QueueingHint::QueueSkip
+)]
+#[case::pod_without_the_driver(pod_with_claims(&["pvc-a"]), driver_event(Some(true)), driver_event(Some(false)), QueueingHint::QueueSkip)]
+fn csi_driver_hints(
+    #[case] pod: Pod,
+    #[case] old: EventObject,
+    #[case] new: EventObject,
+    #[case] want: QueueingHint,
+) {
+    assert_eq!(
+        is_schedulable_after_csi_driver_change(&pod, Some(&old), Some(&new)),
+        Ok(want)
+    );
+}
+
+#[rstest]
+#[case::capacity_added(None, capacity_event("1Gi", None), QueueingHint::Queue)]
+#[case::capacity_grew(
+    Some(capacity_event("1Gi", None)),
+    capacity_event("2Gi", None),
+    QueueingHint::Queue
+)]
+#[case::capacity_shrank(
+    Some(capacity_event("2Gi", None)),
+    capacity_event("1Gi", None),
+    QueueingHint::QueueSkip
+)]
+#[case::maximum_volume_size_grew(
+    Some(capacity_event("10Gi", Some("1Gi"))),
+    capacity_event("10Gi", Some("2Gi")),
+    QueueingHint::Queue
+)]
+#[case::capacity_grew_under_the_same_maximum(
+    Some(capacity_event("10Gi", Some("1Gi"))),
+    capacity_event("20Gi", Some("1Gi")),
+    QueueingHint::QueueSkip
+)]
+fn csi_storage_capacity_hints(
+    #[case] old: Option<EventObject>,
+    #[case] new: EventObject,
+    #[case] want: QueueingHint,
+) {
+    let pod = pod_with_claims(&["pvc-a"]);
+    assert_eq!(
+        is_schedulable_after_csi_storage_capacity_change(&pod, old.as_ref(), Some(&new)),
+        Ok(want)
+    );
+}

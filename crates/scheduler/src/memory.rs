@@ -187,6 +187,35 @@ impl MemoryCluster {
         self.lock().writes.clone()
     }
 
+    /// How many PersistentVolume and PersistentVolumeClaim writes there were so far.
+    pub fn volume_write_counts(&self) -> (usize, usize) {
+        let o = self.lock();
+        (
+            o.writes.persistent_volumes.len(),
+            o.writes.persistent_volume_claims.len(),
+        )
+    }
+
+    /// The PersistentVolume and PersistentVolumeClaim writes after the first `counts`.
+    pub fn volume_writes_since(
+        &self,
+        counts: (usize, usize),
+    ) -> (Vec<PersistentVolume>, Vec<PersistentVolumeClaim>) {
+        let o = self.lock();
+        (
+            o.writes
+                .persistent_volumes
+                .get(counts.0..)
+                .unwrap_or_default()
+                .to_vec(),
+            o.writes
+                .persistent_volume_claims
+                .get(counts.1..)
+                .unwrap_or_default()
+                .to_vec(),
+        )
+    }
+
     /// From now on a delete only marks the pod terminating (graceful deletion); the pod
     /// keeps its room until [`finish_terminating`](Self::finish_terminating).
     pub fn set_graceful_deletion(&self, graceful: bool) {

@@ -68,6 +68,9 @@ const ERR_NO_STATE: &str = "not found";
 /// Claims whose phase says their volume is gone.
 const CLAIM_LOST: &str = "Lost";
 
+/// The CSINode annotation listing the in-tree plugins migrated to CSI on the node.
+const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
+
 /// Upstream: volumebinding.VolumeBinding.
 pub struct VolumeBinding {
     shape: FunctionShape,
@@ -446,9 +449,6 @@ fn is_schedulable_after_claim_change(
         Ok(QueueingHint::QueueSkip)
     }
 }
-
-/// The CSINode annotation listing the in-tree plugins migrated to CSI on the node.
-const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
 
 /// Queue for a new CSINode, or one whose migrated plugins changed.
 fn is_schedulable_after_csi_node_change(

@@ -1868,6 +1868,65 @@ mod volume_binding {
     }
 
     #[tokio::test]
+    async fn a_pod_waiting_for_an_immediate_claim_is_retried_when_its_claim_changes_only() {
+        let mut h = harness(
+            "volumebinding-immediate",
+            "permit: allow",
+            &["default-scheduler"],
+        );
+        h.cluster.apply_node(node("n1", "4"));
+        let mut immediate = (*wffc_class("example.com/csi")).clone();
+        immediate.volume_binding_mode = Some("Immediate".into());
+        h.cluster
+            .deliver_other(ObjectEvent::StorageClass(Change::Added(Arc::new(
+                immediate,
+            ))));
+        for c in ["data", "other"] {
+            h.cluster
+                .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+                    claim(c),
+                ))));
+        }
+        h.cluster.apply_pod(pod_with_claim("db", "data"));
+        let first = h.drain().await;
+        let after_first = h.queue_of("db");
+
+        // Another claim is bound: no retry. The pod's claim is bound: retried, and placed.
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("other")),
+                new: Arc::new(bound_claim("other", "pv-2", None)),
+            }));
+        let after_other = h.queue_of("db");
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolume(Change::Added(Arc::new(
+                volume("pv-1", Some("data")),
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("data")),
+                new: Arc::new(bound_claim("data", "pv-1", None)),
+            }));
+        let after_own = h.queue_of("db");
+        h.clock.advance(Duration::from_secs(1));
+        h.sched.flush();
+        let second = h.drain().await;
+        assert_eq!(
+            (first, after_first, after_other, after_own, second),
+            (
+                vec![(
+                    "db".to_string(),
+                    "unschedulable: 0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.".to_string()
+                )],
+                Some(QueueName::Unschedulable),
+                Some(QueueName::Unschedulable),
+                Some(QueueName::Backoff),
+                vec![("db".to_string(), "assumed n1".to_string())],
+            )
+        );
+    }
+
+    #[tokio::test]
     async fn two_pods_wanting_the_only_matching_volume_do_not_both_get_it() {
         let mut h = harness(
             "volumebinding-static",

@@ -851,8 +851,13 @@ async fn wait_for_bindings(
 ) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let view = storage.borrow_and_update().clone();
-        if check_bindings(volumes, &view)? {
+        // The view is dropped before waiting: holding it would make the scheduler copy its
+        // storage listers on the next change instead of changing them in place.
+        let bound = {
+            let view = storage.borrow_and_update().clone();
+            check_bindings(volumes, &view)?
+        };
+        if bound {
             return Ok(());
         }
         match tokio::time::timeout_at(deadline, storage.changed()).await {

@@ -7,13 +7,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 
 use thiserror::Error;
 
 use crate::interface::BoxFuture;
 use crate::parallelize::Parallelizer;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, StorageListers};
 use crate::types::{PodInfo, PodKey};
 use crate::waiting_pods::WaitingPods;
 
@@ -180,7 +180,28 @@ pub trait ClusterClient: Send + Sync {
 
     /// Deletes a pod (preemption victims), with its UID as a precondition when given.
     fn delete_pod<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<(), ClientError>>;
+
+    /// Replaces a PersistentVolume (PUT, so a stale `resourceVersion` is refused with a
+    /// conflict) and returns what the API server stored: VolumeBinding pre-binding a volume
+    /// to a claim (`spec.claimRef`).
+    fn update_persistent_volume<'a>(
+        &'a self,
+        pv: &'a PersistentVolume,
+    ) -> BoxFuture<'a, Result<PersistentVolume, ClientError>>;
+
+    /// Replaces a PersistentVolumeClaim (PUT) and returns what the API server stored:
+    /// VolumeBinding asking for provisioning on a node
+    /// (`volume.kubernetes.io/selected-node`).
+    fn update_persistent_volume_claim<'a>(
+        &'a self,
+        pvc: &'a PersistentVolumeClaim,
+    ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>>;
 }
+
+/// The scheduler's current PersistentVolumes, claims and classes, published again after
+/// every change its informers deliver: what a binding cycle waits on (VolumeBinding's
+/// PreBind waits for the PV controller) without asking the API server.
+pub type StorageWatch = tokio::sync::watch::Receiver<Arc<StorageListers>>;
 
 /// A client that accepts every write without doing anything: for `simulate`, where
 /// placements are applied to the in-memory snapshot instead.
@@ -205,6 +226,20 @@ impl ClusterClient for NoopClient {
 
     fn delete_pod<'a>(&'a self, _pod: &'a PodRef) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async { Ok(()) })
+    }
+
+    fn update_persistent_volume<'a>(
+        &'a self,
+        pv: &'a PersistentVolume,
+    ) -> BoxFuture<'a, Result<PersistentVolume, ClientError>> {
+        Box::pin(async move { Ok(pv.clone()) })
+    }
+
+    fn update_persistent_volume_claim<'a>(
+        &'a self,
+        pvc: &'a PersistentVolumeClaim,
+    ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>> {
+        Box::pin(async move { Ok(pvc.clone()) })
     }
 }
 
@@ -302,6 +337,10 @@ pub struct Handle {
     pub waiting_pods: WaitingPods,
     /// Pods whose preemption is being carried out, shared by every profile of a scheduler.
     pub preempting_pods: PreemptingPods,
+    /// The scheduler's live storage objects, for binding cycles that wait on controllers.
+    /// `None` where no controller acts on volume bindings (`simulate`): VolumeBinding's
+    /// PreBind then takes its own writes as the outcome instead of waiting.
+    pub storage: Option<StorageWatch>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -320,6 +359,7 @@ impl Handle {
             preemption_extenders: Arc::from(Vec::new()),
             waiting_pods: WaitingPods::default(),
             preempting_pods: PreemptingPods::default(),
+            storage: None,
         }
     }
 

@@ -29,6 +29,7 @@ pub use events::{
 pub use handle::{
     Binding, ClientError, ClusterClient, EventType, ExtenderVictims, Handle, Nomination,
     PodCondition, PodEvent, PodRef, PodStatusUpdate, PreemptingPods, PreemptionExtender,
+    StorageWatch,
 };
 pub use interface::*;
 pub use parallelize::Parallelizer;

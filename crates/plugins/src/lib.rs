@@ -26,6 +26,7 @@ pub mod podtopologyspread;
 pub mod queuesort;
 pub mod schedulinggates;
 pub mod tainttoleration;
+pub mod volumebinding;
 pub mod volumerestrictions;
 pub mod volumezone;
 

@@ -72,6 +72,7 @@ pub fn in_tree_registry() -> Registry {
         names::VOLUME_RESTRICTIONS,
         Arc::new(crate::volumerestrictions::new),
     );
+    r.insert(names::VOLUME_BINDING, Arc::new(crate::volumebinding::new));
     r.insert(names::VOLUME_ZONE, Arc::new(crate::volumezone::new));
     r.insert(
         names::NODE_RESOURCES_FIT,

@@ -30,8 +30,9 @@
 use std::sync::Arc;
 
 use framework::handle::NoopClient;
-use framework::{ClusterClient, Handle, Parallelizer, PreemptingPods, WaitingPods};
+use framework::{ClusterClient, Handle, Parallelizer, PreemptingPods, StorageListers, WaitingPods};
 use plugins::Registry;
+use tokio::sync::watch;
 
 use crate::backend::queue::QueueConfig;
 use crate::clock::{Clock, RealClock};
@@ -54,6 +55,11 @@ pub struct Services {
     pub parallelizer: Parallelizer,
     pub metrics: Arc<dyn MetricsRecorder>,
     pub clock: Arc<dyn Clock>,
+    /// The scheduler's storage objects: the scheduler changes them, binding cycles watch.
+    pub storage: Arc<watch::Sender<Arc<StorageListers>>>,
+    /// Whether controllers act on the volume bindings the scheduler writes; when not,
+    /// plugins get no storage watch and do not wait for them.
+    pub storage_controllers: bool,
 }
 
 impl std::fmt::Debug for Services {
@@ -70,6 +76,7 @@ impl Services {
         let mut handle = Handle::new(self.parallelizer.clone(), self.client.clone());
         handle.waiting_pods = self.waiting_pods.clone();
         handle.preempting_pods = self.preempting_pods.clone();
+        handle.storage = self.storage_controllers.then(|| self.storage.subscribe());
         handle
     }
 }
@@ -96,6 +103,7 @@ pub struct SchedulerBuilder {
     parallelism: Option<usize>,
     seed: u64,
     plugin_metrics_sample_percent: u8,
+    storage_controllers: bool,
 }
 
 impl std::fmt::Debug for SchedulerBuilder {
@@ -121,6 +129,7 @@ impl SchedulerBuilder {
             parallelism: None,
             seed: 0,
             plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
+            storage_controllers: true,
         }
     }
 
@@ -173,6 +182,14 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Whether a PV controller and provisioners act on the volume bindings the scheduler
+    /// writes (default: yes). `simulate` has none: VolumeBinding's PreBind then takes its
+    /// writes as done instead of waiting for the claims to be bound.
+    pub fn storage_controllers(mut self, present: bool) -> Self {
+        self.storage_controllers = present;
+        self
+    }
+
     /// The shared services, built once.
     pub fn services(&self) -> Services {
         let parallelism = self.parallelism.unwrap_or_else(|| {
@@ -187,6 +204,8 @@ impl SchedulerBuilder {
             parallelizer: Parallelizer::new(parallelism),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
+            storage: Arc::new(watch::Sender::new(Arc::new(StorageListers::default()))),
+            storage_controllers: self.storage_controllers,
         }
     }
 

@@ -9,6 +9,10 @@
 //!   only marks it terminating (`metadata.deletionTimestamp`) until
 //!   [`MemoryCluster::finish_terminating`] removes it, as a kubelet would.
 //!
+//! - a PersistentVolume or PersistentVolumeClaim update (VolumeBinding's PreBind) is
+//!   answered with the object one `resourceVersion` newer; it is not delivered, since no PV
+//!   controller runs here: tests play the controller by delivering the objects they want.
+//!
 //! Every write is recorded, so tests can compare what the scheduler did as whole values.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -18,18 +22,24 @@ use framework::interface::BoxFuture;
 use framework::{
     Binding, ClientError, ClusterClient, Nomination, PodEvent, PodRef, PodStatusUpdate,
 };
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::source::{Change, EventHandler, ObjectEvent};
 
 /// What the scheduler wrote, in order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Writes {
     pub bindings: Vec<Binding>,
     pub status_updates: Vec<PodStatusUpdate>,
     pub events: Vec<PodEvent>,
     pub deletions: Vec<PodRef>,
+    /// PersistentVolumes as written (before the version bump).
+    pub persistent_volumes: Vec<PersistentVolume>,
+    /// PersistentVolumeClaims as written (before the version bump).
+    pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
 }
 
 #[derive(Debug, Default)]
@@ -175,6 +185,35 @@ impl MemoryCluster {
     /// What the scheduler wrote so far.
     pub fn writes(&self) -> Writes {
         self.lock().writes.clone()
+    }
+
+    /// How many PersistentVolume and PersistentVolumeClaim writes there were so far.
+    pub fn volume_write_counts(&self) -> (usize, usize) {
+        let o = self.lock();
+        (
+            o.writes.persistent_volumes.len(),
+            o.writes.persistent_volume_claims.len(),
+        )
+    }
+
+    /// The PersistentVolume and PersistentVolumeClaim writes after the first `counts`.
+    pub fn volume_writes_since(
+        &self,
+        counts: (usize, usize),
+    ) -> (Vec<PersistentVolume>, Vec<PersistentVolumeClaim>) {
+        let o = self.lock();
+        (
+            o.writes
+                .persistent_volumes
+                .get(counts.0..)
+                .unwrap_or_default()
+                .to_vec(),
+            o.writes
+                .persistent_volume_claims
+                .get(counts.1..)
+                .unwrap_or_default()
+                .to_vec(),
+        )
     }
 
     /// From now on a delete only marks the pod terminating (graceful deletion); the pod
@@ -336,6 +375,43 @@ impl ClusterClient for MemoryCluster {
     fn delete_pod<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move { self.delete_now(pod) })
     }
+
+    fn update_persistent_volume<'a>(
+        &'a self,
+        pv: &'a PersistentVolume,
+    ) -> BoxFuture<'a, Result<PersistentVolume, ClientError>> {
+        Box::pin(async move {
+            self.lock().writes.persistent_volumes.push(pv.clone());
+            let mut stored = pv.clone();
+            stored.metadata.resource_version = Some(next_version(&pv.metadata));
+            Ok(stored)
+        })
+    }
+
+    fn update_persistent_volume_claim<'a>(
+        &'a self,
+        pvc: &'a PersistentVolumeClaim,
+    ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>> {
+        Box::pin(async move {
+            self.lock()
+                .writes
+                .persistent_volume_claims
+                .push(pvc.clone());
+            let mut stored = pvc.clone();
+            stored.metadata.resource_version = Some(next_version(&pvc.metadata));
+            Ok(stored)
+        })
+    }
+}
+
+/// The `resourceVersion` after one write to an object at `meta`'s version.
+fn next_version(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    let current: u64 = meta
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    current.saturating_add(1).to_string()
 }
 
 /// The API server's answer about a pod that does not exist.

@@ -38,6 +38,8 @@ fn read(path: &Path) -> Option<String> {
 #[case::volume_zone("volume_zone")]
 #[case::volume_limits("volume_limits")]
 #[case::volume_restrictions("volume_restrictions")]
+#[case::volume_binding("volume_binding")]
+#[case::volume_binding_table("volume_binding_table")]
 #[case::bin_packing_config("bin_packing_config")]
 #[case::priority_orders_the_queue("priority_orders_the_queue")]
 #[case::preemption("preemption")]

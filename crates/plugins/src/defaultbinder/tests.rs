@@ -45,6 +45,20 @@ impl ClusterClient for RecordingClient {
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         framework::handle::NoopClient.delete_pod(pod)
     }
+
+    fn update_persistent_volume<'a>(
+        &'a self,
+        pv: &'a k8s_openapi::api::core::v1::PersistentVolume,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::core::v1::PersistentVolume, ClientError>> {
+        framework::handle::NoopClient.update_persistent_volume(pv)
+    }
+
+    fn update_persistent_volume_claim<'a>(
+        &'a self,
+        pvc: &'a k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::core::v1::PersistentVolumeClaim, ClientError>> {
+        framework::handle::NoopClient.update_persistent_volume_claim(pvc)
+    }
 }
 
 /// Drives a future that never waits on I/O to completion. The fake client is ready at

@@ -257,7 +257,7 @@ impl NodeResourcesBalancedAllocationArgs {
 
 /// Upstream validateFunctionShape: at least one point, utilizations strictly increasing
 /// (only the first violation is reported), utilization in 0..=100, score in 0..=10.
-fn shape_errors(shape: &[UtilizationShapePoint], path: &str) -> Vec<ArgsError> {
+pub(crate) fn shape_errors(shape: &[UtilizationShapePoint], path: &str) -> Vec<ArgsError> {
     if shape.is_empty() {
         return vec![ArgsError::new(
             path,

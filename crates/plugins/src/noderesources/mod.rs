@@ -12,7 +12,7 @@ pub mod balanced_allocation;
 pub mod fit;
 mod least_allocated;
 mod most_allocated;
-mod requested_to_capacity_ratio;
+pub(crate) mod requested_to_capacity_ratio;
 mod resource_allocation;
 
 pub use args::{

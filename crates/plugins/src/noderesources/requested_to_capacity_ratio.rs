@@ -18,11 +18,11 @@ const MAX_UTILIZATION: i64 = 100;
 /// A broken-linear function given by points with strictly increasing utilization (args
 /// validation guarantees it, and at least one point).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct FunctionShape(pub(super) Vec<(i64, i64)>);
+pub(crate) struct FunctionShape(pub(crate) Vec<(i64, i64)>);
 
 impl FunctionShape {
     /// The shape of the args, with scores scaled from 0-10 to 0-100.
-    pub(super) fn from_args(points: &[UtilizationShapePoint]) -> Self {
+    pub(crate) fn from_args(points: &[UtilizationShapePoint]) -> Self {
         let scale = MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE;
         FunctionShape(
             points
@@ -34,7 +34,7 @@ impl FunctionShape {
 
     /// The first point's score at or below its utilization, the last point's score above
     /// its utilization, and integer linear interpolation between points.
-    pub(super) fn eval(&self, utilization: i64) -> i64 {
+    pub(crate) fn eval(&self, utilization: i64) -> i64 {
         let mut previous: Option<(i64, i64)> = None;
         for &(u, s) in &self.0 {
             if utilization <= u {
@@ -53,7 +53,7 @@ impl FunctionShape {
         previous.map_or(0, |(_, s)| s)
     }
 
-    fn resource_score(&self, requested: i64, capacity: i64) -> i64 {
+    pub(crate) fn resource_score(&self, requested: i64, capacity: i64) -> i64 {
         if capacity == 0 || requested > capacity {
             return self.eval(MAX_UTILIZATION);
         }

@@ -45,7 +45,8 @@ use framework::{
     PodStatusUpdate,
 };
 use k8s_openapi::api::core::v1::{
-    Binding as CoreBinding, Event as CoreEvent, EventSeries, EventSource, ObjectReference, Pod,
+    Binding as CoreBinding, Event as CoreEvent, EventSeries, EventSource, ObjectReference,
+    PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -551,6 +552,35 @@ impl ClusterClient for KubeClusterClient {
         Box::pin(async move {
             self.limiter.acquire().await;
             delete_pod(&self.client, pod).await
+        })
+    }
+
+    fn update_persistent_volume<'a>(
+        &'a self,
+        pv: &'a PersistentVolume,
+    ) -> BoxFuture<'a, Result<PersistentVolume, ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let api: Api<PersistentVolume> = Api::all(self.client.clone());
+            let name = pv.metadata.name.as_deref().unwrap_or("");
+            api.replace(name, &PostParams::default(), pv)
+                .await
+                .map_err(client_error)
+        })
+    }
+
+    fn update_persistent_volume_claim<'a>(
+        &'a self,
+        pvc: &'a PersistentVolumeClaim,
+    ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+            let name = pvc.metadata.name.as_deref().unwrap_or("");
+            api.replace(name, &PostParams::default(), pvc)
+                .await
+                .map_err(client_error)
         })
     }
 }

@@ -333,21 +333,27 @@ impl Shared {
     ) {
         let action = action_of(&change);
         let mut st = self.state();
-        let storage = Arc::make_mut(&mut st.storage);
-        let (old, new) = match change {
-            Change::Added(o) => {
-                field(storage).insert(key, o.clone());
-                (None, Some(wrap(o)))
-            }
-            Change::Updated { old, new } => {
-                field(storage).insert(key, new.clone());
-                (Some(wrap(old)), Some(wrap(new)))
-            }
-            Change::Deleted(o) => {
-                field(storage).remove(&key);
-                (Some(wrap(o)), None)
-            }
-        };
+        // Changed in place under the state lock, so snapshots (taken under it too) and
+        // binding cycles waiting on the watch see changes in order.
+        let mut moved = None;
+        self.storage.send_modify(|s| {
+            let storage = Arc::make_mut(s);
+            moved = Some(match change {
+                Change::Added(o) => {
+                    field(storage).insert(key, o.clone());
+                    (None, Some(wrap(o)))
+                }
+                Change::Updated { old, new } => {
+                    field(storage).insert(key, new.clone());
+                    (Some(wrap(old)), Some(wrap(new)))
+                }
+                Change::Deleted(o) => {
+                    field(storage).remove(&key);
+                    (Some(wrap(o)), None)
+                }
+            });
+        });
+        let (old, new) = moved.unwrap_or((None, None));
         st.queue.move_all_to_active_or_backoff(
             ClusterEvent::new(resource, action),
             old.as_ref(),

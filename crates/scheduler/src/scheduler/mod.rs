@@ -125,8 +125,6 @@ struct State {
     /// `pdbs` by key, as the snapshot hands them to PostFilter plugins.
     pdb_list: Arc<Vec<Arc<PodDisruptionBudget>>>,
     priority_classes: HashMap<String, Arc<PriorityClass>>,
-    /// Volumes, claims, classes and CSI objects, as the snapshot hands them to volume plugins.
-    storage: Arc<StorageListers>,
     last_unschedulable_flush: Instant,
     last_assumed_cleanup: Instant,
 }
@@ -160,6 +158,10 @@ struct Shared {
     /// Preemptors whose victims are being deleted (DefaultPreemption gates them).
     preempting_pods: PreemptingPods,
     client: Arc<dyn ClusterClient>,
+    /// Volumes, claims, classes and CSI objects, as the snapshot hands them to volume
+    /// plugins; binding cycles (VolumeBinding's PreBind) watch it. The one copy: changed in
+    /// place.
+    storage: Arc<tokio::sync::watch::Sender<Arc<StorageListers>>>,
     metrics: Arc<dyn MetricsRecorder>,
     clock: Arc<dyn Clock>,
     runtime: tokio::runtime::Handle,
@@ -228,6 +230,8 @@ impl Scheduler {
             parallelizer: _,
             metrics,
             clock,
+            storage,
+            storage_controllers: _,
         } = services;
         let frameworks: Vec<Arc<Framework>> = frameworks.into_iter().map(Arc::new).collect();
         let mut queue = PriorityQueue::new(frameworks.clone(), clock.clone(), options.queue);
@@ -242,7 +246,6 @@ impl Scheduler {
             pdbs: HashMap::new(),
             pdb_list: Arc::new(Vec::new()),
             priority_classes: HashMap::new(),
-            storage: Arc::new(StorageListers::default()),
             last_unschedulable_flush: now,
             last_assumed_cleanup: now,
         };
@@ -258,6 +261,7 @@ impl Scheduler {
                 waiting_pods,
                 preempting_pods,
                 client,
+                storage,
                 metrics,
                 clock,
                 runtime,

@@ -189,7 +189,8 @@ impl SchedulingLoop {
         }
         self.snapshot.set_workloads(st.workloads.clone());
         self.snapshot.set_pdbs(st.pdb_list.clone());
-        self.snapshot.set_storage(st.storage.clone());
+        self.snapshot
+            .set_storage(self.shared.storage.borrow().clone());
         self.algorithm.set_nominated_pods(st.queue.nominated_pods());
     }
 

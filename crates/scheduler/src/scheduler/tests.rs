@@ -1310,6 +1310,15 @@ fn pvc(
         volume_name: Some(volume.into()),
         ..Default::default()
     });
+    // Bound as the PV controller leaves a claim.
+    c.metadata.annotations = Some(
+        [(
+            "pv.kubernetes.io/bind-completed".to_string(),
+            "yes".to_string(),
+        )]
+        .into_iter()
+        .collect(),
+    );
     Arc::new(c)
 }
 
@@ -1617,6 +1626,380 @@ async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_vo
         h.drain().await,
         vec![("db".to_string(), "assumed n1".to_string())]
     );
+}
+
+// ---- VolumeBinding ----------------------------------------------------------------------
+
+mod volume_binding {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{
+        ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+        PersistentVolumeClaimVolumeSource, PersistentVolumeSpec, PersistentVolumeStatus, Volume,
+        VolumeResourceRequirements,
+    };
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::source::{Change, ObjectEvent};
+
+    const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+    const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+
+    fn wffc_class(provisioner: &str) -> Arc<StorageClass> {
+        Arc::new(StorageClass {
+            metadata: ObjectMeta {
+                name: Some("wffc".into()),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
+            provisioner: provisioner.into(),
+            volume_binding_mode: Some("WaitForFirstConsumer".into()),
+            ..Default::default()
+        })
+    }
+
+    /// An unbound 1Gi ReadWriteOnce claim of class `wffc` in `default`, at version 1.
+    fn claim(name: &str) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                namespace: Some("default".into()),
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                storage_class_name: Some("wffc".into()),
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some(BTreeMap::from([(
+                        "storage".to_string(),
+                        Quantity("1Gi".into()),
+                    )])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    /// `claim` as the PV controller leaves it once bound to `volume`, at version 2.
+    fn bound_claim(name: &str, volume: &str, selected: Option<&str>) -> PersistentVolumeClaim {
+        let mut c = claim(name);
+        c.metadata.resource_version = Some("2".into());
+        let mut annotations = BTreeMap::from([(BIND_COMPLETED.to_string(), "yes".to_string())]);
+        if let Some(n) = selected {
+            annotations.insert(SELECTED_NODE.to_string(), n.to_string());
+        }
+        c.metadata.annotations = Some(annotations);
+        if let Some(s) = c.spec.as_mut() {
+            s.volume_name = Some(volume.into());
+        }
+        c
+    }
+
+    /// A 1Gi volume of class `wffc`: Available, or bound to `claim` (version 2).
+    fn volume(name: &str, claim: Option<&str>) -> PersistentVolume {
+        PersistentVolume {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some(if claim.is_some() { "2" } else { "1" }.into()),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeSpec {
+                storage_class_name: Some("wffc".into()),
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                capacity: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    Quantity("1Gi".into()),
+                )])),
+                claim_ref: claim.map(|c| ObjectReference {
+                    namespace: Some("default".into()),
+                    name: Some(c.into()),
+                    uid: Some(format!("uid-{c}")),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            status: Some(PersistentVolumeStatus {
+                phase: Some(
+                    if claim.is_some() {
+                        "Bound"
+                    } else {
+                        "Available"
+                    }
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn pod_with_claim(name: &str, claim: &str) -> Pod {
+        let mut p = pod(name, "100m");
+        if let Some(spec) = p.spec.as_mut() {
+            spec.volumes = Some(vec![Volume {
+                name: "data".into(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.into(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            }]);
+        }
+        p
+    }
+
+    /// Lets the binding tasks run until `done` holds, for a bounded number of turns.
+    async fn until(h: &Harness, done: impl Fn(&Harness) -> bool) -> bool {
+        for _ in 0..10_000 {
+            if done(h) {
+                return true;
+            }
+            tokio::task::yield_now().await;
+        }
+        done(h)
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_first_consumer_claim_gets_its_node_selected_and_the_pod_binds_once_the_claim_is_bound(
+    ) {
+        let mut h = harness(
+            "volumebinding-provision",
+            "permit: allow",
+            &["default-scheduler"],
+        );
+        h.cluster.apply_node(node("n1", "4"));
+        h.cluster
+            .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
+                "example.com/csi",
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+                claim("data"),
+            ))));
+        h.cluster.apply_pod(pod_with_claim("db", "data"));
+
+        let outcome = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+        let written = until(&h, |h| {
+            !h.cluster.writes().persistent_volume_claims.is_empty()
+        })
+        .await;
+        let mut want = claim("data");
+        want.metadata.annotations = Some(BTreeMap::from([(
+            SELECTED_NODE.to_string(),
+            "n1".to_string(),
+        )]));
+        assert_eq!(
+            (
+                outcome,
+                written,
+                h.cluster.writes().persistent_volume_claims,
+                h.node_of("db")
+            ),
+            (Some("assumed n1".to_string()), true, vec![want], None)
+        );
+
+        // The provisioner creates the volume; the PV controller binds the claim to it.
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolume(Change::Added(Arc::new(
+                volume("pv-1", Some("data")),
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("data")),
+                new: Arc::new(bound_claim("data", "pv-1", Some("n1"))),
+            }));
+        h.sched.wait_for_bindings().await;
+        assert_eq!(h.node_of("db"), Some("n1".to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_failed_provisioning_unreserves_and_requeues_the_pod() {
+        let mut h = harness(
+            "volumebinding-failed",
+            "permit: allow",
+            &["default-scheduler"],
+        );
+        h.cluster.apply_node(node("n1", "4"));
+        h.cluster
+            .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
+                "example.com/csi",
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+                claim("data"),
+            ))));
+        h.cluster.apply_pod(pod_with_claim("db", "data"));
+        let outcome = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+        until(&h, |h| {
+            !h.cluster.writes().persistent_volume_claims.is_empty()
+        })
+        .await;
+
+        // The provisioner gives up on n1: it clears the selected node.
+        let mut given_up = claim("data");
+        given_up.metadata.resource_version = Some("3".into());
+        given_up.metadata.annotations = Some(BTreeMap::new());
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("data")),
+                new: Arc::new(given_up),
+            }));
+        h.sched.wait_for_bindings().await;
+        let message = h
+            .cluster
+            .last_status_update("default", "db")
+            .and_then(|u| u.condition)
+            .map(|c| c.message);
+        assert_eq!(
+            (outcome, h.node_of("db"), h.queue_of("db"), message),
+            (
+                Some("assumed n1".to_string()),
+                None,
+                Some(QueueName::Backoff),
+                Some("running PreBind plugin \"VolumeBinding\": binding volumes: provisioning failed for PVC \"data\"".to_string())
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pod_waiting_for_an_immediate_claim_is_retried_when_its_claim_changes_only() {
+        let mut h = harness(
+            "volumebinding-immediate",
+            "permit: allow",
+            &["default-scheduler"],
+        );
+        h.cluster.apply_node(node("n1", "4"));
+        let mut immediate = (*wffc_class("example.com/csi")).clone();
+        immediate.volume_binding_mode = Some("Immediate".into());
+        h.cluster
+            .deliver_other(ObjectEvent::StorageClass(Change::Added(Arc::new(
+                immediate,
+            ))));
+        for c in ["data", "other"] {
+            h.cluster
+                .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+                    claim(c),
+                ))));
+        }
+        h.cluster.apply_pod(pod_with_claim("db", "data"));
+        let first = h.drain().await;
+        let after_first = h.queue_of("db");
+
+        // Another claim is bound: no retry. The pod's claim is bound: retried, and placed.
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("other")),
+                new: Arc::new(bound_claim("other", "pv-2", None)),
+            }));
+        let after_other = h.queue_of("db");
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolume(Change::Added(Arc::new(
+                volume("pv-1", Some("data")),
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("data")),
+                new: Arc::new(bound_claim("data", "pv-1", None)),
+            }));
+        let after_own = h.queue_of("db");
+        h.clock.advance(Duration::from_secs(1));
+        h.sched.flush();
+        let second = h.drain().await;
+        assert_eq!(
+            (first, after_first, after_other, after_own, second),
+            (
+                vec![(
+                    "db".to_string(),
+                    "unschedulable: 0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.".to_string()
+                )],
+                Some(QueueName::Unschedulable),
+                Some(QueueName::Unschedulable),
+                Some(QueueName::Backoff),
+                vec![("db".to_string(), "assumed n1".to_string())],
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn two_pods_wanting_the_only_matching_volume_do_not_both_get_it() {
+        let mut h = harness(
+            "volumebinding-static",
+            "permit: allow",
+            &["default-scheduler"],
+        );
+        h.cluster.apply_node(node("n1", "4"));
+        h.cluster
+            .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
+                "kubernetes.io/no-provisioner",
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolume(Change::Added(Arc::new(
+                volume("pv-1", None),
+            ))));
+        for c in ["data-a", "data-b"] {
+            h.cluster
+                .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+                    claim(c),
+                ))));
+        }
+        h.cluster.apply_pod(pod_with_claim("a", "data-a"));
+        h.cluster.apply_pod(pod_with_claim("b", "data-b"));
+
+        let mut outcomes = Vec::new();
+        while let Some(a) = h.lp.schedule_one(None) {
+            outcomes.push((a.pod.name().to_string(), summary(&a.outcome)));
+        }
+        let written = until(&h, |h| !h.cluster.writes().persistent_volumes.is_empty()).await;
+        let claim_refs: Vec<Option<String>> = h
+            .cluster
+            .writes()
+            .persistent_volumes
+            .iter()
+            .map(|v| {
+                v.spec
+                    .as_ref()
+                    .and_then(|s| s.claim_ref.as_ref())
+                    .and_then(|r| r.name.clone())
+            })
+            .collect();
+        assert_eq!(
+            (outcomes, written, claim_refs),
+            (
+                vec![
+                    ("a".to_string(), "assumed n1".to_string()),
+                    (
+                        "b".to_string(),
+                        "unschedulable: 0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.".to_string()
+                    ),
+                ],
+                true,
+                vec![Some("data-a".to_string())]
+            )
+        );
+
+        // The PV controller completes the binding: a is bound, b stays pending.
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolume(Change::Updated {
+                old: Arc::new(volume("pv-1", None)),
+                new: Arc::new(volume("pv-1", Some("data-a"))),
+            }));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Updated {
+                old: Arc::new(claim("data-a")),
+                new: Arc::new(bound_claim("data-a", "pv-1", None)),
+            }));
+        h.sched.wait_for_bindings().await;
+        assert_eq!(
+            (h.node_of("a"), h.node_of("b")),
+            (Some("n1".to_string()), None)
+        );
+    }
 }
 
 // ---- NodeVolumeLimits ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use framework::{PodInfo, Status};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use crate::backend::cache::{is_assigned, is_terminal};
 use crate::builder::SchedulerBuilder;
@@ -85,6 +86,52 @@ pub struct PodReport {
     pub victims: Vec<(String, String)>,
     /// Per node, why preemption did or did not help (when PostFilter tried).
     pub preemption: Vec<(String, Status)>,
+    /// What VolumeBinding decided for the pod's unbound claims on its node.
+    pub volumes: Vec<VolumeDecision>,
+}
+
+/// What the binding cycle of a scheduled pod did for one of its unbound claims (what the
+/// PV controller or a provisioner would carry out on a cluster).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeDecision {
+    /// The claim (`namespace/name`) is bound to an existing volume.
+    Bind { claim: String, volume: String },
+    /// The claim's volume is to be provisioned for the node (its selected node).
+    Provision { claim: String, node: String },
+}
+
+impl VolumeDecision {
+    /// The decisions VolumeBinding's writes express: a volume's `claimRef`, a claim's
+    /// selected node.
+    fn from_writes(pvs: &[PersistentVolume], pvcs: &[PersistentVolumeClaim]) -> Vec<Self> {
+        let bound = pvs.iter().filter_map(|pv| {
+            let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
+            Some(VolumeDecision::Bind {
+                claim: format!(
+                    "{}/{}",
+                    r.namespace.as_deref().unwrap_or(""),
+                    r.name.as_deref().unwrap_or("")
+                ),
+                volume: pv.metadata.name.clone().unwrap_or_default(),
+            })
+        });
+        let provisioned = pvcs.iter().filter_map(|c| {
+            let node = c
+                .metadata
+                .annotations
+                .as_ref()?
+                .get("volume.kubernetes.io/selected-node")?;
+            Some(VolumeDecision::Provision {
+                claim: format!(
+                    "{}/{}",
+                    c.metadata.namespace.as_deref().unwrap_or(""),
+                    c.metadata.name.as_deref().unwrap_or("")
+                ),
+                node: node.clone(),
+            })
+        });
+        bound.chain(provisioned).collect()
+    }
 }
 
 /// The result of a simulation.
@@ -152,6 +199,8 @@ impl Simulation {
             .client(cluster.clone())
             .metrics(Arc::new(NoopRecorder))
             .clock(Arc::new(clock.clone()))
+            // Offline: no PV controller binds claims, so binding cycles do not wait for one.
+            .storage_controllers(false)
             .build(rt.handle().clone())?;
         Ok(Simulation {
             rt,
@@ -237,6 +286,7 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
     let limit = 4 * input.pods.len() + 1;
     for _ in 0..limit {
         let mut explanation = Explanation::default();
+        let volume_writes = cluster.volume_write_counts();
         let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
             break;
         };
@@ -254,6 +304,10 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
         rt.block_on(sched.wait_for_bindings());
         let preempted = preempted_by(&a);
         let mut r = pod_report(&cluster, sched.extenders(), a, explanation);
+        if r.result == PodResult::Scheduled {
+            let (pvs, pvcs) = cluster.volume_writes_since(volume_writes);
+            r.volumes = VolumeDecision::from_writes(&pvs, &pvcs);
+        }
         let key = format!("{}/{}", r.namespace, r.name);
         match seen.get(&key) {
             Some(&i) => {
@@ -359,6 +413,7 @@ fn skipped(info: &PodInfo, scheduler_name: &str, result: PodResult, message: Str
         nominated_node: None,
         victims: Vec::new(),
         preemption: Vec::new(),
+        volumes: Vec::new(),
     }
 }
 
@@ -393,6 +448,7 @@ fn preempted_report(victim: &PodInfo, preemptor: &PodInfo, node: &str) -> PodRep
         nominated_node: None,
         victims: Vec::new(),
         preemption: Vec::new(),
+        volumes: Vec::new(),
     }
 }
 
@@ -416,6 +472,7 @@ fn pod_report(
         nominated_node: None,
         victims: Vec::new(),
         preemption: Vec::new(),
+        volumes: Vec::new(),
     };
     match a.outcome {
         AttemptOutcome::Assumed { node } => {

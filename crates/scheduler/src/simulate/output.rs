@@ -7,7 +7,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use framework::{Code, Status};
 
-use super::{PodReport, PodResult, Report};
+use super::{PodReport, PodResult, Report, VolumeDecision};
 use crate::schedule_one::{ExtenderFilterVerdict, ExtenderScores};
 
 /// A map serialized in the order of its entries.
@@ -98,6 +98,34 @@ impl<'a> From<&'a ExtenderScores> for ExtenderScoreJson<'a> {
     }
 }
 
+/// One claim's decision: bound to `volume`, or provisioned on `provisionOn`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VolumeJson<'a> {
+    claim: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    volume: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provision_on: Option<&'a str>,
+}
+
+impl<'a> From<&'a VolumeDecision> for VolumeJson<'a> {
+    fn from(d: &'a VolumeDecision) -> Self {
+        match d {
+            VolumeDecision::Bind { claim, volume } => VolumeJson {
+                claim,
+                volume: Some(volume),
+                provision_on: None,
+            },
+            VolumeDecision::Provision { claim, node } => VolumeJson {
+                claim,
+                volume: None,
+                provision_on: Some(node),
+            },
+        }
+    }
+}
+
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PodJson<'a> {
@@ -114,6 +142,9 @@ struct PodJson<'a> {
     nominated_node: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     victims: Vec<VictimJson<'a>>,
+    /// What VolumeBinding decided for the pod's unbound claims on its node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    volumes: Vec<VolumeJson<'a>>,
     pre_filter: Ordered<&'static str, StatusJson>,
     /// Per node, each Filter plugin's verdict and then each extender's (by `urlPrefix`).
     filter: Ordered<&'a str, Ordered<&'a str, StatusJson>>,
@@ -144,6 +175,7 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
                 .iter()
                 .map(|(namespace, name)| VictimJson { namespace, name })
                 .collect(),
+            volumes: p.volumes.iter().map(VolumeJson::from).collect(),
             pre_filter: Ordered(Vec::new()),
             filter: Ordered(Vec::new()),
             preemption: Ordered(
@@ -385,10 +417,24 @@ fn short_reason(p: &PodReport) -> String {
                 .collect();
             format!("preempted {}", names.join(", "))
         }
-        PodResult::Scheduled => match &p.bound_by {
-            Some(ext) => format!("bound by extender {ext}"),
-            None => String::new(),
-        },
+        PodResult::Scheduled => {
+            let mut parts: Vec<String> = p
+                .volumes
+                .iter()
+                .map(|d| match d {
+                    VolumeDecision::Bind { claim, volume } => {
+                        format!("claim {claim} bound to {volume}")
+                    }
+                    VolumeDecision::Provision { claim, node } => {
+                        format!("claim {claim} provisioned on {node}")
+                    }
+                })
+                .collect();
+            if let Some(ext) = &p.bound_by {
+                parts.insert(0, format!("bound by extender {ext}"));
+            }
+            parts.join("; ")
+        }
         PodResult::Unschedulable => match p.reason_counts.first() {
             // The most frequent reason first: the rest are listed below the table.
             Some(_) => {

@@ -6,3 +6,4 @@ mod invariants;
 mod simulate;
 mod support;
 mod up;
+mod volumes;

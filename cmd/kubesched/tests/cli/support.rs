@@ -299,7 +299,12 @@ pub(crate) fn pod_nodes(kubeconfig: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-pub(crate) fn node_yaml(name: &str, cpu: &str, labels: &[(&str, &str)], taint: Option<&str>) -> String {
+pub(crate) fn node_yaml(
+    name: &str,
+    cpu: &str,
+    labels: &[(&str, &str)],
+    taint: Option<&str>,
+) -> String {
     let mut y = format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\n");
     for (k, v) in labels {
         y.push_str(&format!("    {k}: \"{v}\"\n"));

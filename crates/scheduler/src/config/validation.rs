@@ -34,9 +34,7 @@ use super::FieldError;
 /// Upstream plugins kubesched does not implement yet. Configuration files may name them
 /// (they are in upstream's default set, so every file names them implicitly); the runtime
 /// skips them with a warning.
-const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 1] = [
-    names::DYNAMIC_RESOURCES,
-];
+const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 1] = [names::DYNAMIC_RESOURCES];
 
 /// Plugins removed from upstream; v1 refuses them by name.
 const REMOVED_IN_V1: [&str; 4] = [

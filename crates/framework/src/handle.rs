@@ -15,7 +15,7 @@ use crate::interface::BoxFuture;
 use crate::parallelize::Parallelizer;
 use crate::snapshot::{Snapshot, StorageListers};
 use crate::types::{PodInfo, PodKey};
-use crate::waiting_pods::WaitingPods;
+use crate::waiting_pods::{BindingPods, WaitingPods};
 
 /// A pod-to-node binding to write (`pods/binding`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -337,6 +337,8 @@ pub struct Handle {
     pub waiting_pods: WaitingPods,
     /// Pods whose preemption is being carried out, shared by every profile of a scheduler.
     pub preempting_pods: PreemptingPods,
+    /// Pods whose binding cycle waits on controllers; the scheduler marks them deleted.
+    pub binding_pods: BindingPods,
     /// The scheduler's live storage objects, for binding cycles that wait on controllers.
     /// `None` where no controller acts on volume bindings (`simulate`): VolumeBinding's
     /// PreBind then takes its own writes as the outcome instead of waiting.
@@ -359,6 +361,7 @@ impl Handle {
             preemption_extenders: Arc::from(Vec::new()),
             waiting_pods: WaitingPods::default(),
             preempting_pods: PreemptingPods::default(),
+            binding_pods: BindingPods::default(),
             storage: None,
         }
     }

@@ -36,4 +36,4 @@ pub use parallelize::Parallelizer;
 pub use snapshot::{Snapshot, StorageListers, Workloads};
 pub use status::{Code, Status};
 pub use types::{NodeInfo, NodeScore, PodInfo, PodKey, QueuedPodInfo, Resource};
-pub use waiting_pods::{WaitingPod, WaitingPods};
+pub use waiting_pods::{BindingPod, BindingPods, WaitingPod, WaitingPods};

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::status::{Code, Status};
 use crate::types::{PodInfo, PodKey};
@@ -170,6 +170,82 @@ impl WaitingPods {
     }
 }
 
+/// Pods whose binding cycle waits on something outside the scheduler (VolumeBinding's PreBind
+/// waits for the PV controller). Deleting such a pod ends the wait at once instead of at its
+/// timeout, as upstream's PreBind does when its pod lister no longer has the pod. Cloning
+/// shares the map.
+#[derive(Debug, Clone, Default)]
+pub struct BindingPods {
+    pods: Arc<Mutex<HashMap<PodKey, Registration>>>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A registration's number (a pod's binding may start again) and its deletion signal.
+type Registration = (u64, watch::Sender<bool>);
+
+/// One registration in [`BindingPods`]; dropping it forgets the pod.
+#[derive(Debug)]
+pub struct BindingPod {
+    pods: BindingPods,
+    key: PodKey,
+    id: u64,
+    deleted: watch::Receiver<bool>,
+}
+
+impl BindingPods {
+    fn lock(&self) -> MutexGuard<'_, HashMap<PodKey, Registration>> {
+        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers `key` for the length of a wait.
+    pub fn register(&self, key: PodKey) -> BindingPod {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = watch::channel(false);
+        self.lock().insert(key.clone(), (id, tx));
+        BindingPod {
+            pods: self.clone(),
+            key,
+            id,
+            deleted: rx,
+        }
+    }
+
+    /// The pod `key` was deleted: its wait, if any, ends.
+    pub fn deleted(&self, key: &str) {
+        if let Some((_, tx)) = self.lock().get(key) {
+            tx.send_replace(true);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
+impl BindingPod {
+    /// Resolves once the pod is deleted (never, while it exists).
+    pub async fn deleted(&mut self) {
+        // An error means the map dropped the sender; only this registration's drop does
+        // that, so waiting forever is right.
+        if self.deleted.wait_for(|d| *d).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for BindingPod {
+    fn drop(&mut self) {
+        let mut pods = self.pods.lock();
+        if pods.get(&self.key).is_some_and(|(id, _)| *id == self.id) {
+            pods.remove(&self.key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +309,32 @@ mod tests {
             1,
             "rejecting does not remove: the binding cycle does"
         );
+    }
+
+    #[tokio::test]
+    async fn deleting_a_binding_pod_ends_its_wait_and_only_its() {
+        let pods = BindingPods::default();
+        let mut db = pods.register(PodKey::from("uid-db"));
+        let mut web = pods.register(PodKey::from("uid-web"));
+        pods.deleted("uid-db");
+        pods.deleted("uid-other");
+        let db_ended = tokio::time::timeout(Duration::from_secs(5), db.deleted())
+            .await
+            .is_ok();
+        let web_ended = tokio::time::timeout(Duration::from_millis(50), web.deleted())
+            .await
+            .is_ok();
+        assert_eq!((db_ended, web_ended, pods.len()), (true, false, 2));
+    }
+
+    #[test]
+    fn a_finished_wait_forgets_its_pod_but_not_a_newer_registration() {
+        let pods = BindingPods::default();
+        let first = pods.register(PodKey::from("uid-db"));
+        let second = pods.register(PodKey::from("uid-db"));
+        drop(first);
+        let after_first = pods.len();
+        drop(second);
+        assert_eq!((after_first, pods.len()), (1, 0));
     }
 }

@@ -30,7 +30,9 @@
 use std::sync::Arc;
 
 use framework::handle::NoopClient;
-use framework::{ClusterClient, Handle, Parallelizer, PreemptingPods, StorageListers, WaitingPods};
+use framework::{
+    BindingPods, ClusterClient, Handle, Parallelizer, PreemptingPods, StorageListers, WaitingPods,
+};
 use plugins::Registry;
 use tokio::sync::watch;
 
@@ -51,6 +53,8 @@ pub struct Services {
     pub waiting_pods: WaitingPods,
     /// Preemptors whose victims are being evicted.
     pub preempting_pods: PreemptingPods,
+    /// Pods whose binding cycle waits on controllers.
+    pub binding_pods: BindingPods,
     /// The bounded pool Filter and Score run on.
     pub parallelizer: Parallelizer,
     pub metrics: Arc<dyn MetricsRecorder>,
@@ -76,6 +80,7 @@ impl Services {
         let mut handle = Handle::new(self.parallelizer.clone(), self.client.clone());
         handle.waiting_pods = self.waiting_pods.clone();
         handle.preempting_pods = self.preempting_pods.clone();
+        handle.binding_pods = self.binding_pods.clone();
         handle.storage = self.storage_controllers.then(|| self.storage.subscribe());
         handle
     }
@@ -201,6 +206,7 @@ impl SchedulerBuilder {
             client: self.client.clone(),
             waiting_pods: WaitingPods::default(),
             preempting_pods: PreemptingPods::default(),
+            binding_pods: BindingPods::default(),
             parallelizer: Parallelizer::new(parallelism),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),

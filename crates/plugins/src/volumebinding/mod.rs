@@ -19,8 +19,9 @@
 //!   sees only its node); upstream's Filter reads the same caches.
 //! - For a pod without claims PreFilter writes no state, and PreScore, Reserve and PreBind
 //!   do nothing without it (upstream writes an empty state and scores every node 0).
-//! - PreBind waits on the scheduler's informer view (a watch, no polling); it does not
-//!   re-check that the pod still exists, nor translate in-tree volumes to CSI.
+//! - PreBind waits on the scheduler's informer view (a watch, no polling) and ends when the
+//!   scheduler marks the pod deleted ([`framework::BindingPods`]) instead of polling a pod
+//!   lister; it does not translate in-tree volumes to CSI.
 
 pub mod args;
 pub mod assume_cache;
@@ -34,10 +35,10 @@ use std::time::Duration;
 use framework::events::QueueingHintFn;
 use framework::interface::BoxFuture;
 use framework::{
-    decode_args, ActionType, ArgsError, ClusterEventWithHint, Code, CycleState, EnqueueExtensions,
-    EventObject, EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreBindPlugin,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin, ScorePlugin,
-    Snapshot, Status, StorageListers, StorageWatch,
+    decode_args, ActionType, ArgsError, BindingPods, ClusterEventWithHint, Code, CycleState,
+    EnqueueExtensions, EventObject, EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo,
+    PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin,
+    ScorePlugin, Snapshot, Status, StorageListers, StorageWatch,
 };
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity};
@@ -77,6 +78,8 @@ pub struct VolumeBinding {
     bind_timeout: Duration,
     /// The informer's live storage objects; `None` offline, where PreBind does not wait.
     storage: Option<StorageWatch>,
+    /// Where the scheduler marks pods deleted, so that PreBind stops waiting for them.
+    binding_pods: BindingPods,
     client: Arc<dyn framework::ClusterClient>,
     cache: Mutex<Assumed>,
 }
@@ -107,11 +110,9 @@ pub fn new(
     if !errs.is_empty() {
         return Err(errs);
     }
-    Ok(Arc::new(VolumeBinding::from_args(
-        &args,
-        handle.storage.clone(),
-        handle.client.clone(),
-    )))
+    let mut plugin = VolumeBinding::from_args(&args, handle.storage.clone(), handle.client.clone());
+    plugin.binding_pods = handle.binding_pods.clone();
+    Ok(Arc::new(plugin))
 }
 
 impl VolumeBinding {
@@ -124,6 +125,7 @@ impl VolumeBinding {
             shape: FunctionShape::from_args(&args.shape_or_default()),
             bind_timeout: Duration::from_secs(args.bind_timeout_seconds.max(0).unsigned_abs()),
             storage,
+            binding_pods: BindingPods::default(),
             client,
             cache: Mutex::new(Assumed {
                 pvs: AssumeCache::new("v1.PersistentVolume"),
@@ -320,7 +322,7 @@ impl PreBindPlugin for VolumeBinding {
     fn pre_bind<'a>(
         &'a self,
         state: &'a CycleState,
-        _pod: &'a PodInfo,
+        pod: &'a PodInfo,
         node_name: &'a str,
     ) -> BoxFuture<'a, Status> {
         Box::pin(async move {
@@ -340,7 +342,7 @@ impl PreBindPlugin for VolumeBinding {
             let Some(volumes) = volumes else {
                 return Status::error(format!("no pod volumes found for node {node_name:?}"));
             };
-            match self.bind_pod_volumes(&volumes).await {
+            match self.bind_pod_volumes(pod, &volumes).await {
                 Ok(()) => Status::success(),
                 Err(message) => Status::error(message),
             }
@@ -803,7 +805,7 @@ impl VolumeBinding {
 
     /// Upstream BindPodVolumes: the writes (volumes first, then claims; what was not
     /// written is no longer assumed when one fails), then the wait.
-    async fn bind_pod_volumes(&self, volumes: &PodVolumes) -> Result<(), String> {
+    async fn bind_pod_volumes(&self, pod: &PodInfo, volumes: &PodVolumes) -> Result<(), String> {
         let mut written = PodVolumes {
             static_bindings: Vec::with_capacity(volumes.static_bindings.len()),
             dynamic_provisions: Vec::with_capacity(volumes.dynamic_provisions.len()),
@@ -836,9 +838,16 @@ impl VolumeBinding {
         let Some(storage) = &self.storage else {
             return Ok(());
         };
-        wait_for_bindings(storage.clone(), &written, self.bind_timeout)
-            .await
-            .map_err(|e| format!("binding volumes: {e}"))
+        let mut registration = self.binding_pods.register(pod.id.clone());
+        tokio::select! {
+            waited = wait_for_bindings(storage.clone(), &written, self.bind_timeout) => {
+                waited.map_err(|e| format!("binding volumes: {e}"))
+            }
+            () = registration.deleted() => Err(format!(
+                "binding volumes: pod does not exist any more: pod \"{}\" not found",
+                pod.name()
+            )),
+        }
     }
 }
 

@@ -254,6 +254,8 @@ impl Shared {
         // A pod waiting at Permit that is deleted fails its binding cycle at once.
         self.waiting_pods
             .reject(&uid, "", "pod is deleted while waiting at permit");
+        // A pod whose PreBind waits on controllers stops waiting.
+        self.binding_pods.deleted(&uid);
     }
 
     fn on_node(&self, change: Change<Node>) {

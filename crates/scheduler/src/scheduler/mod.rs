@@ -49,7 +49,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use framework::{ClusterClient, PodInfo, PreemptingPods, StorageListers, WaitingPods, Workloads};
+use framework::{
+    BindingPods, ClusterClient, PodInfo, PreemptingPods, StorageListers, WaitingPods, Workloads,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
@@ -157,6 +159,8 @@ struct Shared {
     waiting_pods: WaitingPods,
     /// Preemptors whose victims are being deleted (DefaultPreemption gates them).
     preempting_pods: PreemptingPods,
+    /// Pods whose binding cycle waits on controllers (VolumeBinding's PreBind).
+    binding_pods: BindingPods,
     client: Arc<dyn ClusterClient>,
     /// Volumes, claims, classes and CSI objects, as the snapshot hands them to volume
     /// plugins; binding cycles (VolumeBinding's PreBind) watch it. The one copy: changed in
@@ -227,6 +231,7 @@ impl Scheduler {
             client,
             waiting_pods,
             preempting_pods,
+            binding_pods,
             parallelizer: _,
             metrics,
             clock,
@@ -260,6 +265,7 @@ impl Scheduler {
                 wake: Condvar::new(),
                 waiting_pods,
                 preempting_pods,
+                binding_pods,
                 client,
                 storage,
                 metrics,

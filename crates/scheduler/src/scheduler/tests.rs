@@ -1868,6 +1868,50 @@ mod volume_binding {
     }
 
     #[tokio::test]
+    async fn a_pod_deleted_while_its_volumes_are_provisioned_stops_waiting_for_them() {
+        let mut h = harness(
+            "volumebinding-deleted",
+            "permit: allow",
+            &["default-scheduler"],
+        );
+        h.cluster.apply_node(node("n1", "4"));
+        h.cluster
+            .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
+                "example.com/csi",
+            ))));
+        h.cluster
+            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
+                claim("data"),
+            ))));
+        h.cluster.apply_pod(pod_with_claim("db", "data"));
+        let outcome = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
+        until(&h, |h| {
+            !h.cluster.writes().persistent_volume_claims.is_empty()
+        })
+        .await;
+
+        // PreBind waits for the provisioner (up to bindTimeoutSeconds, 600 s by default);
+        // the pod's deletion ends the wait.
+        assert!(h.cluster.remove_pod("default", "db"));
+        let finished = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            h.sched.wait_for_bindings(),
+        )
+        .await
+        .is_ok();
+        assert_eq!(
+            (
+                outcome,
+                finished,
+                h.node_of("db"),
+                h.queue_of("db"),
+                h.sched.shared.binding_pods.len()
+            ),
+            (Some("assumed n1".to_string()), true, None, None, 0)
+        );
+    }
+
+    #[tokio::test]
     async fn a_pod_waiting_for_an_immediate_claim_is_retried_when_its_claim_changes_only() {
         let mut h = harness(
             "volumebinding-immediate",

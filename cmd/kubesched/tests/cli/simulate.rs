@@ -36,6 +36,7 @@ fn read(path: &Path) -> Option<String> {
 #[case::resource_pressure("resource_pressure")]
 #[case::node_affinity("node_affinity")]
 #[case::volume_zone("volume_zone")]
+#[case::example_volumes_table("example_volumes_table")]
 #[case::volume_limits("volume_limits")]
 #[case::volume_restrictions("volume_restrictions")]
 #[case::volume_binding("volume_binding")]

@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod node_cache;
+pub mod storage;
 pub mod taints;
 pub mod validation;
 

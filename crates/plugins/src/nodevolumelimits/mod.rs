@@ -38,6 +38,7 @@ use framework::{
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 use k8s_openapi::api::storage::v1::CSINode;
 
+use crate::helper::storage::{claim_class, claim_of_event, pod_volumes};
 use crate::names;
 use translation::{csi_name_from_in_tree_name, is_csi_migration_on};
 
@@ -52,10 +53,6 @@ pub const ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volum
 /// Filter ran without the state PreFilter writes.
 const ERR_NO_PRE_FILTER_STATE: &str =
     "reading \"PreFilterNodeVolumeLimits\" from cycleState: not found";
-
-/// The annotation that names a claim's class before `spec.storageClassName` existed; it
-/// wins over the field, as upstream's GetPersistentVolumeClaimClass has it.
-const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// Upstream: nodevolumelimits.CSILimits.
 #[derive(Debug, Default)]
@@ -99,7 +96,7 @@ impl PreFilterPlugin for CSILimits {
         pod: &PodInfo,
         snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
-        if !volumes(&pod.pod).iter().any(may_count) {
+        if !pod_volumes(&pod.pod).iter().any(may_count) {
             return (None, Status::skip());
         }
         let latest = self.refresh(snapshot.storage_shared());
@@ -116,7 +113,7 @@ impl PreFilterPlugin for CSILimits {
 
 impl FilterPlugin for CSILimits {
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        if volumes(&pod.pod).is_empty() {
+        if pod_volumes(&pod.pod).is_empty() {
             return Status::success();
         }
         let Some(data) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
@@ -263,7 +260,7 @@ fn is_schedulable_after_pod_deleted(
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
-    if on_node && volumes(deleted).iter().any(may_count) {
+    if on_node && pod_volumes(deleted).iter().any(may_count) {
         Ok(QueueingHint::Queue)
     } else {
         Ok(QueueingHint::QueueSkip)
@@ -276,21 +273,12 @@ fn is_schedulable_after_pvc_added(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = match new {
-        Some(EventObject::PersistentVolumeClaim(c)) => c,
-        Some(o) => {
-            return Err(format!(
-                "expected PersistentVolumeClaim, but got {}",
-                o.kind()
-            ))
-        }
-        None => return Err("expected PersistentVolumeClaim, but got nothing".to_string()),
-    };
+    let claim = claim_of_event(new)?;
     if claim.metadata.namespace.as_deref().unwrap_or("") != pod_namespace(pod) {
         return Ok(QueueingHint::QueueSkip);
     }
     let name = claim.metadata.name.as_deref().unwrap_or("");
-    let uses = volumes(pod)
+    let uses = pod_volumes(pod)
         .iter()
         .filter_map(|v| claim_name_of(pod, v).map(|(n, _)| n))
         .any(|n| n == name);
@@ -315,7 +303,7 @@ fn is_schedulable_after_volume_attachment_deleted(
         None => return Err("expected VolumeAttachment, but got nothing".to_string()),
     };
     let attached_pv = attachment.spec.source.persistent_volume_name.as_deref();
-    for vol in volumes(pod) {
+    for vol in pod_volumes(pod) {
         if let Some(c) = &vol.persistent_volume_claim {
             let Some(storage) = storage else {
                 return Err("no claims seen yet to match the VolumeAttachment".to_string());
@@ -411,13 +399,6 @@ fn lock(m: &Mutex<Option<Latest>>) -> std::sync::MutexGuard<'_, Option<Latest>> 
 }
 
 /// The pod's volumes.
-fn volumes(pod: &Pod) -> &[Volume] {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_deref())
-        .unwrap_or(&[])
-}
-
 fn pod_namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
 }
@@ -453,7 +434,7 @@ fn filter_attachable_volumes(
     new_pod: bool,
     result: &mut HashSet<VolumeKey>,
 ) -> Result<(), AttachableError> {
-    for vol in volumes(pod) {
+    for vol in pod_volumes(pod) {
         let Some((claim_name, ephemeral)) = claim_name_of(pod, vol) else {
             attachable_inline_volume(vol, csi_node, result)?;
             continue;
@@ -605,23 +586,6 @@ fn volume_key(driver: &str, id: VolumeId) -> Option<VolumeKey> {
         driver: driver.to_string(),
         id,
     })
-}
-
-/// The class a claim asks for: the beta annotation if present, else `spec.storageClassName`.
-fn claim_class(claim: &PersistentVolumeClaim) -> &str {
-    if let Some(c) = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
-    {
-        return c;
-    }
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .unwrap_or("")
 }
 
 /// Limits by driver name from the CSINode's `allocatable.count`s (upstream getVolumeLimits).

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 
 use super::assume_cache::resource_version;
+use crate::helper::storage::{claim_class, BETA_STORAGE_CLASS_ANNOTATION, WAIT_FOR_FIRST_CONSUMER};
 
 /// A node where a claim of the pod cannot get a volume: no PV matches and none can be
 /// provisioned there.
@@ -37,12 +38,9 @@ pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 /// Set on a volume the scheduler (or the PV controller) bound, not its creator.
 pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
-/// The class annotation that predates `storageClassName` and wins over it.
-pub const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 /// The provisioner of classes whose volumes are only ever created by hand.
 pub const NOT_SUPPORTED_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
-const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
 const VOLUME_AVAILABLE: &str = "Available";
 const FILESYSTEM: &str = "Filesystem";
 const STORAGE: &str = "storage";
@@ -91,23 +89,6 @@ pub struct PodVolumeClaims {
     /// Those classes (`None`: the class does not exist).
     pub classes: HashMap<String, Option<Arc<StorageClass>>>,
     pub capacity: CapacityInfo,
-}
-
-/// The class a claim asks for: the beta annotation if present, else `storageClassName`.
-pub fn claim_class(claim: &PersistentVolumeClaim) -> &str {
-    if let Some(c) = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
-    {
-        return c;
-    }
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .unwrap_or("")
 }
 
 /// The class of a volume: the beta annotation if present, else `storageClassName`.

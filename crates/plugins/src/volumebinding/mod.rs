@@ -43,15 +43,16 @@ use framework::{
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity};
 
+use crate::helper::storage::{claim_class, claim_of_event};
 use crate::names;
 use crate::noderesources::requested_to_capacity_ratio::FunctionShape;
 
 use self::args::VolumeBindingArgs;
 use self::assume_cache::AssumeCache;
 use self::binder::{
-    bind_volume_to_claim, check_bindings, claim_class, claim_key, claim_with_selected_node,
-    find_pod_volumes, is_claim_fully_bound, is_delay_binding_mode, requested_storage,
-    volume_capacity, volume_class, BindingInfo, DynamicProvision, PodVolumeClaims, PodVolumes,
+    bind_volume_to_claim, check_bindings, claim_key, claim_with_selected_node, find_pod_volumes,
+    is_claim_fully_bound, is_delay_binding_mode, requested_storage, volume_capacity, volume_class,
+    BindingInfo, DynamicProvision, PodVolumeClaims, PodVolumes,
 };
 use self::scorer::ClassResources;
 
@@ -429,16 +430,7 @@ fn is_schedulable_after_claim_change(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = match new {
-        Some(EventObject::PersistentVolumeClaim(c)) => c,
-        Some(o) => {
-            return Err(format!(
-                "expected PersistentVolumeClaim, but got {}",
-                o.kind()
-            ))
-        }
-        None => return Err("expected PersistentVolumeClaim, but got nothing".to_string()),
-    };
+    let claim = claim_of_event(new)?;
     if claim.metadata.namespace.as_deref().unwrap_or("")
         != pod.metadata.namespace.as_deref().unwrap_or("")
     {

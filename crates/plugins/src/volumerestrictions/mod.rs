@@ -28,6 +28,7 @@ use framework::{
 };
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
+use crate::helper::storage::{claim_names, claim_of_event, pod_volumes};
 use crate::names;
 
 pub const NAME: &str = names::VOLUME_RESTRICTIONS;
@@ -85,7 +86,7 @@ impl PreFilterPlugin for VolumeRestrictions {
         pod: &PodInfo,
         snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
-        let volumes = volumes(&pod.pod);
+        let volumes = pod_volumes(&pod.pod);
         if volumes.is_empty() {
             return (None, Status::skip());
         }
@@ -243,16 +244,7 @@ fn is_schedulable_after_persistent_volume_claim_added(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = match new {
-        Some(EventObject::PersistentVolumeClaim(c)) => c,
-        Some(o) => {
-            return Err(format!(
-                "expected PersistentVolumeClaim, but got {}",
-                o.kind()
-            ))
-        }
-        None => return Err("expected PersistentVolumeClaim, but got nothing".to_string()),
-    };
+    let claim = claim_of_event(new)?;
     let same_namespace = claim.metadata.namespace.as_deref().unwrap_or("") == namespace(pod);
     let name = claim.metadata.name.as_deref().unwrap_or("");
     if same_namespace && claim_names(pod).any(|c| c == name) {
@@ -282,23 +274,8 @@ impl PreFilterState {
     }
 }
 
-fn volumes(pod: &Pod) -> &[Volume] {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_deref())
-        .unwrap_or(&[])
-}
-
 fn namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("")
-}
-
-/// The claim names of the pod's volumes, in volume order.
-fn claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
-    volumes(pod)
-        .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| c.claim_name.as_str())
 }
 
 /// Whether `v` is an in-tree disk the conflict rules cover.
@@ -314,7 +291,7 @@ fn satisfy_volume_conflicts<'a>(
     pod: &Pod,
     existing: impl Iterator<Item = &'a Pod> + Clone,
 ) -> bool {
-    volumes(pod)
+    pod_volumes(pod)
         .iter()
         .filter(|v| needs_restrictions_check(v))
         .all(|v| !existing.clone().any(|e| is_volume_conflict(v, e)))
@@ -323,7 +300,7 @@ fn satisfy_volume_conflicts<'a>(
 /// Whether `volume` is the same disk as one of `pod`'s volumes, mounted in a way the two
 /// cannot share.
 fn is_volume_conflict(volume: &Volume, pod: &Pod) -> bool {
-    volumes(pod).iter().any(|existing| {
+    pod_volumes(pod).iter().any(|existing| {
         if let (Some(a), Some(b)) = (&volume.gce_persistent_disk, &existing.gce_persistent_disk) {
             if a.pd_name == b.pd_name && !(read_only(a.read_only) && read_only(b.read_only)) {
                 return true;

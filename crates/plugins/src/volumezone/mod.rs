@@ -18,8 +18,9 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, QueueingHint, Snapshot, Status,
 };
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 
+use crate::helper::storage::{claim_class, claim_names, claim_of_event, WAIT_FOR_FIRST_CONSUMER};
 use crate::names;
 
 pub const NAME: &str = names::VOLUME_ZONE;
@@ -45,12 +46,6 @@ const TOPOLOGY_LABELS: [&str; 4] = [
     LABEL_TOPOLOGY_ZONE,
     LABEL_TOPOLOGY_REGION,
 ];
-
-/// The annotation that names a claim's class before `spec.storageClassName` existed; it
-/// wins over the field, as upstream's GetPersistentVolumeClaimClass has it.
-const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
-
-const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
 
 /// Upstream: volumezone.VolumeZone.
 #[derive(Debug, Default)]
@@ -189,16 +184,7 @@ fn is_schedulable_after_claim_change(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = match new {
-        Some(EventObject::PersistentVolumeClaim(c)) => c,
-        Some(o) => {
-            return Err(format!(
-                "expected PersistentVolumeClaim, but got {}",
-                o.kind()
-            ))
-        }
-        None => return Err("expected PersistentVolumeClaim, but got nothing".to_string()),
-    };
+    let claim = claim_of_event(new)?;
     let same_namespace = claim.metadata.namespace.as_deref().unwrap_or("")
         == pod.metadata.namespace.as_deref().unwrap_or("");
     let name = claim.metadata.name.as_deref().unwrap_or("");
@@ -247,15 +233,6 @@ struct PreFilterState {
 struct PvTopology {
     key: &'static str,
     values: BTreeSet<String>,
-}
-
-/// The claim names of the pod's volumes, in volume order.
-fn claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| c.claim_name.as_str())
 }
 
 /// The topology of every volume bound to a claim of the pod, or the status that makes the
@@ -310,23 +287,6 @@ fn pv_topologies_of_pod(
         out.extend(pv_topologies(volume));
     }
     Ok(out)
-}
-
-/// The class a claim asks for: the beta annotation if present, else `spec.storageClassName`.
-fn claim_class(claim: &PersistentVolumeClaim) -> &str {
-    if let Some(c) = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
-    {
-        return c;
-    }
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .unwrap_or("")
 }
 
 /// The volume's topology labels with their values. A value with an empty element

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use framework::{PodInfo, Status};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use plugins::names::VOLUME_BINDING;
+use plugins::volumebinding::{self, explain::ClaimReason};
 
 use crate::backend::cache::{is_assigned, is_terminal};
 use crate::builder::SchedulerBuilder;
@@ -88,6 +90,9 @@ pub struct PodReport {
     pub preemption: Vec<(String, Status)>,
     /// What VolumeBinding decided for the pod's unbound claims on its node.
     pub volumes: Vec<VolumeDecision>,
+    /// Per node VolumeBinding rejected, in evaluation order: each claim that cannot be had
+    /// there, and why.
+    pub volume_reasons: Vec<(String, Vec<ClaimReason>)>,
 }
 
 /// What the binding cycle of a scheduled pod did for one of its unbound claims (what the
@@ -308,6 +313,7 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
             let (pvs, pvcs) = cluster.volume_writes_since(volume_writes);
             r.volumes = VolumeDecision::from_writes(&pvs, &pvcs);
         }
+        r.volume_reasons = volume_reasons(r.explanation.as_ref(), &input.nodes);
         let key = format!("{}/{}", r.namespace, r.name);
         match seen.get(&key) {
             Some(&i) => {
@@ -414,6 +420,7 @@ fn skipped(info: &PodInfo, scheduler_name: &str, result: PodResult, message: Str
         victims: Vec::new(),
         preemption: Vec::new(),
         volumes: Vec::new(),
+        volume_reasons: Vec::new(),
     }
 }
 
@@ -449,6 +456,7 @@ fn preempted_report(victim: &PodInfo, preemptor: &PodInfo, node: &str) -> PodRep
         victims: Vec::new(),
         preemption: Vec::new(),
         volumes: Vec::new(),
+        volume_reasons: Vec::new(),
     }
 }
 
@@ -473,6 +481,7 @@ fn pod_report(
         victims: Vec::new(),
         preemption: Vec::new(),
         volumes: Vec::new(),
+        volume_reasons: Vec::new(),
     };
     match a.outcome {
         AttemptOutcome::Assumed { node } => {
@@ -536,6 +545,35 @@ fn pod_report(
         }
     }
     r
+}
+
+/// Per node VolumeBinding's Filter rejected, why each claim cannot be had there, retraced
+/// from the cycle state Filter read. Nothing for pods whose cycle VolumeBinding skipped.
+fn volume_reasons(
+    explanation: Option<&Explanation>,
+    nodes: &[Arc<Node>],
+) -> Vec<(String, Vec<ClaimReason>)> {
+    let Some(e) = explanation else {
+        return Vec::new();
+    };
+    let Some(state) = &e.filter_state else {
+        return Vec::new();
+    };
+    e.filter
+        .iter()
+        .filter(|(_, statuses)| {
+            statuses
+                .iter()
+                .any(|(plugin, s)| *plugin == VOLUME_BINDING && s.is_rejected())
+        })
+        .filter_map(|(name, _)| {
+            let node = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(name))?;
+            let reasons = volumebinding::explain_filter(state, node);
+            (!reasons.is_empty()).then(|| (name.clone(), reasons))
+        })
+        .collect()
 }
 
 /// Whether the scheduler's last event about the pod `namespace/name` is `Scheduled`.

@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use framework::{PodInfo, Status};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
-use plugins::names::VOLUME_BINDING;
+use plugins::names::{VOLUME_BINDING, VOLUME_ZONE};
 use plugins::volumebinding::{self, explain::ClaimReason};
+use plugins::volumezone;
 
 use crate::backend::cache::{is_assigned, is_terminal};
 use crate::builder::SchedulerBuilder;
@@ -90,8 +91,8 @@ pub struct PodReport {
     pub preemption: Vec<(String, Status)>,
     /// What VolumeBinding decided for the pod's unbound claims on its node.
     pub volumes: Vec<VolumeDecision>,
-    /// Per node VolumeBinding rejected, in evaluation order: each claim that cannot be had
-    /// there, and why.
+    /// Per node VolumeBinding or VolumeZone rejected, in evaluation order: each claim that
+    /// cannot be had there, and why.
     pub volume_reasons: Vec<(String, Vec<ClaimReason>)>,
 }
 
@@ -547,8 +548,9 @@ fn pod_report(
     r
 }
 
-/// Per node VolumeBinding's Filter rejected, why each claim cannot be had there, retraced
-/// from the cycle state Filter read. Nothing for pods whose cycle VolumeBinding skipped.
+/// Per node VolumeBinding's or VolumeZone's Filter rejected, why each claim cannot be had
+/// there, retraced from the cycle state Filter read. Nothing for pods whose cycle these
+/// plugins skipped.
 fn volume_reasons(
     explanation: Option<&Explanation>,
     nodes: &[Arc<Node>],
@@ -561,16 +563,21 @@ fn volume_reasons(
     };
     e.filter
         .iter()
-        .filter(|(_, statuses)| {
-            statuses
-                .iter()
-                .any(|(plugin, s)| *plugin == VOLUME_BINDING && s.is_rejected())
-        })
-        .filter_map(|(name, _)| {
+        .filter_map(|(name, statuses)| {
+            // A node's list ends at its first rejection.
+            let (plugin, status) = statuses.last()?;
+            let explain = match *plugin {
+                VOLUME_BINDING => volumebinding::explain_filter,
+                VOLUME_ZONE => volumezone::explain_filter,
+                _ => return None,
+            };
+            if !status.is_rejected() {
+                return None;
+            }
             let node = nodes
                 .iter()
                 .find(|n| n.metadata.name.as_deref() == Some(name))?;
-            let reasons = volumebinding::explain_filter(state, node);
+            let reasons = explain(state, node);
             (!reasons.is_empty()).then(|| (name.clone(), reasons))
         })
         .collect()

@@ -155,7 +155,8 @@ struct PodJson<'a> {
     pre_filter: Ordered<&'static str, StatusJson>,
     /// Per node, each Filter plugin's verdict and then each extender's (by `urlPrefix`).
     filter: Ordered<&'a str, Ordered<&'a str, StatusJson>>,
-    /// Per node VolumeBinding rejected, each claim that cannot be had there and why.
+    /// Per node VolumeBinding or VolumeZone rejected, each claim that cannot be had there
+    /// and why.
     #[serde(skip_serializing_if = "Ordered::is_empty")]
     volume_reasons: Ordered<&'a str, Vec<ClaimReasonJson<'a>>>,
     /// Per node, why preemption did or did not help.
@@ -310,7 +311,7 @@ pub fn to_json(report: &Report) -> String {
 }
 
 /// The report as a table: one line per pod, then the reasons of each unschedulable pod
-/// (with, under each node VolumeBinding rejected, why each claim cannot be had there).
+/// (with, under each node a volume plugin rejected, why each claim cannot be had there).
 pub fn to_table(report: &Report) -> String {
     let rows: Vec<[String; 4]> = report
         .pods

@@ -189,6 +189,9 @@ pub struct Explanation {
     /// Per node of `scored_nodes`, the total the host was chosen by: the plugins' weighted
     /// sum plus the extenders' contributions.
     pub totals: Vec<i64>,
+    /// The cycle state as Filter read it, for explanations that retrace a plugin's
+    /// decision after the cycle (VolumeBinding's per-claim reasons).
+    pub filter_state: Option<CycleState>,
 }
 
 /// What one extender's filter said of the nodes it was sent.
@@ -283,6 +286,9 @@ impl ScheduleAlgorithm {
         state.set_num_all_nodes(snapshot.num_nodes());
         let (feasible, mut diagnosis) =
             self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
+        if let Some(e) = explain.as_deref_mut() {
+            e.filter_state = Some(state.clone());
+        }
         if feasible.is_empty() {
             if fwk.has_post_filter_plugins() {
                 let runner = CycleRunner::new(fwk, state, &self.nominated, &mut self.rng);

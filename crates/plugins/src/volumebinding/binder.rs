@@ -41,9 +41,9 @@ pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller"
 /// The provisioner of classes whose volumes are only ever created by hand.
 pub const NOT_SUPPORTED_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
-const VOLUME_AVAILABLE: &str = "Available";
-const FILESYSTEM: &str = "Filesystem";
-const STORAGE: &str = "storage";
+pub(super) const VOLUME_AVAILABLE: &str = "Available";
+pub(super) const FILESYSTEM: &str = "Filesystem";
+pub(super) const STORAGE: &str = "storage";
 
 /// A claim to bind to an existing volume.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,7 +116,7 @@ pub fn claim_key(claim: &PersistentVolumeClaim) -> String {
     )
 }
 
-fn name_of_pv(pv: &PersistentVolume) -> &str {
+pub(super) fn name_of_pv(pv: &PersistentVolume) -> &str {
     pv.metadata.name.as_deref().unwrap_or("")
 }
 
@@ -201,7 +201,7 @@ pub fn check_node_affinity(pv: &PersistentVolume, node_labels: &BTreeMap<String,
     NodeSelector::compile(required).matches(node_labels, "")
 }
 
-fn node_labels(node: &Node) -> &BTreeMap<String, String> {
+pub(super) fn node_labels(node: &Node) -> &BTreeMap<String, String> {
     static EMPTY: BTreeMap<String, String> = BTreeMap::new();
     node.metadata.labels.as_ref().unwrap_or(&EMPTY)
 }
@@ -306,7 +306,7 @@ pub fn find_matching_volume(
 }
 
 /// Whether the volume offers every access mode the claim asks for.
-fn check_access_modes(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> bool {
+pub(super) fn check_access_modes(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> bool {
     let offered: HashSet<&str> = pv
         .spec
         .iter()
@@ -321,7 +321,7 @@ fn check_access_modes(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> b
 }
 
 /// Whether node labels satisfy a class's `allowedTopologies` (none: every node).
-fn match_topology_selector_terms(
+pub(super) fn match_topology_selector_terms(
     terms: Option<&Vec<TopologySelectorTerm>>,
     labels: &BTreeMap<String, String>,
 ) -> bool {
@@ -525,7 +525,7 @@ fn has_enough_capacity(
 
 /// Whether a capacity can hold `size` bytes: its maximum volume size when set, else its
 /// capacity.
-fn capacity_sufficient(c: &CSIStorageCapacity, size: i64) -> bool {
+pub(super) fn capacity_sufficient(c: &CSIStorageCapacity, size: i64) -> bool {
     c.maximum_volume_size
         .as_ref()
         .or(c.capacity.as_ref())
@@ -534,7 +534,7 @@ fn capacity_sufficient(c: &CSIStorageCapacity, size: i64) -> bool {
 }
 
 /// Whether the node's labels match the capacity's node topology (none: no node).
-fn node_has_access(c: &CSIStorageCapacity, labels: &BTreeMap<String, String>) -> bool {
+pub(super) fn node_has_access(c: &CSIStorageCapacity, labels: &BTreeMap<String, String>) -> bool {
     let Some(topology) = c.node_topology.as_ref() else {
         return false;
     };

@@ -26,6 +26,7 @@
 pub mod args;
 pub mod assume_cache;
 pub mod binder;
+pub mod explain;
 pub mod scorer;
 
 use std::collections::HashMap;
@@ -40,7 +41,7 @@ use framework::{
     PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin,
     ScorePlugin, Snapshot, Status, StorageListers, StorageWatch,
 };
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity};
 
 use crate::helper::storage::{claim_class, claim_of_event};
@@ -54,6 +55,7 @@ use self::binder::{
     is_claim_fully_bound, is_delay_binding_mode, requested_storage, volume_capacity, volume_class,
     BindingInfo, DynamicProvision, PodVolumeClaims, PodVolumes,
 };
+use self::explain::{explain_pod_volumes, ClaimReason};
 use self::scorer::ClassResources;
 
 pub const NAME: &str = names::VOLUME_BINDING;
@@ -398,6 +400,17 @@ impl EnqueueExtensions for VolumeBinding {
             ),
         ]
     }
+}
+
+/// Why Filter rejected `node`, per claim of the pod, from the claims, volumes and classes
+/// PreFilter wrote into `state` (what Filter read, assumed volumes included). Empty when
+/// PreFilter wrote nothing (a pod without claims, or one PreFilter refused). For
+/// explanations after the cycle (`simulate`); the scheduling cycle never calls it.
+pub fn explain_filter(state: &CycleState, node: &Node) -> Vec<ClaimReason> {
+    state
+        .read::<StateData>(STATE_KEY)
+        .map(|data| explain_pod_volumes(&data.0.claims, node))
+        .unwrap_or_default()
 }
 
 /// Queue for a new class, or one whose `allowedTopologies` changed (the binding mode cannot

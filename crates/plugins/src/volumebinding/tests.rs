@@ -1423,3 +1423,243 @@ fn csi_storage_capacity_hints(
         Ok(want)
     );
 }
+
+/// What PreFilter would gather for a pod: `bound` claims with their volumes, `waiting`
+/// claims of WaitForFirstConsumer classes, `volumes` by class, the default classes.
+fn gathered(
+    bound: Vec<(PersistentVolumeClaim, Option<PersistentVolume>)>,
+    waiting: Vec<PersistentVolumeClaim>,
+    volumes: Vec<PersistentVolume>,
+    capacity: CapacityInfo,
+) -> PodVolumeClaims {
+    let mut volumes_by_class: std::collections::HashMap<String, Vec<Arc<PersistentVolume>>> =
+        std::collections::HashMap::new();
+    for v in volumes {
+        volumes_by_class
+            .entry(volume_class(&v).to_string())
+            .or_default()
+            .push(Arc::new(v));
+    }
+    PodVolumeClaims {
+        bound: bound
+            .into_iter()
+            .map(|(c, v)| (Arc::new(c), v.map(Arc::new)))
+            .collect(),
+        unbound_delay_binding: waiting.into_iter().map(Arc::new).collect(),
+        volumes_by_class,
+        classes: default_classes()
+            .into_iter()
+            .map(|c| {
+                (
+                    c.metadata.name.clone().unwrap_or_default(),
+                    Some(Arc::new(c)),
+                )
+            })
+            .collect(),
+        capacity,
+    }
+}
+
+fn tracked(capacities: Vec<Arc<CSIStorageCapacity>>) -> CapacityInfo {
+    CapacityInfo {
+        drivers: [driver("example.com/csi", true)].into(),
+        capacities,
+    }
+}
+
+fn pv_with(name: &str, gib: i64, f: impl FnOnce(&mut PersistentVolume)) -> PersistentVolume {
+    let mut v = pv(name, WAIT, gib, None);
+    f(&mut v);
+    v
+}
+
+fn selector(value: &str) -> Option<V1LabelSelector> {
+    Some(V1LabelSelector {
+        match_labels: Some(BTreeMap::from([("tier".to_string(), value.to_string())])),
+        ..Default::default()
+    })
+}
+
+#[rstest]
+#[case::every_claim_fits(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)], vec![pv("pv-a", WAIT, 10, None)], CapacityInfo::default()),
+    vec![]
+)]
+#[case::bound_volume_missing(
+    gathered(vec![(bound_pvc("pvc-a", WAIT, "pv-gone"), None)], vec![], vec![], CapacityInfo::default()),
+    vec![("default/pvc-a", "bound volume pv-gone does not exist")]
+)]
+#[case::bound_volume_elsewhere(
+    gathered(
+        vec![(bound_pvc("pvc-a", WAIT, "pv-a"), Some(with_affinity(bound_pv("pv-a", WAIT, "pvc-a"), "barbar")))],
+        vec![], vec![], CapacityInfo::default(),
+    ),
+    vec![("default/pvc-a", "bound volume pv-a's node affinity does not match node node-a")]
+)]
+#[case::provisioning_for_another_node(
+    gathered(vec![], vec![selected(pvc("pvc-a", PROVISION, 5), "node-b")], vec![], CapacityInfo::default()),
+    vec![("default/pvc-a", "its volume is being provisioned for node node-b")]
+)]
+#[case::selected_node_of_a_class_that_cannot_provision(
+    gathered(vec![], vec![selected(pvc("pvc-a", WAIT, 5), "node-a")], vec![], CapacityInfo::default()),
+    vec![("default/pvc-a", "StorageClass wait-sc cannot provision volumes")]
+)]
+#[case::no_volume_of_the_class(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)], vec![], CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (there are none)")]
+)]
+#[case::volumes_bound_elsewhere_or_too_small_by_name(
+    gathered(
+        vec![],
+        vec![pvc("pvc-a", WAIT, 5)],
+        vec![pv("pv-b", WAIT, 1, None), bound_pv("pv-a", WAIT, "pvc-other")],
+        CapacityInfo::default(),
+    ),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a is bound to default/pvc-other; pv-b is smaller than 5Gi)")]
+)]
+#[case::volume_matched_to_another_claim_of_the_pod(
+    gathered(
+        vec![],
+        vec![pvc("pvc-b", WAIT, 8), pvc("pvc-a", WAIT, 5)],
+        vec![pv("pv-a", WAIT, 10, None)],
+        CapacityInfo::default(),
+    ),
+    vec![("default/pvc-b", "no available PersistentVolume of class wait-sc (pv-a is matched to default/pvc-a)")]
+)]
+#[case::volume_mode(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)],
+        vec![pv_with("pv-a", 10, |v| if let Some(s) = v.spec.as_mut() { s.volume_mode = Some("Block".into()) })],
+        CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a has volume mode Block, not Filesystem)")]
+)]
+#[case::volume_attributes_class(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)],
+        vec![pv_with("pv-a", 10, |v| if let Some(s) = v.spec.as_mut() { s.volume_attributes_class_name = Some("gold".into()) })],
+        CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a has volume attributes class \"gold\", not \"\")")]
+)]
+#[case::volume_being_deleted(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)],
+        vec![pv_with("pv-a", 10, |v| v.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)))],
+        CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a is being deleted)")]
+)]
+#[case::volume_prebound_to_the_claim_elsewhere(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)],
+        vec![with_affinity(bound_pv("pv-a", WAIT, "pvc-a"), "barbar"), pv("pv-b", WAIT, 10, None)],
+        CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a is pre-bound to the claim, but its node affinity does not match node node-a)")]
+)]
+#[case::volume_not_available(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)],
+        vec![pv_with("pv-a", 10, |v| v.status = Some(PersistentVolumeStatus { phase: Some("Released".into()), ..Default::default() }))],
+        CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a is Released)")]
+)]
+#[case::selector(
+    gathered(vec![], vec![claim_with(|s| s.selector = selector("fast"))], vec![pv("pv-a", WAIT, 10, None)], CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a does not match the claim's selector)")]
+)]
+#[case::bad_selector(
+    gathered(vec![], vec![claim_with(|s| s.selector = Some(V1LabelSelector {
+        match_labels: Some(BTreeMap::from([("bad key!".to_string(), "x".to_string())])),
+        ..Default::default()
+    }))], vec![pv("pv-a", WAIT, 10, None)], CapacityInfo::default()),
+    vec![("default/pvc-a", "error creating internal label selector for claim: default/pvc-a: matchLabels[bad key!]: invalid label key \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")]
+)]
+#[case::volume_node_affinity(
+    gathered(vec![], vec![pvc("pvc-a", WAIT, 5)], vec![pv("pv-a", WAIT, 10, Some("barbar"))], CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a's node affinity does not match node node-a)")]
+)]
+#[case::access_modes(
+    gathered(vec![], vec![claim_with(|s| s.access_modes = Some(vec!["ReadWriteOnce".into(), "ReadWriteMany".into()]))],
+        vec![pv("pv-a", WAIT, 10, None)], CapacityInfo::default()),
+    vec![("default/pvc-a", "no available PersistentVolume of class wait-sc (pv-a does not offer access modes ReadWriteOnce, ReadWriteMany)")]
+)]
+#[case::missing_class(
+    gathered(vec![], vec![pvc("pvc-a", "gone-sc", 5)], vec![], CapacityInfo::default()),
+    vec![("default/pvc-a", "StorageClass gone-sc not found")]
+)]
+#[case::allowed_topologies(
+    gathered(vec![], vec![pvc("pvc-a", TOPOLOGY, 5)], vec![], CapacityInfo::default()),
+    vec![("default/pvc-a", "StorageClass topology-sc's allowedTopologies exclude node node-a")]
+)]
+#[case::provisioning_fits_when_no_volume_does(
+    gathered(vec![], vec![pvc("pvc-a", PROVISION, 5)], vec![], tracked(vec![capacity(PROVISION, "bar", "20Gi", None)])),
+    vec![]
+)]
+#[case::not_enough_capacity(
+    gathered(vec![], vec![pvc("pvc-a", PROVISION, 5)], vec![],
+        tracked(vec![capacity(PROVISION, "bar", "1Gi", None), capacity(PROVISION, "barbar", "20Gi", None)])),
+    vec![("default/pvc-a", "CSIStorageCapacity for class provision-sc has 1Gi, needs 5Gi")]
+)]
+#[case::maximum_volume_size_too_small(
+    gathered(vec![], vec![pvc("pvc-a", PROVISION, 5)], vec![], tracked(vec![capacity(PROVISION, "bar", "20Gi", Some("4Gi"))])),
+    vec![("default/pvc-a", "CSIStorageCapacity for class provision-sc has a maximum volume size of 4Gi, needs 5Gi")]
+)]
+#[case::no_capacity_reaches_the_node(
+    gathered(vec![], vec![pvc("pvc-a", PROVISION, 5)], vec![], tracked(vec![capacity(PROVISION, "barbar", "20Gi", None)])),
+    vec![("default/pvc-a", "no CSIStorageCapacity for class provision-sc reaches node node-a")]
+)]
+#[case::each_failing_claim_is_named(
+    gathered(
+        vec![(bound_pvc("pvc-c", WAIT, "pv-gone"), None)],
+        vec![pvc("pvc-a", TOPOLOGY, 5), pvc("pvc-b", WAIT, 5)],
+        vec![],
+        CapacityInfo::default(),
+    ),
+    vec![
+        ("default/pvc-c", "bound volume pv-gone does not exist"),
+        ("default/pvc-a", "StorageClass topology-sc's allowedTopologies exclude node node-a"),
+        ("default/pvc-b", "no available PersistentVolume of class wait-sc (there are none)"),
+    ]
+)]
+fn filter_rejections_are_explained_per_claim(
+    #[case] claims: PodVolumeClaims,
+    #[case] want: Vec<(&str, &str)>,
+) {
+    let got = explain::explain_pod_volumes(&claims, &node("node-a", "bar"));
+    let got: Vec<(&str, &str)> = got
+        .iter()
+        .map(|r| (r.claim.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// The explanation reads the state PreFilter wrote, so a volume Reserve assumed for an
+/// earlier pod shows as bound to that pod's claim.
+#[test]
+fn explanation_sees_volumes_assumed_for_earlier_pods() {
+    let pl = plugin();
+    let s = storage(
+        vec![pv("pv-a", WAIT, 10, None)],
+        vec![pvc("pvc-a", WAIT, 5), pvc("pvc-b", WAIT, 5)],
+        default_classes(),
+    );
+    let node_a = node("node-a", "bar");
+    let nodes = [node_a.clone()];
+    let (_, _, mut state_a) = check(&pl, pod_with_claims(&["pvc-a"]), &nodes, s.clone());
+    let pod_a = PodInfo::new(Arc::new(pod_with_claims(&["pvc-a"])));
+    let reserved = pl.reserve(&mut state_a, &pod_a, "node-a");
+    let (_, second, state_b) = check(&pl, second_pod(), &nodes, s);
+    let explained = explain_filter(&state_b, &node_a);
+    assert_eq!(
+        (reserved, second, explained),
+        (
+            Status::success(),
+            vec![(unresolvable(&[ERR_REASON_BIND_CONFLICT]), 0)],
+            vec![explain::ClaimReason {
+                claim: "default/pvc-b".into(),
+                reason: "no available PersistentVolume of class wait-sc (pv-a is bound to default/pvc-a)".into(),
+            }],
+        )
+    );
+}
+
+#[test]
+fn nothing_to_explain_without_pre_filter_state() {
+    assert_eq!(
+        explain_filter(&CycleState::new(), &node("node-a", "bar")),
+        vec![]
+    );
+}

@@ -18,10 +18,11 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, QueueingHint, Snapshot, Status,
 };
-use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 
 use crate::helper::storage::{claim_class, claim_names, claim_of_event, WAIT_FOR_FIRST_CONSUMER};
 use crate::names;
+use crate::volumebinding::explain::ClaimReason;
 
 pub const NAME: &str = names::VOLUME_ZONE;
 
@@ -88,9 +89,9 @@ impl PreFilterPlugin for VolumeZone {
     ) -> (Option<PreFilterResult>, Status) {
         match pv_topologies_of_pod(&pod.pod, pod.namespace(), snapshot) {
             Err(status) => (None, status),
-            Ok(topologies) if topologies.is_empty() => (None, Status::skip()),
-            Ok(topologies) => {
-                state.write(PRE_FILTER_STATE_KEY, PreFilterState { topologies });
+            Ok(found) if found.topologies.is_empty() => (None, Status::skip()),
+            Ok(found) => {
+                state.write(PRE_FILTER_STATE_KEY, found);
                 (None, Status::success())
             }
         }
@@ -222,10 +223,56 @@ fn is_schedulable_after_volume_change(
     }
 }
 
+/// Why Filter rejected `node`, per claim whose bound volume's zone or region leaves the
+/// node out, from the volumes PreFilter wrote into `state` (what Filter read). Empty when
+/// PreFilter wrote nothing or the node has no topology label. For explanations after the
+/// cycle (`simulate`); the scheduling cycle never calls it.
+pub fn explain_filter(state: &CycleState, node: &Node) -> Vec<ClaimReason> {
+    let Some(data) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
+        return Vec::new();
+    };
+    let empty = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    if !TOPOLOGY_LABELS.iter().any(|k| labels.contains_key(*k)) {
+        return Vec::new();
+    }
+    let node_name = node.metadata.name.as_deref().unwrap_or("");
+    data.labelled
+        .iter()
+        .filter_map(|(claim, pv)| {
+            let miss = pv_topologies(pv).into_iter().find_map(|t| {
+                let value = labels.get(t.key).or_else(|| labels.get(to_ga_label(t.key)));
+                let allowed = t.values.iter().cloned().collect::<Vec<_>>().join(" or ");
+                match value {
+                    Some(v) if t.values.contains(v) => None,
+                    Some(v) => Some(format!("node {node_name} is in {v}")),
+                    None => Some(format!("node {node_name} has no such label")),
+                }
+                .map(|node_side| (t.key, allowed, node_side))
+            })?;
+            let (key, allowed, node_side) = miss;
+            Some(ClaimReason {
+                claim: format!(
+                    "{}/{}",
+                    claim.metadata.namespace.as_deref().unwrap_or(""),
+                    claim.metadata.name.as_deref().unwrap_or("")
+                ),
+                reason: format!(
+                    "bound volume {} is in {key} {allowed}, {node_side}",
+                    pv.metadata.name.as_deref().unwrap_or("")
+                ),
+            })
+        })
+        .collect()
+}
+
 /// What PreFilter hands to Filter.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct PreFilterState {
     topologies: Vec<PvTopology>,
+    /// The claims whose volumes have topology labels, with those volumes (shared with the
+    /// listers), for [`explain_filter`].
+    labelled: Vec<(Arc<PersistentVolumeClaim>, Arc<PersistentVolume>)>,
 }
 
 /// One topology label of a bound volume: the label and the values it allows.
@@ -241,9 +288,9 @@ fn pv_topologies_of_pod(
     pod: &Pod,
     namespace: &str,
     snapshot: &Snapshot,
-) -> Result<Vec<PvTopology>, Status> {
+) -> Result<PreFilterState, Status> {
     let storage = snapshot.storage();
-    let mut out = Vec::new();
+    let mut out = PreFilterState::default();
     for claim_name in claim_names(pod) {
         if claim_name.is_empty() {
             return Err(Status::unresolvable("PersistentVolumeClaim had no name"));
@@ -284,7 +331,11 @@ fn pv_topologies_of_pod(
         let volume = storage.persistent_volume(volume_name).ok_or_else(|| {
             Status::unresolvable(format!("persistentvolume \"{volume_name}\" not found"))
         })?;
-        out.extend(pv_topologies(volume));
+        let topologies = pv_topologies(volume);
+        if !topologies.is_empty() {
+            out.topologies.extend(topologies);
+            out.labelled.push((claim.clone(), volume.clone()));
+        }
     }
     Ok(out)
 }

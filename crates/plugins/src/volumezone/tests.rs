@@ -350,3 +350,41 @@ fn zone_values_split_on_double_underscore_and_trim() {
     .collect();
     assert_eq!(got, want);
 }
+
+#[rstest]
+#[case::zone_matches(&["PVC_Stable_1"], &[(ZONE, "us-west1-a")], vec![])]
+#[case::node_without_topology_labels(&["PVC_Stable_1"], &[], vec![])]
+#[case::other_zone(
+    &["PVC_Stable_1"], &[(ZONE, "us-west1-b")],
+    vec![("default/PVC_Stable_1", "bound volume Vol_Stable_1 is in topology.kubernetes.io/zone us-west1-a, node host1 is in us-west1-b")]
+)]
+#[case::node_without_the_volumes_label(
+    &["PVC_Stable_3"], &[(ZONE, "us-west1-a")],
+    vec![("default/PVC_Stable_3", "bound volume Vol_Stable_3 is in topology.kubernetes.io/region us-west1-a, node host1 has no such label")]
+)]
+#[case::beta_label_against_the_nodes_ga_label_multi_zone(
+    &["PVC_3", "PVC_1"], &[(ZONE, "us-west1-b")],
+    vec![
+        ("default/PVC_3", "bound volume Vol_3 is in failure-domain.beta.kubernetes.io/zone us-west1-a or us-west1-c, node host1 is in us-west1-b"),
+        ("default/PVC_1", "bound volume Vol_1 is in failure-domain.beta.kubernetes.io/zone us-west1-a, node host1 is in us-west1-b"),
+    ]
+)]
+fn filter_rejections_are_explained_per_claim(
+    #[case] claims: &[&str],
+    #[case] node_labels: &[(&str, &str)],
+    #[case] want: Vec<(&str, &str)>,
+) {
+    let pod = PodInfo::new(Arc::new(pod_with_claims(claims)));
+    let mut node = make_node("host1");
+    for (k, v) in node_labels {
+        node = node.label(k, v);
+    }
+    let mut state = CycleState::new();
+    let _ = VolumeZone.pre_filter(&mut state, &pod, &storage());
+    let got = explain_filter(&state, &node.obj());
+    let got: Vec<(&str, &str)> = got
+        .iter()
+        .map(|r| (r.claim.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(got, want);
+}

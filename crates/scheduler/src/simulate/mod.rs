@@ -19,7 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use framework::{PodInfo, Status};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use plugins::names::{VOLUME_BINDING, VOLUME_ZONE};
+use plugins::volumebinding::{self, explain::ClaimReason};
+use plugins::volumezone;
 
 use crate::backend::cache::{is_assigned, is_terminal};
 use crate::builder::SchedulerBuilder;
@@ -88,6 +91,9 @@ pub struct PodReport {
     pub preemption: Vec<(String, Status)>,
     /// What VolumeBinding decided for the pod's unbound claims on its node.
     pub volumes: Vec<VolumeDecision>,
+    /// Per node VolumeBinding or VolumeZone rejected, in evaluation order: each claim that
+    /// cannot be had there, and why.
+    pub volume_reasons: Vec<(String, Vec<ClaimReason>)>,
 }
 
 /// What the binding cycle of a scheduled pod did for one of its unbound claims (what the
@@ -308,6 +314,7 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
             let (pvs, pvcs) = cluster.volume_writes_since(volume_writes);
             r.volumes = VolumeDecision::from_writes(&pvs, &pvcs);
         }
+        r.volume_reasons = volume_reasons(r.explanation.as_ref(), &input.nodes);
         let key = format!("{}/{}", r.namespace, r.name);
         match seen.get(&key) {
             Some(&i) => {
@@ -414,6 +421,7 @@ fn skipped(info: &PodInfo, scheduler_name: &str, result: PodResult, message: Str
         victims: Vec::new(),
         preemption: Vec::new(),
         volumes: Vec::new(),
+        volume_reasons: Vec::new(),
     }
 }
 
@@ -449,6 +457,7 @@ fn preempted_report(victim: &PodInfo, preemptor: &PodInfo, node: &str) -> PodRep
         victims: Vec::new(),
         preemption: Vec::new(),
         volumes: Vec::new(),
+        volume_reasons: Vec::new(),
     }
 }
 
@@ -473,6 +482,7 @@ fn pod_report(
         victims: Vec::new(),
         preemption: Vec::new(),
         volumes: Vec::new(),
+        volume_reasons: Vec::new(),
     };
     match a.outcome {
         AttemptOutcome::Assumed { node } => {
@@ -536,6 +546,41 @@ fn pod_report(
         }
     }
     r
+}
+
+/// Per node VolumeBinding's or VolumeZone's Filter rejected, why each claim cannot be had
+/// there, retraced from the cycle state Filter read. Nothing for pods whose cycle these
+/// plugins skipped.
+fn volume_reasons(
+    explanation: Option<&Explanation>,
+    nodes: &[Arc<Node>],
+) -> Vec<(String, Vec<ClaimReason>)> {
+    let Some(e) = explanation else {
+        return Vec::new();
+    };
+    let Some(state) = &e.filter_state else {
+        return Vec::new();
+    };
+    e.filter
+        .iter()
+        .filter_map(|(name, statuses)| {
+            // A node's list ends at its first rejection.
+            let (plugin, status) = statuses.last()?;
+            let explain = match *plugin {
+                VOLUME_BINDING => volumebinding::explain_filter,
+                VOLUME_ZONE => volumezone::explain_filter,
+                _ => return None,
+            };
+            if !status.is_rejected() {
+                return None;
+            }
+            let node = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(name))?;
+            let reasons = explain(state, node);
+            (!reasons.is_empty()).then(|| (name.clone(), reasons))
+        })
+        .collect()
 }
 
 /// Whether the scheduler's last event about the pod `namespace/name` is `Scheduled`.

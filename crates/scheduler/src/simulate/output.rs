@@ -126,6 +126,13 @@ impl<'a> From<&'a VolumeDecision> for VolumeJson<'a> {
     }
 }
 
+/// Why one claim cannot be had on a node.
+#[derive(serde::Serialize)]
+struct ClaimReasonJson<'a> {
+    claim: &'a str,
+    reason: &'a str,
+}
+
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PodJson<'a> {
@@ -148,6 +155,10 @@ struct PodJson<'a> {
     pre_filter: Ordered<&'static str, StatusJson>,
     /// Per node, each Filter plugin's verdict and then each extender's (by `urlPrefix`).
     filter: Ordered<&'a str, Ordered<&'a str, StatusJson>>,
+    /// Per node VolumeBinding or VolumeZone rejected, each claim that cannot be had there
+    /// and why.
+    #[serde(skip_serializing_if = "Ordered::is_empty")]
+    volume_reasons: Ordered<&'a str, Vec<ClaimReasonJson<'a>>>,
     /// Per node, why preemption did or did not help.
     #[serde(skip_serializing_if = "Ordered::is_empty")]
     preemption: Ordered<&'a str, StatusJson>,
@@ -178,6 +189,21 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
             volumes: p.volumes.iter().map(VolumeJson::from).collect(),
             pre_filter: Ordered(Vec::new()),
             filter: Ordered(Vec::new()),
+            volume_reasons: Ordered(
+                p.volume_reasons
+                    .iter()
+                    .map(|(node, reasons)| {
+                        let list = reasons
+                            .iter()
+                            .map(|r| ClaimReasonJson {
+                                claim: &r.claim,
+                                reason: &r.reason,
+                            })
+                            .collect();
+                        (node.as_str(), list)
+                    })
+                    .collect(),
+            ),
             preemption: Ordered(
                 p.preemption
                     .iter()
@@ -284,7 +310,8 @@ pub fn to_json(report: &Report) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
-/// The report as a table: one line per pod, then the reasons of each unschedulable pod.
+/// The report as a table: one line per pod, then the reasons of each unschedulable pod
+/// (with, under each node a volume plugin rejected, why each claim cannot be had there).
 pub fn to_table(report: &Report) -> String {
     let rows: Vec<[String; 4]> = report
         .pods
@@ -338,6 +365,12 @@ pub fn to_table(report: &Report) -> String {
         );
         for (reason, count) in &p.reason_counts {
             let _ = writeln!(out, "  {count:>5}  {reason}");
+        }
+        for (node, reasons) in &p.volume_reasons {
+            let _ = writeln!(out, "  node {node}:");
+            for r in reasons {
+                let _ = writeln!(out, "    claim {}: {}", r.claim, r.reason);
+            }
         }
     }
     for p in &report.pods {

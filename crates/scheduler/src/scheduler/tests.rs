@@ -1765,14 +1765,10 @@ mod volume_binding {
         done(h)
     }
 
-    #[tokio::test]
-    async fn a_wait_for_first_consumer_claim_gets_its_node_selected_and_the_pod_binds_once_the_claim_is_bound(
-    ) {
-        let mut h = harness(
-            "volumebinding-provision",
-            "permit: allow",
-            &["default-scheduler"],
-        );
+    /// Node n1, a WaitForFirstConsumer class of a CSI provisioner, claim `data` of it and
+    /// pending pod `db` using the claim.
+    fn provisioning_harness(name: &str) -> Harness {
+        let h = harness(name, "permit: allow", &["default-scheduler"]);
         h.cluster.apply_node(node("n1", "4"));
         h.cluster
             .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
@@ -1783,6 +1779,13 @@ mod volume_binding {
                 claim("data"),
             ))));
         h.cluster.apply_pod(pod_with_claim("db", "data"));
+        h
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_first_consumer_claim_gets_its_node_selected_and_the_pod_binds_once_the_claim_is_bound(
+    ) {
+        let mut h = provisioning_harness("volumebinding-provision");
 
         let outcome = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
         let written = until(&h, |h| {
@@ -1820,21 +1823,7 @@ mod volume_binding {
 
     #[tokio::test]
     async fn a_failed_provisioning_unreserves_and_requeues_the_pod() {
-        let mut h = harness(
-            "volumebinding-failed",
-            "permit: allow",
-            &["default-scheduler"],
-        );
-        h.cluster.apply_node(node("n1", "4"));
-        h.cluster
-            .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
-                "example.com/csi",
-            ))));
-        h.cluster
-            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
-                claim("data"),
-            ))));
-        h.cluster.apply_pod(pod_with_claim("db", "data"));
+        let mut h = provisioning_harness("volumebinding-failed");
         let outcome = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
         until(&h, |h| {
             !h.cluster.writes().persistent_volume_claims.is_empty()
@@ -1869,21 +1858,7 @@ mod volume_binding {
 
     #[tokio::test]
     async fn a_pod_deleted_while_its_volumes_are_provisioned_stops_waiting_for_them() {
-        let mut h = harness(
-            "volumebinding-deleted",
-            "permit: allow",
-            &["default-scheduler"],
-        );
-        h.cluster.apply_node(node("n1", "4"));
-        h.cluster
-            .deliver_other(ObjectEvent::StorageClass(Change::Added(wffc_class(
-                "example.com/csi",
-            ))));
-        h.cluster
-            .deliver_other(ObjectEvent::PersistentVolumeClaim(Change::Added(Arc::new(
-                claim("data"),
-            ))));
-        h.cluster.apply_pod(pod_with_claim("db", "data"));
+        let mut h = provisioning_harness("volumebinding-deleted");
         let outcome = h.lp.schedule_one(None).map(|a| summary(&a.outcome));
         until(&h, |h| {
             !h.cluster.writes().persistent_volume_claims.is_empty()

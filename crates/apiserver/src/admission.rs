@@ -436,6 +436,136 @@ pub fn default_pod_spec(obj: &mut Value) {
     }
 }
 
+/// On a new pod with scheduling gates: `PodScheduled=False` reason `SchedulingGated`, the
+/// condition schedulers and `kubectl get pods` read to tell a gated pod from an unschedulable
+/// one. Runs after [`default_pod`], which resets the status as upstream's create does, so
+/// there is never a PodScheduled condition already.
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (applySchedulingGatedCondition).
+pub fn apply_scheduling_gated_condition(pod: &mut Value) {
+    let gated = pod
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty());
+    if !gated {
+        return;
+    }
+    if !pod.get("status").is_some_and(Value::is_object) {
+        pod["status"] = json!({});
+    }
+    let Some(status) = pod.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if !status.get("conditions").is_some_and(Value::is_array) {
+        status.insert("conditions".into(), json!([]));
+    }
+    let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if conditions
+        .iter()
+        .any(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))
+    {
+        return;
+    }
+    conditions.push(json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "lastProbeTime": null,
+        "lastTransitionTime": meta::now_rfc3339(),
+        "reason": "SchedulingGated",
+        "message": "Scheduling is blocked due to non-empty scheduling gates",
+    }));
+}
+
+/// On a new pod: each pod (anti-)affinity term's `matchLabelKeys` / `mismatchLabelKeys`
+/// become `key In (value)` / `key NotIn (value)` requirements of its `labelSelector`, with
+/// the pod's own label values as they are at creation. Keys the pod has no label for are
+/// skipped, and a term without a `labelSelector` is left alone (it selects nothing either
+/// way). Schedulers read only the merged selector; the key lists stay for the record.
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (mutatePodAffinity).
+pub fn merge_affinity_label_keys(pod: &mut Value) {
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let Some(affinity) = pod
+        .pointer_mut("/spec/affinity")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let Some(a) = affinity.get_mut(kind).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(terms) = a
+            .get_mut("requiredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array_mut)
+        {
+            for term in terms {
+                merge_term_label_keys(term, &labels);
+            }
+        }
+        if let Some(terms) = a
+            .get_mut("preferredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array_mut)
+        {
+            for weighted in terms {
+                if let Some(term) = weighted.get_mut("podAffinityTerm") {
+                    merge_term_label_keys(term, &labels);
+                }
+            }
+        }
+    }
+}
+
+fn merge_term_label_keys(term: &mut Value, labels: &Map<String, Value>) {
+    let keys = |field: &str| -> Vec<String> {
+        term.get(field)
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (matching, mismatching) = (keys("matchLabelKeys"), keys("mismatchLabelKeys"));
+    if matching.is_empty() && mismatching.is_empty() {
+        return;
+    }
+    let Some(selector) = term.get_mut("labelSelector").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut added = Vec::new();
+    for (list, operator) in [(&matching, "In"), (&mismatching, "NotIn")] {
+        for key in list {
+            if let Some(value) = labels.get(key).and_then(Value::as_str) {
+                added.push(json!({"key": key, "operator": operator, "values": [value]}));
+            }
+        }
+    }
+    if added.is_empty() {
+        return;
+    }
+    if !selector
+        .get("matchExpressions")
+        .is_some_and(Value::is_array)
+    {
+        selector.insert("matchExpressions".into(), json!([]));
+    }
+    if let Some(expressions) = selector
+        .get_mut("matchExpressions")
+        .and_then(Value::as_array_mut)
+    {
+        expressions.extend(added);
+    }
+}
+
 /// BestEffort, Guaranteed or Burstable, from the containers' requests and limits.
 fn qos_class(pod: &Value) -> &'static str {
     let containers: Vec<&Value> = ["initContainers", "containers"]

@@ -6,6 +6,7 @@
 // a failed setup step there is a failed test, which is what expect says.
 #![allow(clippy::expect_used)]
 
+mod admission;
 mod browser;
 mod connections;
 mod harness;

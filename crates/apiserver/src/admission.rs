@@ -65,6 +65,134 @@ pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     })
 }
 
+/// Checks every quantity of the kinds that have them decodes as apimachinery's
+/// ParseQuantity reads it (k8s-openapi keeps a quantity as any string): 400 `Pod in version
+/// "v1" cannot be handled as a Pod: quantities must match …` otherwise, as upstream's decoder
+/// answers.
+pub fn check_quantities(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let mut found = Vec::new();
+    quantities_of(info, obj, &mut found);
+    for (_, v) in found {
+        if let Some(Err(e)) = crate::quantity::parse_json(v) {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+                kind = info.kind,
+                version = info.version
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The quantities of `obj` with their field paths (`spec.containers[0].resources.requests[cpu]`),
+/// for the kinds that have quantities.
+pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+    let map_at = |v: &'a Value, ptr: &str, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        if let Some(m) = v.pointer(ptr).and_then(Value::as_object) {
+            for (k, q) in m {
+                out.push((format!("{path}[{k}]"), q));
+            }
+        }
+    };
+    let resources = |v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        for kind in ["limits", "requests"] {
+            map_at(v, &format!("/{kind}"), &format!("{path}.{kind}"), out);
+        }
+    };
+    let claim_spec = |v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        if let Some(r) = v.get("resources") {
+            resources(r, &format!("{path}.resources"), out);
+        }
+    };
+    let pod_spec = |spec: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        for list in ["containers", "initContainers", "ephemeralContainers"] {
+            for (i, c) in spec
+                .get(list)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(r) = c.get("resources") {
+                    resources(r, &format!("{path}.{list}[{i}].resources"), out);
+                }
+            }
+        }
+        map_at(spec, "/overhead", &format!("{path}.overhead"), out);
+        if let Some(r) = spec.get("resources") {
+            resources(r, &format!("{path}.resources"), out);
+        }
+        for (i, vol) in spec
+            .get("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(q) = vol.pointer("/emptyDir/sizeLimit") {
+                out.push((format!("{path}.volumes[{i}].emptyDir.sizeLimit"), q));
+            }
+            if let Some(s) = vol.pointer("/ephemeral/volumeClaimTemplate/spec") {
+                let p = format!("{path}.volumes[{i}].ephemeral.volumeClaimTemplate.spec");
+                claim_spec(s, &p, out);
+            }
+        }
+    };
+    let at = |ptr: &str| obj.pointer(ptr);
+    match (info.group, info.kind) {
+        ("", "Pod") => {
+            if let Some(s) = at("/spec") {
+                pod_spec(s, "spec", out);
+            }
+        }
+        ("", "ReplicationController") | ("apps", _) | ("batch", "Job") => {
+            if let Some(s) = at("/spec/template/spec") {
+                pod_spec(s, "spec.template.spec", out);
+            }
+            for (i, t) in at("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(s) = t.get("spec") {
+                    claim_spec(s, &format!("spec.volumeClaimTemplates[{i}].spec"), out);
+                }
+            }
+        }
+        ("batch", "CronJob") => {
+            if let Some(s) = at("/spec/jobTemplate/spec/template/spec") {
+                pod_spec(s, "spec.jobTemplate.spec.template.spec", out);
+            }
+        }
+        ("", "Node") => {
+            map_at(obj, "/status/capacity", "status.capacity", out);
+            map_at(obj, "/status/allocatable", "status.allocatable", out);
+        }
+        ("", "PersistentVolumeClaim") => {
+            if let Some(s) = at("/spec") {
+                claim_spec(s, "spec", out);
+            }
+            map_at(obj, "/status/capacity", "status.capacity", out);
+            map_at(
+                obj,
+                "/status/allocatedResources",
+                "status.allocatedResources",
+                out,
+            );
+        }
+        ("", "PersistentVolume") => map_at(obj, "/spec/capacity", "spec.capacity", out),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            for field in ["capacity", "maximumVolumeSize"] {
+                if let Some(q) = obj.get(field) {
+                    out.push((field.to_string(), q));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// `obj` with the resource's apiVersion and kind, which the typed forms require: borrowed
 /// when it has them already (every create and update has been through [`check_kind`]), a
 /// copy otherwise.
@@ -171,6 +299,7 @@ pub fn check_fields(
     obj: &Value,
     mode: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
+    check_quantities(info, obj)?;
     if mode == FieldValidation::Ignore {
         return check_decodes(info, obj).map(|()| Vec::new());
     }

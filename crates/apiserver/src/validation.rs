@@ -283,6 +283,45 @@ pub fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
     errs
 }
 
+/// Checks the resource quantities of a pod, or of the pod template of a workload kind, are
+/// not negative: container and pod-level requests and limits, and the overhead. Each
+/// negative one is `Invalid value: "-1": must be greater than or equal to 0` (the value as
+/// written, where upstream prints it in canonical form). Quantities that do not decode
+/// never get here: decoding refuses them first.
+///
+/// Upstream: pkg/apis/core/validation/validation.go (ValidateResourceRequirements,
+/// ValidateResourceQuantityValue, ValidateNonnegativeQuantity).
+pub fn validate_resource_quantities(
+    info: &crate::resources::ResourceInfo,
+    obj: &Value,
+) -> Vec<FieldError> {
+    let mut found = Vec::new();
+    crate::admission::quantities_of(info, obj, &mut found);
+    found
+        .into_iter()
+        .filter(|(path, _)| {
+            !path.contains("volumeClaimTemplate")
+                && [".resources.limits[", ".resources.requests[", ".overhead["]
+                    .iter()
+                    .any(|p| path.contains(p))
+        })
+        .filter_map(|(path, v)| {
+            let parsed = crate::quantity::parse_json(v)?.ok()?;
+            let written = match v {
+                Value::String(s) => s.trim().to_string(),
+                other => other.to_string(),
+            };
+            parsed.negative.then(|| {
+                FieldError::invalid(
+                    path,
+                    Value::String(written),
+                    "must be greater than or equal to 0",
+                )
+            })
+        })
+        .collect()
+}
+
 /// The annotation that named a claim's class before `spec.storageClassName` existed.
 const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 

@@ -778,6 +778,16 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::default_storage_phase(info, &mut obj);
         }
     }
+    let errs = validation::validate_resource_quantities(info, &obj);
+    if !errs.is_empty() {
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+        return Err(ApiError::invalid_fields(
+            info.kind,
+            info.group,
+            name.unwrap_or(""),
+            &errs,
+        ));
+    }
     if (info.group, info.kind) == ("", "PersistentVolumeClaim") {
         let classes = resources::lookup("storage.k8s.io", "v1", "storageclasses")
             .ok_or_else(|| ApiError::internal("storageclasses not served"))?;
@@ -888,7 +898,7 @@ fn finish_update(
         ("storage.k8s.io", "StorageClass") => {
             validation::validate_storage_class_update(current, &new)
         }
-        _ => Vec::new(),
+        _ => validation::validate_resource_quantities(info, &new),
     };
     if !errs.is_empty() {
         return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));

@@ -160,3 +160,112 @@ fn affinity_label_keys_are_merged_only_on_create_not_on_update() {
     assert_eq!(code, 200, "{updated}");
     assert_eq!(updated["spec"]["affinity"], created["spec"]["affinity"]);
 }
+
+const QUANTITY_REGEX: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+fn bad_request(message: String) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": "BadRequest", "code": 400})
+}
+
+fn invalid(kind: &str, group: &str, name: &str, field: &str, value: &str) -> Value {
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let body = format!("Invalid value: \"{value}\": must be greater than or equal to 0");
+    let mut details = json!({"name": name, "kind": kind, "causes": [
+        {"reason": "FieldValueInvalid", "message": body, "field": field}]});
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": format!("{qualified} \"{name}\" is invalid: {field}: {body}"),
+           "reason": "Invalid", "details": details, "code": 422})
+}
+
+fn pod_resources(resources: Value) -> (&'static str, Value) {
+    (
+        PODS,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": "nginx", "resources": resources}]}}),
+    )
+}
+
+fn replica_set(resources: Value) -> (&'static str, Value) {
+    (
+        "/apis/apps/v1/namespaces/default/replicasets",
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
+               "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": {
+                   "metadata": {"labels": {"app": "a"}},
+                   "spec": {"containers": [{"name": "c", "image": "nginx", "resources": resources}]}}}}),
+    )
+}
+
+fn claim(storage: Value) -> (&'static str, Value) {
+    (
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
+               "spec": {"accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": storage}}}}),
+    )
+}
+
+fn pod_decode_error(e: &str) -> Option<Value> {
+    Some(bad_request(format!(
+        "Pod in version \"v1\" cannot be handled as a Pod: {e}"
+    )))
+}
+
+#[rstest]
+#[case::a_request_that_does_not_parse_is_a_decode_error(
+    pod_resources(json!({"requests": {"cpu": "abc"}})), pod_decode_error(QUANTITY_REGEX))]
+#[case::a_limit_with_an_unknown_suffix_is_a_decode_error(
+    pod_resources(json!({"limits": {"memory": "1mm"}})),
+    pod_decode_error("unable to parse quantity's suffix"))]
+#[case::an_empty_quantity_is_a_decode_error(
+    pod_resources(json!({"requests": {"cpu": ""}})), pod_decode_error(QUANTITY_REGEX))]
+#[case::a_claim_storage_request_that_does_not_parse_is_a_decode_error(
+    claim(json!("ten gigs")),
+    Some(bad_request(format!(
+        "PersistentVolumeClaim in version \"v1\" cannot be handled as a PersistentVolumeClaim: {QUANTITY_REGEX}"))))]
+#[case::a_negative_request_is_invalid(
+    pod_resources(json!({"requests": {"cpu": "-1"}})),
+    Some(invalid("Pod", "", "p", "spec.containers[0].resources.requests[cpu]", "-1")))]
+#[case::a_negative_limit_as_a_json_number_is_invalid(
+    pod_resources(json!({"limits": {"memory": -5}})),
+    Some(invalid("Pod", "", "p", "spec.containers[0].resources.limits[memory]", "-5")))]
+#[case::a_negative_request_in_a_pod_template_is_invalid(
+    replica_set(json!({"requests": {"cpu": "-100m"}})),
+    Some(invalid("ReplicaSet", "apps", "rs",
+        "spec.template.spec.containers[0].resources.requests[cpu]", "-100m")))]
+#[case::an_exponent_beyond_int64_parses_and_is_stored(
+    pod_resources(json!({"requests": {"cpu": "1e999"}})), None)]
+#[case::a_json_number_parses_and_is_stored(
+    pod_resources(json!({"requests": {"cpu": 2}})), None)]
+#[case::negative_zero_is_not_negative(
+    pod_resources(json!({"requests": {"cpu": "-0"}})), None)]
+fn quantities_are_judged_as_upstream_decodes_and_validates_them(
+    #[case] request: (&str, Value),
+    #[case] want: Option<Value>,
+) {
+    let c = Cluster::start();
+    let (path, body) = request;
+    let (code, got) = c.post(path, &body);
+    match want {
+        Some(status) => {
+            assert_eq!(got, status);
+            let (_, list) = c.get(path);
+            assert_eq!(list["items"], json!([]), "nothing was written");
+        }
+        None => {
+            assert_eq!(code, 201, "{got}");
+            assert_eq!(
+                got["spec"]["containers"][0]["resources"],
+                body["spec"]["containers"][0]["resources"]
+            );
+        }
+    }
+}

@@ -322,6 +322,37 @@ pub fn validate_resource_quantities(
         .collect()
 }
 
+/// The `dryRun` values a write may name.
+const DRY_RUN_VALUES: &[&str] = &["All"];
+/// The `fieldValidation` values a write may name (`""` is the default, Strict for kubectl).
+const FIELD_VALIDATION_VALUES: &[&str] = &["", "Ignore", "Strict", "Warn"];
+
+/// Checks a write's options from the query: every `dryRun` value is `All` and
+/// `fieldValidation` (where the write has it: creates, updates, patches) is one upstream
+/// knows. An empty `dryRun=` counts as absent.
+///
+/// Upstream: staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go
+/// (ValidateCreateOptions, ValidateUpdateOptions, ValidatePatchOptions, ValidateDeleteOptions).
+pub fn validate_write_options(dry_run: &[&str], field_validation: Option<&str>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let dry_run: Vec<&str> = dry_run.iter().copied().filter(|v| !v.is_empty()).collect();
+    if dry_run.iter().any(|v| !DRY_RUN_VALUES.contains(v)) {
+        errs.push(FieldError {
+            field: "dryRun".into(),
+            kind: FieldErrorKind::NotSupported(Value::from(dry_run), DRY_RUN_VALUES),
+            detail: String::new(),
+        });
+    }
+    if let Some(v) = field_validation.filter(|v| !FIELD_VALIDATION_VALUES.contains(v)) {
+        errs.push(FieldError {
+            field: "fieldValidation".into(),
+            kind: FieldErrorKind::NotSupported(Value::from(v), FIELD_VALIDATION_VALUES),
+            detail: String::new(),
+        });
+    }
+    errs
+}
+
 /// The annotation that named a claim's class before `spec.storageClassName` existed.
 const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 

@@ -191,6 +191,14 @@ impl Query {
         matches!(self.get(key), Some("true" | "1" | "True"))
     }
 
+    fn all(&self, key: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
     fn dry_run(&self) -> bool {
         self.get("dryRun") == Some("All")
     }
@@ -393,6 +401,28 @@ async fn dispatch(
     response
 }
 
+/// A write's `dryRun` and `fieldValidation` query values, checked before its body is read,
+/// as upstream does: 422 naming the options kind (`CreateOptions.meta.k8s.io "" is invalid:
+/// dryRun: Unsupported value: ["Some"]: supported values: "All"`).
+fn check_write_options(method: &Method, query: &Query) -> Result<(), ApiError> {
+    let (kind, has_field_validation) = match *method {
+        Method::POST => ("CreateOptions", true),
+        Method::PUT => ("UpdateOptions", true),
+        Method::PATCH => ("PatchOptions", true),
+        Method::DELETE => ("DeleteOptions", false),
+        _ => return Ok(()),
+    };
+    let field_validation = query
+        .get("fieldValidation")
+        .filter(|_| has_field_validation);
+    let errs = validation::validate_write_options(&query.all("dryRun"), field_validation);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(kind, "meta.k8s.io", "", &errs))
+    }
+}
+
 fn respond(
     st: &Arc<AppState>,
     r: Route,
@@ -402,6 +432,9 @@ fn respond(
     body: &Bytes,
     accept: &str,
 ) -> Response {
+    if let Err(e) = check_write_options(method, query) {
+        return e.into_response();
+    }
     match (r, method) {
         (Route::Version, &Method::GET) => json_response(200, &discovery::version()),
         (Route::Health, &Method::GET) => (StatusCode::OK, "ok").into_response(),

@@ -15,4 +15,5 @@ mod kube_rs;
 mod kubectl;
 mod python;
 mod storage;
+mod validation;
 mod volumes;

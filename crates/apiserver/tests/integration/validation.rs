@@ -1,0 +1,115 @@
+//! Requests a real API server refuses before or while decoding them: options it does not
+//! know, bodies that are not what the URL names. Each case compares the whole `Status`.
+
+use rstest::rstest;
+use serde_json::{json, Value};
+
+use crate::harness::Cluster;
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+}
+
+fn unsupported(options: &str, field: &str, value: &str, supported: &str) -> Value {
+    let body = format!("Unsupported value: {value}: supported values: {supported}");
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": format!("{options}.meta.k8s.io \"\" is invalid: {field}: {body}"),
+           "reason": "Invalid",
+           "details": {"group": "meta.k8s.io", "kind": options,
+                       "causes": [{"reason": "FieldValueNotSupported", "message": body, "field": field}]},
+           "code": 422})
+}
+
+const FIELD_VALIDATIONS: &str = r#""", "Ignore", "Strict", "Warn""#;
+
+#[rstest]
+#[case::create_with_an_unknown_dry_run_value(
+    "POST",
+    "",
+    "dryRun=Some",
+    Some(unsupported("CreateOptions", "dryRun", r#"["Some"]"#, r#""All""#))
+)]
+#[case::create_with_all_and_an_unknown_dry_run_value(
+    "POST",
+    "",
+    "dryRun=All&dryRun=Some",
+    Some(unsupported("CreateOptions", "dryRun", r#"["All","Some"]"#, r#""All""#))
+)]
+#[case::create_with_an_unknown_field_validation(
+    "POST",
+    "",
+    "fieldValidation=Loud",
+    Some(unsupported("CreateOptions", "fieldValidation", r#""Loud""#, FIELD_VALIDATIONS))
+)]
+#[case::update_with_an_unknown_field_validation(
+    "PUT",
+    "/p",
+    "fieldValidation=strict",
+    Some(unsupported("UpdateOptions", "fieldValidation", r#""strict""#, FIELD_VALIDATIONS))
+)]
+#[case::patch_with_an_unknown_dry_run_value(
+    "PATCH",
+    "/p",
+    "dryRun=true",
+    Some(unsupported("PatchOptions", "dryRun", r#"["true"]"#, r#""All""#))
+)]
+#[case::delete_with_an_unknown_dry_run_value(
+    "DELETE",
+    "/p",
+    "dryRun=server",
+    Some(unsupported("DeleteOptions", "dryRun", r#"["server"]"#, r#""All""#))
+)]
+#[case::create_with_known_options_is_a_dry_run(
+    "POST",
+    "",
+    "dryRun=All&fieldValidation=Strict",
+    None
+)]
+fn write_options_are_validated_before_the_body(
+    #[case] method: &str,
+    #[case] suffix: &str,
+    #[case] query: &str,
+    #[case] want: Option<Value>,
+) {
+    let c = Cluster::start();
+    let (code, _) = c.post(PODS, &pod("p"));
+    assert_eq!(code, 201);
+    let (content_type, body) = match method {
+        "PATCH" => (
+            Some("application/merge-patch+json"),
+            r#"{"metadata":{"labels":{"a":"b"}}}"#.to_string(),
+        ),
+        "DELETE" => (None, String::new()),
+        _ => {
+            let mut p = pod("p");
+            if method == "POST" {
+                p["metadata"]["name"] = json!("q");
+            }
+            (Some("application/json"), p.to_string())
+        }
+    };
+    let (code, got) = c.request(
+        method,
+        &format!("{PODS}{suffix}?{query}"),
+        content_type,
+        &body,
+    );
+    match want {
+        Some(status) => assert_eq!(got, status),
+        None => assert_eq!(code, 201, "{got}"),
+    }
+    // Nothing was written: the pod is as created, and no other exists.
+    let (_, list) = c.get(PODS);
+    let names: Vec<&Value> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| &p["metadata"]["name"])
+        .collect();
+    assert_eq!(names, vec![&json!("p")]);
+    let (_, stored) = c.get(&format!("{PODS}/p"));
+    assert_eq!(stored["metadata"].get("labels"), None);
+}

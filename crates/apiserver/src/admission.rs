@@ -269,6 +269,105 @@ fn unknown_fields(input: &Value, typed: &Value, path: &str, out: &mut Vec<String
     }
 }
 
+/// Paths of the fields a JSON document has more than once in one object
+/// (`metadata.name`, `spec.containers[0].image`), in document order. `serde_json` keeps the
+/// last of them silently; upstream's strict decoding names them. Empty when the bytes are
+/// not JSON (decoding reports that).
+pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
+    use serde::de::DeserializeSeed;
+    let mut out = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let walk = DuplicateWalk {
+        path: String::new(),
+        out: &mut out,
+    };
+    if walk.deserialize(&mut de).is_err() {
+        return Vec::new();
+    }
+    out
+}
+
+/// One value of the document being walked by [`duplicate_fields`], at `path`.
+struct DuplicateWalk<'a> {
+    path: String,
+    out: &'a mut Vec<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for DuplicateWalk<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DuplicateWalk<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let DuplicateWalk { path, out } = self;
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let p = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            if !seen.insert(key) {
+                out.push(p.clone());
+            }
+            map.next_value_seed(DuplicateWalk {
+                path: p,
+                out: &mut *out,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let DuplicateWalk { path, out } = self;
+        let mut i = 0usize;
+        while seq
+            .next_element_seed(DuplicateWalk {
+                path: format!("{path}[{i}]"),
+                out: &mut *out,
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
 /// The `fieldValidation` query parameter: what to do about fields the kind does not have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
@@ -294,10 +393,15 @@ impl FieldValidation {
 /// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities) and
 /// looks for unknown fields as `mode` asks: returns the warnings for `Warn`, a 400
 /// `strict decoding error` for `Strict`.
+///
+/// `duplicates` are the paths of fields the JSON body had more than once (see
+/// [`duplicate_fields`]); they come first, and a field both unknown and duplicated counts
+/// only as unknown, as upstream's typed decoding reports it.
 pub fn check_fields(
     info: &ResourceInfo,
     obj: &Value,
     mode: FieldValidation,
+    duplicates: &[String],
 ) -> Result<Vec<String>, ApiError> {
     check_quantities(info, obj)?;
     if mode == FieldValidation::Ignore {
@@ -314,9 +418,11 @@ pub fn check_fields(
     })?;
     let mut unknown = Vec::new();
     unknown_fields(obj, &typed, "", &mut unknown);
-    let list: Vec<String> = unknown
+    let list: Vec<String> = duplicates
         .iter()
-        .map(|f| format!("unknown field \"{f}\""))
+        .filter(|d| !unknown.contains(d))
+        .map(|f| format!("duplicate field \"{f}\""))
+        .chain(unknown.iter().map(|f| format!("unknown field \"{f}\"")))
         .collect();
     if mode == FieldValidation::Strict && !list.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -334,6 +440,23 @@ pub fn check_kind(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> 
             "the body of the request must be a JSON object",
         ));
     };
+    // Upstream reads apiVersion and kind as strings before anything else; another JSON type
+    // there fails that first read.
+    for field in ["apiVersion", "kind"] {
+        let type_name = match map.get(field) {
+            None | Some(Value::Null | Value::String(_)) => continue,
+            Some(Value::Bool(_)) => "bool",
+            Some(Value::Number(_)) => "number",
+            Some(Value::Array(_)) => "array",
+            Some(Value::Object(_)) => "object",
+        };
+        let body = serde_json::to_string(&*map).unwrap_or_default();
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal {type_name} into Go struct field .{field} of type string ({})",
+            info.kind,
+            summarize(&body)
+        )));
+    }
     let want_av = info.api_version();
     let kind_ok = map
         .get("kind")
@@ -366,6 +489,39 @@ pub fn check_kind(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> 
         }
     }
     Ok(())
+}
+
+/// The start of a body for an error message: its first 30 bytes and ` ...` when longer, as
+/// upstream's decoder quotes a JSON body it could not read.
+fn summarize(body: &str) -> String {
+    const MAX: usize = 30;
+    if body.len() <= MAX {
+        return body.to_string();
+    }
+    let mut end = MAX;
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} ...", body.get(..end).unwrap_or(""))
+}
+
+/// Checks a Binding body names no other kind: `Pod in version "v1" cannot be handled as a
+/// Binding: …`, the conversion error upstream's decoder gives when the body's kind cannot
+/// become a Binding.
+pub fn check_binding_kind(binding: &Value) -> Result<(), ApiError> {
+    let kind = binding.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind.is_empty() || kind == "Binding" {
+        return Ok(());
+    }
+    let api_version = binding
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+        .unwrap_or("v1");
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    Err(ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a Binding: converting ({version}.{kind}) to (core.Binding): unknown conversion"
+    )))
 }
 
 /// Checks the name (when set) is valid for the kind: namespaces are DNS labels, the rest
@@ -1029,12 +1185,38 @@ mod tests {
     #[case::maps_and_nulls_are_fine(json!({"metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null},
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], "nodeSelector": {"x": "y"}}}), None)]
     fn strict_field_validation(#[case] body: Value, #[case] want: Option<&str>) {
-        let got = check_fields(pods(), &body, FieldValidation::Strict)
+        let got = check_fields(pods(), &body, FieldValidation::Strict, &[])
             .err()
             .map(|e| e.message);
         assert_eq!(got.as_deref(), want);
-        let warnings = check_fields(pods(), &body, FieldValidation::Warn).expect("warn only");
+        let warnings = check_fields(pods(), &body, FieldValidation::Warn, &[]).expect("warn only");
         assert_eq!(warnings.len(), usize::from(want.is_some()));
+    }
+
+    #[test]
+    fn duplicate_fields_are_found_at_their_paths_in_document_order() {
+        let body = br#"{"b":1,"a":{"x":[{"k":1,"k":2}],"y":3,"y":4},"b":2,"m":{"l":{}}}"#;
+        assert_eq!(
+            duplicate_fields(body),
+            vec!["a.x[0].k".to_string(), "a.y".to_string(), "b".to_string()]
+        );
+        assert_eq!(duplicate_fields(b"{nope"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn duplicate_fields_are_warnings_under_warn_validation() {
+        let body = json!({"metadata": {"name": "x"}, "spec": {"containers": []}});
+        let warnings = check_fields(
+            pods(),
+            &body,
+            FieldValidation::Warn,
+            &["metadata.name".to_string()],
+        )
+        .expect("warn only");
+        assert_eq!(
+            warnings,
+            vec![r#"duplicate field "metadata.name""#.to_string()]
+        );
     }
 
     #[test]

@@ -577,7 +577,20 @@ impl Req<'_> {
     /// Decoding and unknown-field checks as `fieldValidation` asks; warnings are kept for
     /// the response headers.
     fn check_fields(&self, info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-        let warnings = admission::check_fields(info, obj, self.query.field_validation())?;
+        let mode = self.query.field_validation();
+        // Duplicates are looked for in JSON create and update bodies, which are the object
+        // itself; a patch's duplicates are the patch's.
+        let json_object_body = matches!(*self.method, Method::POST | Method::PUT)
+            && matches!(
+                self.content_type().split(';').next().unwrap_or("").trim(),
+                "" | "application/json"
+            );
+        let duplicates = if mode != admission::FieldValidation::Ignore && json_object_body {
+            admission::duplicate_fields(self.body)
+        } else {
+            Vec::new()
+        };
+        let warnings = admission::check_fields(info, obj, mode, &duplicates)?;
         self.warnings.borrow_mut().extend(warnings);
         Ok(())
     }
@@ -1125,6 +1138,7 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
             "error decoding Binding: not a JSON object",
         ));
     }
+    admission::check_binding_kind(&binding)?;
     let s = |ptr: &str| {
         binding
             .pointer(ptr)
@@ -1242,6 +1256,7 @@ fn legacy_binding(req: &Req<'_>, ns: String) -> Result<Response, ApiError> {
         resources::lookup("", "v1", "pods").ok_or_else(|| ApiError::internal("pods not served"))?;
     let binding: Value = serde_json::from_slice(req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
+    admission::check_binding_kind(&binding)?;
     let name = binding
         .pointer("/metadata/name")
         .and_then(Value::as_str)

@@ -113,3 +113,95 @@ fn write_options_are_validated_before_the_body(
     let (_, stored) = c.get(&format!("{PODS}/p"));
     assert_eq!(stored["metadata"].get("labels"), None);
 }
+
+fn bad_request(message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": "BadRequest", "code": 400})
+}
+
+#[rstest]
+#[case::kind_of_the_wrong_json_type(
+    PODS, "",
+    r#"{"apiVersion":"v1","kind":5,"metadata":{"name":"x"}}"#,
+    r#"the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: json: cannot unmarshal number into Go struct field .kind of type string ({"apiVersion":"v1","kind":5,"m ...)"#)]
+#[case::api_version_of_the_wrong_json_type(
+    PODS, "",
+    r#"{"apiVersion":["v1"],"kind":"Pod","metadata":{"name":"x"}}"#,
+    r#"the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go struct field .apiVersion of type string ({"apiVersion":["v1"],"kind":"P ...)"#)]
+#[case::binding_body_of_another_kind(
+    "/api/v1/namespaces/default/pods/p/binding", "",
+    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"target":{"name":"n1"}}"#,
+    r#"Pod in version "v1" cannot be handled as a Binding: converting (v1.Pod) to (core.Binding): unknown conversion"#)]
+#[case::legacy_binding_body_of_another_kind(
+    "/api/v1/namespaces/default/bindings", "",
+    r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"p"},"target":{"name":"n1"}}"#,
+    r#"Node in version "v1" cannot be handled as a Binding: converting (v1.Node) to (core.Binding): unknown conversion"#)]
+#[case::body_namespace_other_than_the_urls(
+    PODS, "",
+    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":"kube-system"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}"#,
+    "the namespace of the provided object does not match the namespace sent on the request")]
+#[case::duplicate_fields_under_strict_validation(
+    PODS, "?fieldValidation=Strict",
+    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","name":"y"},"spec":{"containers":[{"name":"c","image":"nginx","image":"busybox"}]}}"#,
+    r#"strict decoding error: duplicate field "metadata.name", duplicate field "spec.containers[0].image""#)]
+#[case::a_duplicated_unknown_field_is_reported_once_as_unknown(
+    PODS, "?fieldValidation=Strict",
+    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"nope":1,"nope":2,"containers":[{"name":"c","image":"nginx"}]}}"#,
+    r#"strict decoding error: unknown field "spec.nope""#)]
+fn bodies_a_real_server_cannot_decode_are_bad_requests(
+    #[case] path: &str,
+    #[case] query: &str,
+    #[case] body: &str,
+    #[case] message: &str,
+) {
+    let c = Cluster::start();
+    let (code, _) = c.post(PODS, &pod("p"));
+    assert_eq!(code, 201);
+    let (_, got) = c.request(
+        "POST",
+        &format!("{path}{query}"),
+        Some("application/json"),
+        body,
+    );
+    assert_eq!(got, bad_request(message));
+    let (_, list) = c.get(PODS);
+    let names: Vec<&Value> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| &p["metadata"]["name"])
+        .collect();
+    assert_eq!(names, vec![&json!("p")], "nothing was written");
+    let (_, stored) = c.get(&format!("{PODS}/p"));
+    assert_eq!(stored["spec"].get("nodeName"), None, "nothing was bound");
+}
+
+#[rstest]
+#[case::ignore(
+    "?fieldValidation=Ignore",
+    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","name":"y"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}"#,
+    "y"
+)]
+#[case::default_of_this_server(
+    "",
+    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","name":"y"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}"#,
+    "y"
+)]
+fn duplicate_fields_outside_strict_validation_keep_the_last(
+    #[case] query: &str,
+    #[case] body: &str,
+    #[case] name: &str,
+) {
+    let c = Cluster::start();
+    let (code, got) = c.request(
+        "POST",
+        &format!("{PODS}{query}"),
+        Some("application/json"),
+        body,
+    );
+    assert_eq!(
+        (code, &got["metadata"]["name"]),
+        (201, &json!(name)),
+        "{got}"
+    );
+}

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use crate::meta;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
+use crate::validation::FieldError;
 
 /// PriorityClasses every cluster has.
 pub fn system_priority_classes() -> Vec<Value> {
@@ -524,19 +525,49 @@ pub fn check_binding_kind(binding: &Value) -> Result<(), ApiError> {
     )))
 }
 
-/// Checks the name (when set) is valid for the kind: namespaces are DNS labels, the rest
-/// DNS subdomains.
+/// Checks `metadata.generateName` (when set) and `metadata.name` follow the kind's name rule
+/// (DNS-1123 label for namespaces, DNS-1035 label for services, DNS-1123 subdomain for the
+/// rest): 422 with one cause per problem, generateName's first. When generateName is invalid
+/// the request fails here, so the name upstream would generate (the prefix, cut to 58
+/// characters, and five random ones) stands in for the missing name, and is checked too.
+///
+/// Upstream: staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go
+/// (ValidateObjectMeta), pkg/apis/core/validation/validation.go (ValidateNamespaceName,
+/// ValidateServiceName).
 pub fn check_name(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if name.is_empty() {
-        return Ok(());
+    let str_at = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let rule = match (info.group, info.kind) {
+        ("", "Namespace") => meta::NameRule::Dns1123Label,
+        ("", "Service") => meta::NameRule::Dns1035Label,
+        _ => meta::NameRule::Dns1123Subdomain,
+    };
+    let mut errs = Vec::new();
+    let generate_name = str_at("/metadata/generateName");
+    if !generate_name.is_empty() {
+        for why in meta::name_errors(generate_name, rule, true) {
+            errs.push(FieldError::invalid(
+                "metadata.generateName",
+                json!(generate_name),
+                why,
+            ));
+        }
     }
-    match meta::invalid_name(name, info.kind == "Namespace") {
-        None => Ok(()),
-        Some(why) => Err(ApiError::invalid(info, name, "metadata.name", &why)),
+    let mut name = str_at("/metadata/name").to_string();
+    if name.is_empty() && !errs.is_empty() {
+        let base: String = generate_name.chars().take(58).collect();
+        name = format!("{base}{}", meta::name_suffix());
+    }
+    if !name.is_empty() {
+        for why in meta::name_errors(&name, rule, false) {
+            errs.push(FieldError::invalid("metadata.name", json!(name), why));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(
+            info.kind, info.group, &name, &errs,
+        ))
     }
 }
 

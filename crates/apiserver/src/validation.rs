@@ -43,7 +43,8 @@ impl FieldError {
         }
     }
 
-    fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
+    /// `Invalid value: V: detail`.
+    pub fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
         FieldError {
             field: field.into(),
             kind: FieldErrorKind::Invalid(value),

@@ -205,3 +205,102 @@ fn duplicate_fields_outside_strict_validation_keep_the_last(
         "{got}"
     );
 }
+
+const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// The 422 upstream answers for name errors: `(field, value, why)` each.
+fn invalid_name(kind: &str, group: &str, name: &str, errs: &[(&str, &str, &str)]) -> Value {
+    let bodies: Vec<String> = errs
+        .iter()
+        .map(|(_, value, why)| format!("Invalid value: \"{value}\": {why}"))
+        .collect();
+    let each: Vec<String> = errs
+        .iter()
+        .zip(&bodies)
+        .map(|((field, _, _), body)| format!("{field}: {body}"))
+        .collect();
+    let all = if each.len() == 1 {
+        each[0].clone()
+    } else {
+        format!("[{}]", each.join(", "))
+    };
+    let causes: Vec<Value> = errs
+        .iter()
+        .zip(&bodies)
+        .map(|((field, _, _), body)| json!({"reason": "FieldValueInvalid", "message": body, "field": field}))
+        .collect();
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let mut details = json!({"name": name, "kind": kind, "causes": causes});
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": format!("{qualified} \"{name}\" is invalid: {all}"),
+           "reason": "Invalid", "details": details, "code": 422})
+}
+
+const SERVICES: &str = "/api/v1/namespaces/default/services";
+const NAMESPACES: &str = "/api/v1/namespaces";
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[rstest]
+#[case::pod_name_with_upper_case(PODS, json!({"name": "Web"}),
+    Some(invalid_name("Pod", "", "Web", &[("metadata.name", "Web", SUBDOMAIN)])))]
+#[case::pod_name_with_an_empty_dns_label(PODS, json!({"name": "a..b"}),
+    Some(invalid_name("Pod", "", "a..b", &[("metadata.name", "a..b", SUBDOMAIN)])))]
+#[case::pod_name_too_long(PODS, json!({"name": "a".repeat(254)}),
+    Some(invalid_name("Pod", "", &"a".repeat(254),
+        &[("metadata.name", &"a".repeat(254), "must be no more than 253 characters")])))]
+#[case::pod_name_with_dots_is_a_subdomain(PODS, json!({"name": "web.v1"}), None)]
+#[case::namespace_name_with_a_dot(NAMESPACES, json!({"name": "a.b"}),
+    Some(invalid_name("Namespace", "", "a.b", &[("metadata.name", "a.b", LABEL)])))]
+#[case::namespace_name_too_long_and_upper_case(NAMESPACES, json!({"name": "A".repeat(64)}),
+    Some(invalid_name("Namespace", "", &"A".repeat(64), &[
+        ("metadata.name", &"A".repeat(64), "must be no more than 63 characters"),
+        ("metadata.name", &"A".repeat(64), LABEL)])))]
+#[case::service_name_starting_with_a_digit(SERVICES, json!({"name": "1web"}),
+    Some(invalid_name("Service", "", "1web", &[("metadata.name", "1web", DNS1035)])))]
+#[case::namespace_name_starting_with_a_digit(NAMESPACES, json!({"name": "1web"}), None)]
+#[case::configmap_generate_name_ending_in_a_dash(CONFIGMAPS, json!({"generateName": "cfg-"}), None)]
+#[case::service_generate_name_starting_with_a_digit(SERVICES, json!({"generateName": "1web-"}),
+    Some(invalid_name("Service", "", "1web-GENERATED", &[
+        ("metadata.generateName", "1web-", DNS1035),
+        ("metadata.name", "1web-GENERATED", DNS1035)])))]
+#[case::generate_name_invalid_beside_a_valid_name(PODS, json!({"name": "ok", "generateName": "Bad-"}),
+    Some(invalid_name("Pod", "", "ok", &[("metadata.generateName", "Bad-", SUBDOMAIN)])))]
+fn names_follow_the_kinds_rule(
+    #[case] path: &str,
+    #[case] metadata: Value,
+    #[case] want: Option<Value>,
+) {
+    let c = Cluster::start();
+    let mut body = json!({"metadata": metadata});
+    if path == PODS {
+        body["spec"] = json!({"containers": [{"name": "c", "image": "nginx"}]});
+    }
+    if path == SERVICES {
+        body["spec"] = json!({"ports": [{"port": 80}]});
+    }
+    let (code, got) = c.post(path, &body);
+    match want {
+        Some(status) => {
+            // The generated name is random: put the one the server chose in its place.
+            let generated = got["details"]["name"].as_str().unwrap_or("");
+            let status: Value = match generated.strip_prefix("1web-") {
+                Some(suffix) => {
+                    serde_json::from_str(&status.to_string().replace("GENERATED", suffix))
+                        .expect("json")
+                }
+                None => status,
+            };
+            assert_eq!(got, status);
+        }
+        None => assert_eq!(code, 201, "{got}"),
+    }
+}

@@ -838,6 +838,30 @@ pub fn merge_affinity_label_keys(pod: &mut Value) {
     }
 }
 
+/// On a new pod: each topology spread constraint's `matchLabelKeys` become `key In (value)`
+/// requirements of its `labelSelector`, as for affinity terms in
+/// [`merge_affinity_label_keys`] (keys without a label skipped, a constraint without a
+/// selector left alone). Upstream's kube-scheduler, with the API server doing this, reads
+/// only the merged selector.
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (mutateTopologySpreadConstraints, on by
+/// default since 1.34 with MatchLabelKeysInPodTopologySpreadSelectorMerge).
+pub fn merge_topology_spread_label_keys(pod: &mut Value) {
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(constraints) = pod
+        .pointer_mut("/spec/topologySpreadConstraints")
+        .and_then(Value::as_array_mut)
+    {
+        for c in constraints {
+            merge_term_label_keys(c, &labels);
+        }
+    }
+}
+
 fn merge_term_label_keys(term: &mut Value, labels: &Map<String, Value>) {
     let keys = |field: &str| -> Vec<String> {
         term.get(field)

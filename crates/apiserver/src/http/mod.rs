@@ -813,6 +813,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::default_pod(&mut obj);
             admission::apply_scheduling_gated_condition(&mut obj);
             admission::merge_affinity_label_keys(&mut obj);
+            admission::merge_topology_spread_label_keys(&mut obj);
             let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses")
                 .ok_or_else(|| ApiError::internal("priorityclasses not served"))?;
             let (classes, _) = req.st.store.list(pcs, None);

@@ -140,6 +140,39 @@ fn affinity_label_keys_are_merged_into_the_selector_on_create(
     assert_eq!(stored["spec"]["affinity"], want);
 }
 
+fn spread(selector: Value, match_keys: Value) -> Value {
+    let mut c = json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"});
+    if !selector.is_null() {
+        c["labelSelector"] = selector;
+    }
+    if !match_keys.is_null() {
+        c["matchLabelKeys"] = match_keys;
+    }
+    c
+}
+
+#[rstest]
+#[case::match_label_keys_become_in_requirements_keys_without_a_label_skipped(
+    json!([spread(json!({"matchLabels": {"app": "web"}}), json!(["rev", "absent"]))]),
+    json!([spread(json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+        {"key": "rev", "operator": "In", "values": ["v2"]}]}), json!(["rev", "absent"]))]),
+)]
+#[case::a_constraint_without_a_label_selector_is_left_alone(
+    json!([spread(Value::Null, json!(["rev"]))]),
+    json!([spread(Value::Null, json!(["rev"]))]),
+)]
+fn topology_spread_label_keys_are_merged_into_the_selector_on_create(
+    #[case] given: Value,
+    #[case] want: Value,
+) {
+    let c = Cluster::start();
+    let labels: Value = serde_json::from_str(LABELS).expect("labels");
+    let body = pod_with(labels, json!({"topologySpreadConstraints": given}));
+    let (code, created) = c.post(PODS, &body);
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["topologySpreadConstraints"], want);
+}
+
 #[test]
 fn affinity_label_keys_are_merged_only_on_create_not_on_update() {
     let c = Cluster::start();

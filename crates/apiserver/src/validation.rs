@@ -320,7 +320,62 @@ pub fn validate_resource_quantities(
                 )
             })
         })
+        .chain(requests_above_limits(info, obj))
         .collect()
+}
+
+/// Container requests above the container's limit for the same resource: `Invalid value:
+/// "2": must be less than or equal to cpu limit of 1` (values as written). Quantities this
+/// server cannot compare (exponents) are left alone.
+fn requests_above_limits(info: &crate::resources::ResourceInfo, obj: &Value) -> Vec<FieldError> {
+    let (spec, base) = match (info.group, info.kind) {
+        ("", "Pod") => (obj.get("spec"), "spec"),
+        ("", "ReplicationController") | ("apps", _) | ("batch", "Job") => {
+            (obj.pointer("/spec/template/spec"), "spec.template.spec")
+        }
+        _ => return Vec::new(),
+    };
+    let Some(spec) = spec else {
+        return Vec::new();
+    };
+    let written = |v: &Value| match v {
+        Value::String(s) => s.trim().to_string(),
+        other => other.to_string(),
+    };
+    let mut errs = Vec::new();
+    for list in ["containers", "initContainers"] {
+        for (i, c) in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let map = |kind: &str| {
+                c.pointer(&format!("/resources/{kind}"))
+                    .and_then(Value::as_object)
+            };
+            let (Some(requests), Some(limits)) = (map("requests"), map("limits")) else {
+                continue;
+            };
+            for (name, request) in requests {
+                let Some(limit) = limits.get(name) else {
+                    continue;
+                };
+                let (r, l) = (written(request), written(limit));
+                if let (Some(rm), Some(lm)) = (quantity_millis(&r), quantity_millis(&l)) {
+                    if rm > lm {
+                        errs.push(FieldError::invalid(
+                            format!("{base}.{list}[{i}].resources.requests[{name}]"),
+                            Value::String(r),
+                            format!("must be less than or equal to {name} limit of {l}"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    errs
 }
 
 /// The `dryRun` values a write may name.

@@ -202,6 +202,20 @@ fn bad_request(message: String) -> Value {
            "message": message, "reason": "BadRequest", "code": 400})
 }
 
+/// The 422 for one invalid quantity with its own detail.
+fn invalid_with(kind: &str, group: &str, name: &str, field: &str, value: &str, why: &str) -> Value {
+    let mut status = invalid(kind, group, name, &[(field, value)]);
+    let negative = "must be greater than or equal to 0";
+    let fix = |v: &mut Value| {
+        if let Some(s) = v.as_str() {
+            *v = json!(s.replace(negative, why));
+        }
+    };
+    fix(&mut status["message"]);
+    fix(&mut status["details"]["causes"][0]["message"]);
+    status
+}
+
 /// The 422 for negative quantities, one `(field, value)` each.
 fn invalid(kind: &str, group: &str, name: &str, errs: &[(&str, &str)]) -> Value {
     let qualified = if group.is_empty() {
@@ -293,6 +307,12 @@ fn pod_decode_error(e: &str) -> Option<Value> {
     replica_set(json!({"requests": {"cpu": "-100m"}})),
     Some(invalid("ReplicaSet", "apps", "rs",
         &[("spec.template.spec.containers[0].resources.requests[cpu]", "-100m")])))]
+#[case::a_request_above_its_limit_is_invalid(
+    pod_resources(json!({"limits": {"cpu": "1"}, "requests": {"cpu": "1500m"}})),
+    Some(invalid_with("Pod", "", "p", "spec.containers[0].resources.requests[cpu]", "1500m",
+        "must be less than or equal to cpu limit of 1")))]
+#[case::a_request_equal_to_its_limit_in_other_units_is_stored(
+    pod_resources(json!({"limits": {"memory": "1Gi"}, "requests": {"memory": "1024Mi"}})), None)]
 #[case::an_exponent_beyond_int64_parses_and_is_stored(
     pod_resources(json!({"requests": {"cpu": "1e999"}})), None)]
 #[case::a_json_number_parses_and_is_stored(

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use crate::meta;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
+use crate::validation::FieldError;
 
 /// PriorityClasses every cluster has.
 pub fn system_priority_classes() -> Vec<Value> {
@@ -63,6 +64,134 @@ pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
             info.resource, info.kind
         ))
     })
+}
+
+/// Checks every quantity of the kinds that have them decodes as apimachinery's
+/// ParseQuantity reads it (k8s-openapi keeps a quantity as any string): 400 `Pod in version
+/// "v1" cannot be handled as a Pod: quantities must match …` otherwise, as upstream's decoder
+/// answers.
+pub fn check_quantities(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let mut found = Vec::new();
+    quantities_of(info, obj, &mut found);
+    for (_, v) in found {
+        if let Some(Err(e)) = crate::quantity::parse_json(v) {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+                kind = info.kind,
+                version = info.version
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The quantities of `obj` with their field paths (`spec.containers[0].resources.requests[cpu]`),
+/// for the kinds that have quantities.
+pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+    let map_at = |v: &'a Value, ptr: &str, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        if let Some(m) = v.pointer(ptr).and_then(Value::as_object) {
+            for (k, q) in m {
+                out.push((format!("{path}[{k}]"), q));
+            }
+        }
+    };
+    let resources = |v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        for kind in ["limits", "requests"] {
+            map_at(v, &format!("/{kind}"), &format!("{path}.{kind}"), out);
+        }
+    };
+    let claim_spec = |v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        if let Some(r) = v.get("resources") {
+            resources(r, &format!("{path}.resources"), out);
+        }
+    };
+    let pod_spec = |spec: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+        for list in ["containers", "initContainers", "ephemeralContainers"] {
+            for (i, c) in spec
+                .get(list)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(r) = c.get("resources") {
+                    resources(r, &format!("{path}.{list}[{i}].resources"), out);
+                }
+            }
+        }
+        map_at(spec, "/overhead", &format!("{path}.overhead"), out);
+        if let Some(r) = spec.get("resources") {
+            resources(r, &format!("{path}.resources"), out);
+        }
+        for (i, vol) in spec
+            .get("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(q) = vol.pointer("/emptyDir/sizeLimit") {
+                out.push((format!("{path}.volumes[{i}].emptyDir.sizeLimit"), q));
+            }
+            if let Some(s) = vol.pointer("/ephemeral/volumeClaimTemplate/spec") {
+                let p = format!("{path}.volumes[{i}].ephemeral.volumeClaimTemplate.spec");
+                claim_spec(s, &p, out);
+            }
+        }
+    };
+    let at = |ptr: &str| obj.pointer(ptr);
+    match (info.group, info.kind) {
+        ("", "Pod") => {
+            if let Some(s) = at("/spec") {
+                pod_spec(s, "spec", out);
+            }
+        }
+        ("", "ReplicationController") | ("apps", _) | ("batch", "Job") => {
+            if let Some(s) = at("/spec/template/spec") {
+                pod_spec(s, "spec.template.spec", out);
+            }
+            for (i, t) in at("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(s) = t.get("spec") {
+                    claim_spec(s, &format!("spec.volumeClaimTemplates[{i}].spec"), out);
+                }
+            }
+        }
+        ("batch", "CronJob") => {
+            if let Some(s) = at("/spec/jobTemplate/spec/template/spec") {
+                pod_spec(s, "spec.jobTemplate.spec.template.spec", out);
+            }
+        }
+        ("", "Node") => {
+            map_at(obj, "/status/capacity", "status.capacity", out);
+            map_at(obj, "/status/allocatable", "status.allocatable", out);
+        }
+        ("", "PersistentVolumeClaim") => {
+            if let Some(s) = at("/spec") {
+                claim_spec(s, "spec", out);
+            }
+            map_at(obj, "/status/capacity", "status.capacity", out);
+            map_at(
+                obj,
+                "/status/allocatedResources",
+                "status.allocatedResources",
+                out,
+            );
+        }
+        ("", "PersistentVolume") => map_at(obj, "/spec/capacity", "spec.capacity", out),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            for field in ["capacity", "maximumVolumeSize"] {
+                if let Some(q) = obj.get(field) {
+                    out.push((field.to_string(), q));
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `obj` with the resource's apiVersion and kind, which the typed forms require: borrowed
@@ -141,6 +270,105 @@ fn unknown_fields(input: &Value, typed: &Value, path: &str, out: &mut Vec<String
     }
 }
 
+/// Paths of the fields a JSON document has more than once in one object
+/// (`metadata.name`, `spec.containers[0].image`), in document order. `serde_json` keeps the
+/// last of them silently; upstream's strict decoding names them. Empty when the bytes are
+/// not JSON (decoding reports that).
+pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
+    use serde::de::DeserializeSeed;
+    let mut out = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let walk = DuplicateWalk {
+        path: String::new(),
+        out: &mut out,
+    };
+    if walk.deserialize(&mut de).is_err() {
+        return Vec::new();
+    }
+    out
+}
+
+/// One value of the document being walked by [`duplicate_fields`], at `path`.
+struct DuplicateWalk<'a> {
+    path: String,
+    out: &'a mut Vec<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for DuplicateWalk<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DuplicateWalk<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let DuplicateWalk { path, out } = self;
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let p = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            if !seen.insert(key) {
+                out.push(p.clone());
+            }
+            map.next_value_seed(DuplicateWalk {
+                path: p,
+                out: &mut *out,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let DuplicateWalk { path, out } = self;
+        let mut i = 0usize;
+        while seq
+            .next_element_seed(DuplicateWalk {
+                path: format!("{path}[{i}]"),
+                out: &mut *out,
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
 /// The `fieldValidation` query parameter: what to do about fields the kind does not have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
@@ -166,11 +394,17 @@ impl FieldValidation {
 /// Checks the body decodes as the kind's k8s-openapi type (wrong types, bad quantities) and
 /// looks for unknown fields as `mode` asks: returns the warnings for `Warn`, a 400
 /// `strict decoding error` for `Strict`.
+///
+/// `duplicates` are the paths of fields the JSON body had more than once (see
+/// [`duplicate_fields`]); they come first, and a field both unknown and duplicated counts
+/// only as unknown, as upstream's typed decoding reports it.
 pub fn check_fields(
     info: &ResourceInfo,
     obj: &Value,
     mode: FieldValidation,
+    duplicates: &[String],
 ) -> Result<Vec<String>, ApiError> {
+    check_quantities(info, obj)?;
     if mode == FieldValidation::Ignore {
         return check_decodes(info, obj).map(|()| Vec::new());
     }
@@ -185,9 +419,11 @@ pub fn check_fields(
     })?;
     let mut unknown = Vec::new();
     unknown_fields(obj, &typed, "", &mut unknown);
-    let list: Vec<String> = unknown
+    let list: Vec<String> = duplicates
         .iter()
-        .map(|f| format!("unknown field \"{f}\""))
+        .filter(|d| !unknown.contains(d))
+        .map(|f| format!("duplicate field \"{f}\""))
+        .chain(unknown.iter().map(|f| format!("unknown field \"{f}\"")))
         .collect();
     if mode == FieldValidation::Strict && !list.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -205,6 +441,23 @@ pub fn check_kind(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> 
             "the body of the request must be a JSON object",
         ));
     };
+    // Upstream reads apiVersion and kind as strings before anything else; another JSON type
+    // there fails that first read.
+    for field in ["apiVersion", "kind"] {
+        let type_name = match map.get(field) {
+            None | Some(Value::Null | Value::String(_)) => continue,
+            Some(Value::Bool(_)) => "bool",
+            Some(Value::Number(_)) => "number",
+            Some(Value::Array(_)) => "array",
+            Some(Value::Object(_)) => "object",
+        };
+        let body = serde_json::to_string(&*map).unwrap_or_default();
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal {type_name} into Go struct field .{field} of type string ({})",
+            info.kind,
+            summarize(&body)
+        )));
+    }
     let want_av = info.api_version();
     let kind_ok = map
         .get("kind")
@@ -239,19 +492,82 @@ pub fn check_kind(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// Checks the name (when set) is valid for the kind: namespaces are DNS labels, the rest
-/// DNS subdomains.
-pub fn check_name(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if name.is_empty() {
+/// The start of a body for an error message: its first 30 bytes and ` ...` when longer, as
+/// upstream's decoder quotes a JSON body it could not read.
+fn summarize(body: &str) -> String {
+    const MAX: usize = 30;
+    if body.len() <= MAX {
+        return body.to_string();
+    }
+    let mut end = MAX;
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} ...", body.get(..end).unwrap_or(""))
+}
+
+/// Checks a Binding body names no other kind: `Pod in version "v1" cannot be handled as a
+/// Binding: …`, the conversion error upstream's decoder gives when the body's kind cannot
+/// become a Binding.
+pub fn check_binding_kind(binding: &Value) -> Result<(), ApiError> {
+    let kind = binding.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind.is_empty() || kind == "Binding" {
         return Ok(());
     }
-    match meta::invalid_name(name, info.kind == "Namespace") {
-        None => Ok(()),
-        Some(why) => Err(ApiError::invalid(info, name, "metadata.name", &why)),
+    let api_version = binding
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+        .unwrap_or("v1");
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    Err(ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a Binding: converting ({version}.{kind}) to (core.Binding): unknown conversion"
+    )))
+}
+
+/// Checks `metadata.generateName` (when set) and `metadata.name` follow the kind's name rule
+/// (DNS-1123 label for namespaces, DNS-1035 label for services, DNS-1123 subdomain for the
+/// rest): 422 with one cause per problem, generateName's first. When generateName is invalid
+/// the request fails here, so the name upstream would generate (the prefix, cut to 58
+/// characters, and five random ones) stands in for the missing name, and is checked too.
+///
+/// Upstream: staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go
+/// (ValidateObjectMeta), pkg/apis/core/validation/validation.go (ValidateNamespaceName,
+/// ValidateServiceName).
+pub fn check_name(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let str_at = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let rule = match (info.group, info.kind) {
+        ("", "Namespace") => meta::NameRule::Dns1123Label,
+        ("", "Service") => meta::NameRule::Dns1035Label,
+        _ => meta::NameRule::Dns1123Subdomain,
+    };
+    let mut errs = Vec::new();
+    let generate_name = str_at("/metadata/generateName");
+    if !generate_name.is_empty() {
+        for why in meta::name_errors(generate_name, rule, true) {
+            errs.push(FieldError::invalid(
+                "metadata.generateName",
+                json!(generate_name),
+                why,
+            ));
+        }
+    }
+    let mut name = str_at("/metadata/name").to_string();
+    if name.is_empty() && !errs.is_empty() {
+        let base: String = generate_name.chars().take(58).collect();
+        name = format!("{base}{}", meta::name_suffix());
+    }
+    if !name.is_empty() {
+        for why in meta::name_errors(&name, rule, false) {
+            errs.push(FieldError::invalid("metadata.name", json!(name), why));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(
+            info.kind, info.group, &name, &errs,
+        ))
     }
 }
 
@@ -433,6 +749,160 @@ pub fn default_pod_spec(obj: &mut Value) {
                 }
             }
         }
+    }
+}
+
+/// On a new pod with scheduling gates: `PodScheduled=False` reason `SchedulingGated`, the
+/// condition schedulers and `kubectl get pods` read to tell a gated pod from an unschedulable
+/// one. Runs after [`default_pod`], which resets the status as upstream's create does, so
+/// there is never a PodScheduled condition already.
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (applySchedulingGatedCondition).
+pub fn apply_scheduling_gated_condition(pod: &mut Value) {
+    let gated = pod
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty());
+    if !gated {
+        return;
+    }
+    if !pod.get("status").is_some_and(Value::is_object) {
+        pod["status"] = json!({});
+    }
+    let Some(status) = pod.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if !status.get("conditions").is_some_and(Value::is_array) {
+        status.insert("conditions".into(), json!([]));
+    }
+    let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if conditions
+        .iter()
+        .any(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))
+    {
+        return;
+    }
+    conditions.push(json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "lastProbeTime": null,
+        "lastTransitionTime": meta::now_rfc3339(),
+        "reason": "SchedulingGated",
+        "message": "Scheduling is blocked due to non-empty scheduling gates",
+    }));
+}
+
+/// On a new pod: each pod (anti-)affinity term's `matchLabelKeys` / `mismatchLabelKeys`
+/// become `key In (value)` / `key NotIn (value)` requirements of its `labelSelector`, with
+/// the pod's own label values as they are at creation. Keys the pod has no label for are
+/// skipped, and a term without a `labelSelector` is left alone (it selects nothing either
+/// way). Schedulers read only the merged selector; the key lists stay for the record.
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (mutatePodAffinity).
+pub fn merge_affinity_label_keys(pod: &mut Value) {
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let Some(affinity) = pod
+        .pointer_mut("/spec/affinity")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let Some(a) = affinity.get_mut(kind).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(terms) = a
+            .get_mut("requiredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array_mut)
+        {
+            for term in terms {
+                merge_term_label_keys(term, &labels);
+            }
+        }
+        if let Some(terms) = a
+            .get_mut("preferredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array_mut)
+        {
+            for weighted in terms {
+                if let Some(term) = weighted.get_mut("podAffinityTerm") {
+                    merge_term_label_keys(term, &labels);
+                }
+            }
+        }
+    }
+}
+
+/// On a new pod: each topology spread constraint's `matchLabelKeys` become `key In (value)`
+/// requirements of its `labelSelector`, as for affinity terms in
+/// [`merge_affinity_label_keys`] (keys without a label skipped, a constraint without a
+/// selector left alone). Upstream's kube-scheduler, with the API server doing this, reads
+/// only the merged selector.
+///
+/// Upstream: pkg/registry/core/pod/strategy.go (mutateTopologySpreadConstraints, on by
+/// default since 1.34 with MatchLabelKeysInPodTopologySpreadSelectorMerge).
+pub fn merge_topology_spread_label_keys(pod: &mut Value) {
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(constraints) = pod
+        .pointer_mut("/spec/topologySpreadConstraints")
+        .and_then(Value::as_array_mut)
+    {
+        for c in constraints {
+            merge_term_label_keys(c, &labels);
+        }
+    }
+}
+
+fn merge_term_label_keys(term: &mut Value, labels: &Map<String, Value>) {
+    let keys = |field: &str| -> Vec<String> {
+        term.get(field)
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (matching, mismatching) = (keys("matchLabelKeys"), keys("mismatchLabelKeys"));
+    if matching.is_empty() && mismatching.is_empty() {
+        return;
+    }
+    let Some(selector) = term.get_mut("labelSelector").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut added = Vec::new();
+    for (list, operator) in [(&matching, "In"), (&mismatching, "NotIn")] {
+        for key in list {
+            if let Some(value) = labels.get(key).and_then(Value::as_str) {
+                added.push(json!({"key": key, "operator": operator, "values": [value]}));
+            }
+        }
+    }
+    if added.is_empty() {
+        return;
+    }
+    if !selector
+        .get("matchExpressions")
+        .is_some_and(Value::is_array)
+    {
+        selector.insert("matchExpressions".into(), json!([]));
+    }
+    if let Some(expressions) = selector
+        .get_mut("matchExpressions")
+        .and_then(Value::as_array_mut)
+    {
+        expressions.extend(added);
     }
 }
 
@@ -770,12 +1240,38 @@ mod tests {
     #[case::maps_and_nulls_are_fine(json!({"metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null},
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], "nodeSelector": {"x": "y"}}}), None)]
     fn strict_field_validation(#[case] body: Value, #[case] want: Option<&str>) {
-        let got = check_fields(pods(), &body, FieldValidation::Strict)
+        let got = check_fields(pods(), &body, FieldValidation::Strict, &[])
             .err()
             .map(|e| e.message);
         assert_eq!(got.as_deref(), want);
-        let warnings = check_fields(pods(), &body, FieldValidation::Warn).expect("warn only");
+        let warnings = check_fields(pods(), &body, FieldValidation::Warn, &[]).expect("warn only");
         assert_eq!(warnings.len(), usize::from(want.is_some()));
+    }
+
+    #[test]
+    fn duplicate_fields_are_found_at_their_paths_in_document_order() {
+        let body = br#"{"b":1,"a":{"x":[{"k":1,"k":2}],"y":3,"y":4},"b":2,"m":{"l":{}}}"#;
+        assert_eq!(
+            duplicate_fields(body),
+            vec!["a.x[0].k".to_string(), "a.y".to_string(), "b".to_string()]
+        );
+        assert_eq!(duplicate_fields(b"{nope"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn duplicate_fields_are_warnings_under_warn_validation() {
+        let body = json!({"metadata": {"name": "x"}, "spec": {"containers": []}});
+        let warnings = check_fields(
+            pods(),
+            &body,
+            FieldValidation::Warn,
+            &["metadata.name".to_string()],
+        )
+        .expect("warn only");
+        assert_eq!(
+            warnings,
+            vec![r#"duplicate field "metadata.name""#.to_string()]
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod patch;
 pub mod protobuf;
 pub mod provisioner;
 pub mod pv_controller;
+pub mod quantity;
 mod recorder;
 pub mod resources;
 pub mod selectors;

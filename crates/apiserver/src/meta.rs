@@ -79,6 +79,64 @@ pub fn invalid_name(name: &str, label: bool) -> Option<String> {
     })
 }
 
+/// Which of apimachinery's name rules a kind's names follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// `NameIsDNSSubdomain`: most kinds.
+    Dns1123Subdomain,
+    /// `NameIsDNSLabel`: namespaces.
+    Dns1123Label,
+    /// `NameIsDNS1035Label`: services (their names become DNS names and env variables).
+    Dns1035Label,
+}
+
+/// What is wrong with `name` under `rule`, in apimachinery's words, one message per
+/// problem (length first, then the pattern); empty when it is valid. With `prefix` (a
+/// `generateName`) a trailing `-` is allowed, as the generated suffix follows it.
+pub fn name_errors(name: &str, rule: NameRule, prefix: bool) -> Vec<String> {
+    let masked;
+    let name = match name.strip_suffix('-') {
+        Some(head) if prefix => {
+            masked = format!("{head}a");
+            masked.as_str()
+        }
+        _ => name,
+    };
+    // One DNS-1123 label: lower case alphanumerics and '-', alphanumeric at both ends.
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+            && l.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && l.bytes().last().is_some_and(|c| c.is_ascii_alphanumeric())
+    };
+    let (max, ok, pattern) = match rule {
+        NameRule::Dns1123Subdomain => (
+            253,
+            name.split('.').all(label_ok),
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ),
+        NameRule::Dns1123Label => (
+            63,
+            label_ok(name),
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        ),
+        NameRule::Dns1035Label => (
+            63,
+            label_ok(name) && name.bytes().next().is_some_and(|c| c.is_ascii_lowercase()),
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        ),
+    };
+    let mut errs = Vec::new();
+    if name.len() > max {
+        errs.push(format!("must be no more than {max} characters"));
+    }
+    if !ok {
+        errs.push(pattern.to_string());
+    }
+    errs
+}
+
 /// Seconds since an RFC 3339 timestamp, if it parses.
 pub fn age_seconds(ts: &str) -> Option<i64> {
     let t: Timestamp = ts.parse().ok()?;
@@ -147,6 +205,26 @@ mod tests {
     #[case::empty("", false, false)]
     fn names(#[case] name: &str, #[case] label: bool, #[case] ok: bool) {
         assert_eq!(invalid_name(name, label).is_none(), ok);
+    }
+
+    #[rstest]
+    #[case::subdomain_with_dots("a.b-c.d", NameRule::Dns1123Subdomain, false, 0)]
+    #[case::subdomain_empty_label("a..b", NameRule::Dns1123Subdomain, false, 1)]
+    #[case::subdomain_label_ending_in_dash("a-.b", NameRule::Dns1123Subdomain, false, 1)]
+    #[case::subdomain_too_long(&"a".repeat(254), NameRule::Dns1123Subdomain, false, 1)]
+    #[case::label_too_long_and_upper(&"A".repeat(64), NameRule::Dns1123Label, false, 2)]
+    #[case::label_with_a_dot("a.b", NameRule::Dns1123Label, false, 1)]
+    #[case::dns1035_leading_digit("1web", NameRule::Dns1035Label, false, 1)]
+    #[case::dns1123_label_leading_digit("1web", NameRule::Dns1123Label, false, 0)]
+    #[case::prefix_may_end_in_dash("web-", NameRule::Dns1035Label, true, 0)]
+    #[case::name_may_not_end_in_dash("web-", NameRule::Dns1035Label, false, 1)]
+    fn name_rules(
+        #[case] name: &str,
+        #[case] rule: NameRule,
+        #[case] prefix: bool,
+        #[case] errors: usize,
+    ) {
+        assert_eq!(name_errors(name, rule, prefix).len(), errors);
     }
 
     #[test]

@@ -174,6 +174,12 @@ impl ApiError {
         if !group.is_empty() {
             d["group"] = json!(group);
         }
+        // Options have no name, and upstream leaves an empty one out.
+        if name.is_empty() {
+            if let Some(m) = d.as_object_mut() {
+                m.remove("name");
+            }
+        }
         // Upstream names the kind with its group (`StorageClass.storage.k8s.io`).
         let qualified = if group.is_empty() {
             kind.to_string()

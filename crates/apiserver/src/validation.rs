@@ -43,7 +43,8 @@ impl FieldError {
         }
     }
 
-    fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
+    /// `Invalid value: V: detail`.
+    pub fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
         FieldError {
             field: field.into(),
             kind: FieldErrorKind::Invalid(value),
@@ -279,6 +280,131 @@ pub fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
                 lines.join("\n")
             ),
         ));
+    }
+    errs
+}
+
+/// Checks the resource quantities of a pod, or of the pod template of a workload kind, are
+/// not negative: container and pod-level requests and limits, and the overhead. Each
+/// negative one is `Invalid value: "-1": must be greater than or equal to 0` (the value as
+/// written, where upstream prints it in canonical form). Quantities that do not decode
+/// never get here: decoding refuses them first.
+///
+/// Upstream: pkg/apis/core/validation/validation.go (ValidateResourceRequirements,
+/// ValidateResourceQuantityValue, ValidateNonnegativeQuantity).
+pub fn validate_resource_quantities(
+    info: &crate::resources::ResourceInfo,
+    obj: &Value,
+) -> Vec<FieldError> {
+    let mut found = Vec::new();
+    crate::admission::quantities_of(info, obj, &mut found);
+    found
+        .into_iter()
+        .filter(|(path, _)| {
+            !path.contains("volumeClaimTemplate")
+                && [".resources.limits[", ".resources.requests[", ".overhead["]
+                    .iter()
+                    .any(|p| path.contains(p))
+        })
+        .filter_map(|(path, v)| {
+            let parsed = crate::quantity::parse_json(v)?.ok()?;
+            let written = match v {
+                Value::String(s) => s.trim().to_string(),
+                other => other.to_string(),
+            };
+            parsed.negative.then(|| {
+                FieldError::invalid(
+                    path,
+                    Value::String(written),
+                    "must be greater than or equal to 0",
+                )
+            })
+        })
+        .chain(requests_above_limits(info, obj))
+        .collect()
+}
+
+/// Container requests above the container's limit for the same resource: `Invalid value:
+/// "2": must be less than or equal to cpu limit of 1` (values as written). Quantities this
+/// server cannot compare (exponents) are left alone.
+fn requests_above_limits(info: &crate::resources::ResourceInfo, obj: &Value) -> Vec<FieldError> {
+    let (spec, base) = match (info.group, info.kind) {
+        ("", "Pod") => (obj.get("spec"), "spec"),
+        ("", "ReplicationController") | ("apps", _) | ("batch", "Job") => {
+            (obj.pointer("/spec/template/spec"), "spec.template.spec")
+        }
+        _ => return Vec::new(),
+    };
+    let Some(spec) = spec else {
+        return Vec::new();
+    };
+    let written = |v: &Value| match v {
+        Value::String(s) => s.trim().to_string(),
+        other => other.to_string(),
+    };
+    let mut errs = Vec::new();
+    for list in ["containers", "initContainers"] {
+        for (i, c) in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let map = |kind: &str| {
+                c.pointer(&format!("/resources/{kind}"))
+                    .and_then(Value::as_object)
+            };
+            let (Some(requests), Some(limits)) = (map("requests"), map("limits")) else {
+                continue;
+            };
+            for (name, request) in requests {
+                let Some(limit) = limits.get(name) else {
+                    continue;
+                };
+                let (r, l) = (written(request), written(limit));
+                if let (Some(rm), Some(lm)) = (quantity_millis(&r), quantity_millis(&l)) {
+                    if rm > lm {
+                        errs.push(FieldError::invalid(
+                            format!("{base}.{list}[{i}].resources.requests[{name}]"),
+                            Value::String(r),
+                            format!("must be less than or equal to {name} limit of {l}"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    errs
+}
+
+/// The `dryRun` values a write may name.
+const DRY_RUN_VALUES: &[&str] = &["All"];
+/// The `fieldValidation` values a write may name (`""` is the default, Strict for kubectl).
+const FIELD_VALIDATION_VALUES: &[&str] = &["", "Ignore", "Strict", "Warn"];
+
+/// Checks a write's options from the query: every `dryRun` value is `All` and
+/// `fieldValidation` (where the write has it: creates, updates, patches) is one upstream
+/// knows. An empty `dryRun=` counts as absent.
+///
+/// Upstream: staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go
+/// (ValidateCreateOptions, ValidateUpdateOptions, ValidatePatchOptions, ValidateDeleteOptions).
+pub fn validate_write_options(dry_run: &[&str], field_validation: Option<&str>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let dry_run: Vec<&str> = dry_run.iter().copied().filter(|v| !v.is_empty()).collect();
+    if dry_run.iter().any(|v| !DRY_RUN_VALUES.contains(v)) {
+        errs.push(FieldError {
+            field: "dryRun".into(),
+            kind: FieldErrorKind::NotSupported(Value::from(dry_run), DRY_RUN_VALUES),
+            detail: String::new(),
+        });
+    }
+    if let Some(v) = field_validation.filter(|v| !FIELD_VALIDATION_VALUES.contains(v)) {
+        errs.push(FieldError {
+            field: "fieldValidation".into(),
+            kind: FieldErrorKind::NotSupported(Value::from(v), FIELD_VALIDATION_VALUES),
+            detail: String::new(),
+        });
     }
     errs
 }

@@ -191,6 +191,14 @@ impl Query {
         matches!(self.get(key), Some("true" | "1" | "True"))
     }
 
+    fn all(&self, key: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
     fn dry_run(&self) -> bool {
         self.get("dryRun") == Some("All")
     }
@@ -393,6 +401,28 @@ async fn dispatch(
     response
 }
 
+/// A write's `dryRun` and `fieldValidation` query values, checked before its body is read,
+/// as upstream does: 422 naming the options kind (`CreateOptions.meta.k8s.io "" is invalid:
+/// dryRun: Unsupported value: ["Some"]: supported values: "All"`).
+fn check_write_options(method: &Method, query: &Query) -> Result<(), ApiError> {
+    let (kind, has_field_validation) = match *method {
+        Method::POST => ("CreateOptions", true),
+        Method::PUT => ("UpdateOptions", true),
+        Method::PATCH => ("PatchOptions", true),
+        Method::DELETE => ("DeleteOptions", false),
+        _ => return Ok(()),
+    };
+    let field_validation = query
+        .get("fieldValidation")
+        .filter(|_| has_field_validation);
+    let errs = validation::validate_write_options(&query.all("dryRun"), field_validation);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(kind, "meta.k8s.io", "", &errs))
+    }
+}
+
 fn respond(
     st: &Arc<AppState>,
     r: Route,
@@ -402,6 +432,9 @@ fn respond(
     body: &Bytes,
     accept: &str,
 ) -> Response {
+    if let Err(e) = check_write_options(method, query) {
+        return e.into_response();
+    }
     match (r, method) {
         (Route::Version, &Method::GET) => json_response(200, &discovery::version()),
         (Route::Health, &Method::GET) => (StatusCode::OK, "ok").into_response(),
@@ -544,7 +577,20 @@ impl Req<'_> {
     /// Decoding and unknown-field checks as `fieldValidation` asks; warnings are kept for
     /// the response headers.
     fn check_fields(&self, info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-        let warnings = admission::check_fields(info, obj, self.query.field_validation())?;
+        let mode = self.query.field_validation();
+        // Duplicates are looked for in JSON create and update bodies, which are the object
+        // itself; a patch's duplicates are the patch's.
+        let json_object_body = matches!(*self.method, Method::POST | Method::PUT)
+            && matches!(
+                self.content_type().split(';').next().unwrap_or("").trim(),
+                "" | "application/json"
+            );
+        let duplicates = if mode != admission::FieldValidation::Ignore && json_object_body {
+            admission::duplicate_fields(self.body)
+        } else {
+            Vec::new()
+        };
+        let warnings = admission::check_fields(info, obj, mode, &duplicates)?;
         self.warnings.borrow_mut().extend(warnings);
         Ok(())
     }
@@ -765,6 +811,9 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
     match (info.group, info.kind) {
         ("", "Pod") => {
             admission::default_pod(&mut obj);
+            admission::apply_scheduling_gated_condition(&mut obj);
+            admission::merge_affinity_label_keys(&mut obj);
+            admission::merge_topology_spread_label_keys(&mut obj);
             let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses")
                 .ok_or_else(|| ApiError::internal("priorityclasses not served"))?;
             let (classes, _) = req.st.store.list(pcs, None);
@@ -775,6 +824,16 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::default_storage_spec(info, &mut obj);
             admission::default_storage_phase(info, &mut obj);
         }
+    }
+    let errs = validation::validate_resource_quantities(info, &obj);
+    if !errs.is_empty() {
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+        return Err(ApiError::invalid_fields(
+            info.kind,
+            info.group,
+            name.unwrap_or(""),
+            &errs,
+        ));
     }
     if (info.group, info.kind) == ("", "PersistentVolumeClaim") {
         let classes = resources::lookup("storage.k8s.io", "v1", "storageclasses")
@@ -886,7 +945,7 @@ fn finish_update(
         ("storage.k8s.io", "StorageClass") => {
             validation::validate_storage_class_update(current, &new)
         }
-        _ => Vec::new(),
+        _ => validation::validate_resource_quantities(info, &new),
     };
     if !errs.is_empty() {
         return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
@@ -1080,6 +1139,7 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
             "error decoding Binding: not a JSON object",
         ));
     }
+    admission::check_binding_kind(&binding)?;
     let s = |ptr: &str| {
         binding
             .pointer(ptr)
@@ -1197,6 +1257,7 @@ fn legacy_binding(req: &Req<'_>, ns: String) -> Result<Response, ApiError> {
         resources::lookup("", "v1", "pods").ok_or_else(|| ApiError::internal("pods not served"))?;
     let binding: Value = serde_json::from_slice(req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
+    admission::check_binding_kind(&binding)?;
     let name = binding
         .pointer("/metadata/name")
         .and_then(Value::as_str)

@@ -6,6 +6,7 @@
 // a failed setup step there is a failed test, which is what expect says.
 #![allow(clippy::expect_used)]
 
+mod admission;
 mod browser;
 mod connections;
 mod harness;
@@ -14,4 +15,5 @@ mod kube_rs;
 mod kubectl;
 mod python;
 mod storage;
+mod validation;
 mod volumes;

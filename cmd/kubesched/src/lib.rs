@@ -727,7 +727,8 @@ fn init_logging(verbosity: u8) {
 }
 
 /// The API server's configuration from its flags.
-/// `local_cluster` runs the volume controller stand-ins and creates the default StorageClass.
+/// `local_cluster` runs the volume controller stand-ins and the workload controllers, and
+/// creates the default StorageClass.
 fn server_config(
     flags: &ApiserverFlags,
     simulate_kubelets: bool,
@@ -739,6 +740,7 @@ fn server_config(
         data_dir_repair: flags.data_dir_repair,
         simulate_kubelets,
         volume_controllers: local_cluster,
+        workload_controllers: local_cluster,
         default_storage_class: local_cluster,
         provisioners: flags.provisioners.clone(),
         tokens: match &flags.token_file {

@@ -46,6 +46,9 @@ pub(crate) struct AppState {
     pub allowed_hosts: Vec<String>,
     /// Bytes a watcher may have queued before it is ended (`Config::watch_backlog_bytes`).
     pub watch_backlog_bytes: usize,
+    /// Whether the garbage collector runs: only then do deletes with
+    /// `propagationPolicy` Orphan or Foreground add its finalizers (nothing else removes them).
+    pub garbage_collector: bool,
 }
 
 /// Whether the `Host` header names this server: an IP address, `localhost`, or one of
@@ -958,6 +961,8 @@ struct DeleteRequest {
     resource_version: Option<String>,
     grace_period_seconds: Option<i64>,
     dry_run: bool,
+    /// `propagationPolicy` (`orphanDependents: true` is `Orphan`).
+    propagation_policy: Option<String>,
 }
 
 impl DeleteRequest {
@@ -988,6 +993,11 @@ fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError>
     let mut parsed = DeleteRequest {
         grace_period_seconds,
         dry_run: req.query.dry_run(),
+        propagation_policy: req
+            .query
+            .get("propagationPolicy")
+            .filter(|p| !p.is_empty())
+            .map(str::to_string),
         ..DeleteRequest::default()
     };
     let base = req
@@ -1023,11 +1033,54 @@ fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError>
     }
     parsed.uid = s("/preconditions/uid");
     parsed.resource_version = s("/preconditions/resourceVersion");
+    if opts.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+        parsed.propagation_policy = Some("Orphan".to_string());
+    }
+    if let Some(policy) = s("/propagationPolicy") {
+        parsed.propagation_policy = Some(policy);
+    }
     Ok(parsed)
 }
 
 fn delete(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
     let opts = delete_options(req)?;
+    let finalizer = match opts.propagation_policy.as_deref() {
+        None | Some("Background") => None,
+        Some("Orphan") => Some(crate::garbagecollector::FINALIZER_ORPHAN),
+        Some("Foreground") => Some(crate::garbagecollector::FINALIZER_FOREGROUND),
+        Some(other) => {
+            return Err(ApiError::invalid(
+                p.info,
+                name,
+                "propagationPolicy",
+                &format!(
+                    "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                ),
+            ))
+        }
+    };
+    if let Some(finalizer) = finalizer.filter(|_| req.st.garbage_collector && !opts.dry_run) {
+        // The owner waits under the garbage collector's finalizer, added before the delete
+        // marks it; one already being deleted keeps the policy it was deleted with.
+        req.st
+            .store
+            .update(p.info, namespace_of(p), name, false, |cur| {
+                let mut new = cur.clone();
+                if cur.pointer("/metadata/deletionTimestamp").is_some() {
+                    return Ok(new);
+                }
+                let mut finalizers = cur
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                if !finalizers.iter().any(|f| f == finalizer) {
+                    finalizers.push(json!(finalizer));
+                }
+                new["metadata"]["finalizers"] = Value::Array(finalizers);
+                Ok(new)
+            })?;
+    }
     let last = req
         .st
         .store

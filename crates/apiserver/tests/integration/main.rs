@@ -15,3 +15,4 @@ mod kubectl;
 mod python;
 mod storage;
 mod volumes;
+mod workloads;

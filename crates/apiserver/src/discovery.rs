@@ -64,6 +64,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             let (kind, verbs): (&str, &[&str]) = match *sub {
                 "binding" => ("Binding", &["create"]),
                 "eviction" => ("Eviction", &["create"]),
+                "scale" => ("Scale", &["get", "patch", "update"]),
                 _ => (r.kind, &["get", "patch", "update"]),
             };
             let mut e = json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
@@ -71,6 +72,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             // kubectl drain uses eviction only when group and version are set.
             if *sub == "eviction" {
                 e["group"] = json!("policy");
+                e["version"] = json!("v1");
+            }
+            if *sub == "scale" {
+                e["group"] = json!("autoscaling");
                 e["version"] = json!("v1");
             }
             entries.push(e);
@@ -124,6 +129,7 @@ pub fn aggregated(core: bool) -> Value {
                             let (group, kind, verbs): (&str, &str, &[&str]) = match *sub {
                                 "binding" => (r.group, "Binding", &["create"]),
                                 "eviction" => ("policy", "Eviction", &["create"]),
+                                "scale" => ("autoscaling", "Scale", &["get", "patch", "update"]),
                                 _ => (r.group, r.kind, &["get", "patch", "update"]),
                             };
                             json!({"subresource": sub,

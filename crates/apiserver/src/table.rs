@@ -487,7 +487,7 @@ fn int_or_string_cell(v: Option<&Value>) -> Value {
 }
 
 /// A label selector as kubectl prints it (`app=web,tier in (a,b)`), `<none>` when empty.
-fn format_label_selector(sel: Option<&Value>) -> String {
+pub(crate) fn format_label_selector(sel: Option<&Value>) -> String {
     let mut terms: Vec<String> = sel
         .and_then(|s| s.get("matchLabels"))
         .and_then(Value::as_object)

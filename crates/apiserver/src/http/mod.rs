@@ -26,6 +26,7 @@ use crate::store::{self, Store};
 use crate::table;
 use crate::validation;
 
+mod scale;
 mod watch;
 
 /// Shared by every request.
@@ -618,6 +619,21 @@ fn object(req: &Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
             patch(req, &p, name, sub.is_some())
         }
         (Method::DELETE, Some(name), None) => delete(req, &p, name),
+        (Method::GET, Some(name), Some("scale")) => {
+            Ok(json_response(200, &scale::get(req, &p, name)?))
+        }
+        (Method::PUT, Some(name), Some("scale")) => {
+            Ok(json_response(200, &scale::write(req, &p, name, None)?))
+        }
+        (Method::PATCH, Some(name), Some("scale")) => {
+            let ct = req.content_type();
+            let kind = PatchType::from_content_type(ct)
+                .ok_or_else(|| ApiError::unsupported_media_type(ct))?;
+            Ok(json_response(
+                200,
+                &scale::write(req, &p, name, Some(kind))?,
+            ))
+        }
         (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(req, &p, name),
         (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(req, &p, name),
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),

@@ -371,3 +371,96 @@ fn foreground_propagation_keeps_the_owner_until_blocking_dependents_are_gone() {
         (c.get(&format!("{RSS}/web")).0 == 404).then_some(())
     });
 }
+
+#[test]
+fn scale_subresource_reads_and_writes_spec_replicas() {
+    let c = cluster(false);
+    create(&c, RSS, replicaset("web", 2));
+    active_pods(&c, "web", 2);
+    let scale = wait_for("status.replicas 2 in the Scale", || {
+        let (code, scale) = c.get(&format!("{RSS}/web/scale"));
+        assert_eq!(code, 200, "{scale}");
+        (scale.pointer("/status/replicas") == Some(&json!(2))).then_some(scale)
+    });
+    assert_eq!(
+        masked(&scale),
+        json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "NAME", "namespace": "default", "uid": "UID",
+                         "resourceVersion": "RV", "creationTimestamp": "TIME"},
+            "spec": {"replicas": 2}, "status": {"replicas": 2, "selector": "app=web"}})
+    );
+    let (code, body) = c.request(
+        "PATCH",
+        &format!("{RSS}/web/scale"),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"replicas":4}}"#,
+    );
+    assert_eq!(
+        (code, body.pointer("/spec/replicas")),
+        (200, Some(&json!(4)))
+    );
+    active_pods(&c, "web", 4);
+    let (code, body) = c.request(
+        "PUT",
+        &format!("{RSS}/web/scale"),
+        Some("application/json"),
+        r#"{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web"},"spec":{"replicas":-1}}"#,
+    );
+    assert_eq!(
+        (code, body.get("message")),
+        (
+            422,
+            Some(&json!(
+                "Scale.autoscaling \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+            ))
+        )
+    );
+}
+
+#[test]
+fn kubectl_scales_lists_and_deletes_a_replicaset() {
+    let c = cluster(true);
+    node(&c, "n1");
+    let f = c.file(
+        "rs.yaml",
+        "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  \
+         selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        \
+         app: web\n    spec:\n      containers:\n      - name: c\n        image: nginx:1.27\n",
+    );
+    c.kubectl_ok(&["apply", "-f", &f]);
+    active_pods(&c, "web", 3);
+    assert_eq!(
+        c.kubectl_ok(&["scale", "rs", "web", "--replicas=1"]),
+        "replicaset.apps/web scaled\n"
+    );
+    for pod in active_pods(&c, "web", 1) {
+        bind(&c, s(&pod, "/metadata/name"), "n1");
+    }
+    wait_for("ready 1", || {
+        let (_, rs) = c.get(&format!("{RSS}/web"));
+        (rs.pointer("/status/readyReplicas") == Some(&json!(1))
+            && rs.pointer("/status/replicas") == Some(&json!(1)))
+        .then_some(())
+    });
+    let out = c.kubectl_ok(&[
+        "get",
+        "rs",
+        "-o",
+        "custom-columns=NAME:.metadata.name,DESIRED:.spec.replicas,READY:.status.readyReplicas",
+    ]);
+    assert_eq!(out, "NAME   DESIRED   READY\nweb    1         1\n");
+    let table = c.kubectl_ok(&["get", "rs", "-o", "wide", "--no-headers"]);
+    let cells: Vec<&str> = table.split_whitespace().collect();
+    assert_eq!(
+        (cells.len(), cells.first(), cells.get(1..4), cells.get(5..)),
+        (
+            8,
+            Some(&"web"),
+            Some(&["1", "1", "1"][..]),
+            Some(&["c", "nginx:1.27", "app=web"][..])
+        ),
+        "{table}"
+    );
+    c.kubectl_ok(&["delete", "rs", "web"]);
+    wait_for("the pods gone", || pods(&c, "web").is_empty().then_some(()));
+}

@@ -21,8 +21,8 @@
 //! staging/src/k8s.io/apimachinery/pkg/apis/meta/v1 (`FinalizerOrphanDependents`,
 //! `FinalizerDeleteDependents`).
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -83,8 +83,24 @@ fn references(dependent: &Value, owner_uid: &str) -> bool {
         .any(|r| str_at(r, "/uid") == owner_uid)
 }
 
+/// Where a dependent is stored: storage key, namespace, name.
+type ObjectKey = (&'static str, String, String);
+
 struct GarbageCollector {
     store: Arc<Store>,
+    /// Who references whom, kept from the event stream so that an owner's deletion does not
+    /// read every object in its namespace (upstream's dependency graph, reduced to what
+    /// deletion needs).
+    dependents: Mutex<Index>,
+}
+
+/// The owner references of the stored objects, both ways.
+#[derive(Default)]
+struct Index {
+    /// Owner uid → the objects that reference it.
+    dependents: HashMap<String, BTreeSet<ObjectKey>>,
+    /// Object → the owner uids it references.
+    owners: HashMap<ObjectKey, Vec<String>>,
 }
 
 impl GarbageCollector {
@@ -169,28 +185,59 @@ impl GarbageCollector {
         }
     }
 
-    /// The objects that reference `owner` (in its namespace, or anywhere for a
-    /// cluster-scoped owner), with their resource.
-    fn dependents(&self, owner: &Value) -> Vec<(&'static ResourceInfo, Arc<Value>)> {
-        let uid = str_at(owner, "/metadata/uid");
-        let ns = owner
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .filter(|ns| !ns.is_empty());
-        let mut out = Vec::new();
-        for info in stored() {
-            let scope = if info.namespaced { ns } else { None };
-            if ns.is_some() && !info.namespaced {
-                // A namespaced owner has no cluster-scoped dependents.
-                continue;
-            }
-            for obj in self.store.list(info, scope).0 {
-                if references(&obj, uid) {
-                    out.push((info, obj));
+    /// Records which owners an object references now (none once it is `gone`).
+    fn index(&self, storage: &'static str, obj: &Value, gone: bool) {
+        let key: ObjectKey = (
+            storage,
+            str_at(obj, "/metadata/namespace").to_string(),
+            str_at(obj, "/metadata/name").to_string(),
+        );
+        let Ok(mut index) = self.dependents.lock() else {
+            return;
+        };
+        for uid in index.owners.remove(&key).unwrap_or_default() {
+            if let Some(set) = index.dependents.get_mut(&uid) {
+                set.remove(&key);
+                if set.is_empty() {
+                    index.dependents.remove(&uid);
                 }
             }
         }
-        out
+        let uids: Vec<String> = owner_refs(obj)
+            .iter()
+            .map(|r| str_at(r, "/uid").to_string())
+            .collect();
+        if gone || uids.is_empty() {
+            return;
+        }
+        for uid in &uids {
+            index
+                .dependents
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        index.owners.insert(key, uids);
+    }
+
+    /// The objects that reference `owner`, with their resource.
+    fn dependents(&self, owner: &Value) -> Vec<(&'static ResourceInfo, Arc<Value>)> {
+        let uid = str_at(owner, "/metadata/uid");
+        let keys: Vec<ObjectKey> = match self.dependents.lock() {
+            Ok(index) => index
+                .dependents
+                .get(uid)
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default(),
+            Err(_) => return Vec::new(),
+        };
+        keys.into_iter()
+            .filter_map(|(storage, ns, name)| {
+                let info = stored().find(|r| r.storage == storage)?;
+                let obj = self.store.get(info, &ns, &name)?;
+                references(&obj, uid).then_some((info, obj))
+            })
+            .collect()
     }
 
     fn remove_finalizer(&self, info: &ResourceInfo, owner: &Value, finalizer: &str) {
@@ -258,10 +305,23 @@ impl GarbageCollector {
     /// Every stored object looked at: dependents of owners that are gone, owners being
     /// deleted.
     fn resync(&self) {
-        for info in stored() {
-            for obj in self.store.list(info, None).0 {
-                self.object(info, &obj);
-            }
+        let all: Vec<(&'static ResourceInfo, Arc<Value>)> = stored()
+            .flat_map(|info| {
+                self.store
+                    .list(info, None)
+                    .0
+                    .into_iter()
+                    .map(move |o| (info, o))
+            })
+            .collect();
+        if let Ok(mut index) = self.dependents.lock() {
+            *index = Index::default();
+        }
+        for (info, obj) in &all {
+            self.index(info.storage, obj, false);
+        }
+        for (info, obj) in &all {
+            self.object(info, obj);
         }
     }
 
@@ -312,7 +372,10 @@ impl GarbageCollector {
 
 /// Runs the garbage collector until the store's event stream closes.
 pub async fn run(store: Arc<Store>) {
-    let gc = GarbageCollector { store };
+    let gc = GarbageCollector {
+        store,
+        dependents: Mutex::new(Index::default()),
+    };
     let Some(first) = stored().next() else {
         return;
     };
@@ -334,7 +397,9 @@ pub async fn run(store: Arc<Store>) {
                 continue;
             };
             let obj = ev.object();
-            if ev.kind == EventType::Deleted {
+            let gone = ev.kind == EventType::Deleted;
+            gc.index(info.storage, &obj, gone);
+            if gone {
                 gc.deleted(&obj);
             } else if let Some(current) = crate::pv_controller::current(&gc.store, info, &obj) {
                 gc.object(info, &current);

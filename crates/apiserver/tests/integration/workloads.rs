@@ -464,3 +464,73 @@ fn kubectl_scales_lists_and_deletes_a_replicaset() {
     c.kubectl_ok(&["delete", "rs", "web"]);
     wait_for("the pods gone", || pods(&c, "web").is_empty().then_some(()));
 }
+
+/// A dependent created with an owner that does not exist is deleted; one with another
+/// owner left only loses the reference (upstream's attemptToDeleteItem).
+#[test]
+fn references_to_owners_that_do_not_exist_are_collected() {
+    let c = cluster(false);
+    let rs = create(&c, RSS, replicaset("keeper", 0));
+    let keeper = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "keeper",
+                        "uid": s(&rs, "/metadata/uid")});
+    let ghost = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ghost",
+                       "uid": "00000000-0000-0000-0000-000000000000"});
+    let config_map = |name: &str, owners: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "ownerReferences": owners}})
+    };
+    let cms = "/api/v1/namespaces/default/configmaps";
+    create(&c, cms, config_map("orphaned", json!([ghost.clone()])));
+    create(
+        &c,
+        cms,
+        config_map("shared", json!([ghost, keeper.clone()])),
+    );
+    wait_for("the dependent with no owner left deleted", || {
+        (c.get(&format!("{cms}/orphaned")).0 == 404).then_some(())
+    });
+    let shared = wait_for("the dangling reference removed", || {
+        let (_, cm) = c.get(&format!("{cms}/shared"));
+        (cm.pointer("/metadata/ownerReferences/1").is_none()).then_some(cm)
+    });
+    assert_eq!(
+        shared.pointer("/metadata/ownerReferences"),
+        Some(&json!([keeper]))
+    );
+}
+
+/// The controllers are driven by the stored objects, not by events seen before: a
+/// ReplicaSet stored by a server without them gets its pods from the next server on the same
+/// data dir, and a pod whose owner was deleted meanwhile is collected.
+#[test]
+fn objects_stored_before_a_restart_are_reconciled_after_it() {
+    let dir = tempfile::tempdir().expect("data dir");
+    {
+        let c = Cluster::with_config(Config {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Config::default()
+        });
+        create(&c, RSS, replicaset("web", 2));
+        let gone = create(&c, RSS, replicaset("gone", 1));
+        create(
+            &c,
+            PODS,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "left", "labels": {"app": "gone"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": "gone", "uid": s(&gone, "/metadata/uid"), "controller": true}]},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}),
+        );
+        let (code, body) = c.request("DELETE", &format!("{RSS}/gone"), None, "");
+        assert_eq!(code, 200, "{body}");
+    }
+    let c = Cluster::with_config(Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        workload_controllers: true,
+        ..Config::default()
+    });
+    active_pods(&c, "web", 2);
+    wait_for("the pod of the deleted owner collected", || {
+        pods(&c, "gone").is_empty().then_some(())
+    });
+}

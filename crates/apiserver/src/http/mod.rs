@@ -1024,6 +1024,7 @@ fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError>
         .trim()
         .to_string();
     if req.body.is_empty() || !(base.is_empty() || base == "application/json") {
+        check_propagation(parsed.propagation_policy.as_deref(), false)?;
         return Ok(parsed);
     }
     let body: Value = serde_json::from_slice(req.body)
@@ -1049,31 +1050,59 @@ fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError>
     }
     parsed.uid = s("/preconditions/uid");
     parsed.resource_version = s("/preconditions/resourceVersion");
-    if opts.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+    let orphan_dependents = opts.get("orphanDependents").and_then(Value::as_bool);
+    let policy = s("/propagationPolicy");
+    let both = orphan_dependents.is_some() && policy.is_some();
+    if orphan_dependents == Some(true) {
         parsed.propagation_policy = Some("Orphan".to_string());
     }
-    if let Some(policy) = s("/propagationPolicy") {
+    if let Some(policy) = policy {
         parsed.propagation_policy = Some(policy);
     }
+    check_propagation(parsed.propagation_policy.as_deref(), both)?;
     Ok(parsed)
+}
+
+/// Upstream's ValidateDeleteOptions for the propagation policy: one of the three, and not
+/// given together with `orphanDependents`.
+fn check_propagation(policy: Option<&str>, with_orphan_dependents: bool) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    if with_orphan_dependents {
+        errs.push(validation::FieldError {
+            field: "propagationPolicy".to_string(),
+            kind: validation::FieldErrorKind::Invalid(json!(policy)),
+            detail: "orphanDependents and deletionPropagation cannot be both set".to_string(),
+        });
+    }
+    if let Some(p) = policy.filter(|p| !["Foreground", "Background", "Orphan"].contains(p)) {
+        errs.push(validation::FieldError {
+            field: "propagationPolicy".to_string(),
+            kind: validation::FieldErrorKind::NotSupported(
+                json!(p),
+                &["Foreground", "Background", "Orphan", "nil"],
+            ),
+            detail: String::new(),
+        });
+    }
+    if errs.is_empty() {
+        return Ok(());
+    }
+    // Upstream validates DeleteOptions as an object of its own, with no name.
+    Err(ApiError::invalid_fields(
+        "DeleteOptions",
+        "meta.k8s.io",
+        "",
+        &errs,
+    ))
 }
 
 fn delete(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
     let opts = delete_options(req)?;
+    // The policy was checked with the other DeleteOptions.
     let finalizer = match opts.propagation_policy.as_deref() {
-        None | Some("Background") => None,
         Some("Orphan") => Some(crate::garbagecollector::FINALIZER_ORPHAN),
         Some("Foreground") => Some(crate::garbagecollector::FINALIZER_FOREGROUND),
-        Some(other) => {
-            return Err(ApiError::invalid(
-                p.info,
-                name,
-                "propagationPolicy",
-                &format!(
-                    "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-                ),
-            ))
-        }
+        _ => None,
     };
     if let Some(finalizer) = finalizer.filter(|_| req.st.garbage_collector && !opts.dry_run) {
         // The owner waits under the garbage collector's finalizer, added before the delete

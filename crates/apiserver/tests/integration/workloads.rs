@@ -534,3 +534,53 @@ fn objects_stored_before_a_restart_are_reconciled_after_it() {
         pods(&c, "gone").is_empty().then_some(())
     });
 }
+
+#[test]
+fn an_unknown_propagation_policy_is_refused_and_orphan_dependents_means_orphan() {
+    let c = cluster(false);
+    create(&c, RSS, replicaset("web", 1));
+    let made = names(&active_pods(&c, "web", 1));
+    for (case, query, body, want) in [
+        (
+            "unknown policy in the body",
+            "",
+            r#"{"propagationPolicy":"Sideways"}"#,
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+        ),
+        (
+            "unknown policy in the query",
+            "?propagationPolicy=Sideways",
+            "",
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+        ),
+        (
+            "policy and orphanDependents both",
+            "",
+            r#"{"propagationPolicy":"Orphan","orphanDependents":true}"#,
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"Orphan\": orphanDependents and deletionPropagation cannot be both set",
+        ),
+    ] {
+        let (code, status) = c.request(
+            "DELETE",
+            &format!("{RSS}/web{query}"),
+            Some("application/json"),
+            body,
+        );
+        assert_eq!(
+            (code, s(&status, "/message")),
+            (422, want),
+            "{case}: {status}"
+        );
+    }
+    delete(&c, &format!("{RSS}/web"), json!({"orphanDependents": true}));
+    wait_for("the replicaset gone", || {
+        (c.get(&format!("{RSS}/web")).0 == 404).then_some(())
+    });
+    let kept = wait_for("the pod released", || {
+        let kept = pods(&c, "web");
+        kept.iter()
+            .all(|p| p.pointer("/metadata/ownerReferences").is_none())
+            .then_some(kept)
+    });
+    assert_eq!(names(&kept), made);
+}

@@ -48,6 +48,9 @@ pub const COMPONENT: &str = "replicaset-controller";
 /// follow in the next syncs, which the writes' own events bring.
 pub const BURST_REPLICAS: usize = 500;
 
+/// Events taken together at most before the ReplicaSets they concern are synced.
+const COALESCE: usize = 1024;
+
 /// A ReplicaSet's namespace and name.
 type Key = (String, String);
 
@@ -460,7 +463,7 @@ pub async fn run(store: Arc<Store>) {
             let after = c.sync(&key.0, &key.1);
             requeue(&mut later, key, after);
         }
-        loop {
+        'watch: loop {
             let next = later.values().min().copied();
             let ev = tokio::select! {
                 ev = live.recv() => ev,
@@ -479,27 +482,33 @@ pub async fn run(store: Arc<Store>) {
                     continue;
                 }
             };
-            let ev = match ev {
-                Ok(ev) => ev,
-                // Fell behind: relist.
-                Err(RecvError::Lagged(_)) => break,
-                Err(RecvError::Closed) => return,
-            };
-            let keys: BTreeSet<Key> = if ev.storage == replicasets.storage {
-                if ev.kind == EventType::Deleted {
-                    BTreeSet::new()
-                } else {
+            // The events already there are taken together, so that a ReplicaSet whose pods
+            // changed many times (its own burst of creates) is synced once for all of them.
+            let mut keys: BTreeSet<Key> = BTreeSet::new();
+            let mut next = Some(ev);
+            let mut taken = 0;
+            while let Some(ev) = next.take() {
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    // Fell behind: relist.
+                    Err(RecvError::Lagged(_)) => break 'watch,
+                    Err(RecvError::Closed) => return,
+                };
+                if ev.storage == replicasets.storage && ev.kind != EventType::Deleted {
                     let rs = ev.object();
-                    BTreeSet::from([(
+                    keys.insert((
                         str_at(&rs, "/metadata/namespace").to_string(),
                         str_at(&rs, "/metadata/name").to_string(),
-                    )])
+                    ));
+                } else if ev.storage == pods.storage {
+                    keys.extend(c.replicasets_of_pod(&ev.object()));
                 }
-            } else if ev.storage == pods.storage {
-                c.replicasets_of_pod(&ev.object()).into_iter().collect()
-            } else {
-                BTreeSet::new()
-            };
+                taken += 1;
+                if taken < COALESCE {
+                    // A zero timeout polls once: an event that is ready now, or none.
+                    next = tokio::time::timeout(Duration::ZERO, live.recv()).await.ok();
+                }
+            }
             for key in keys {
                 let after = c.sync(&key.0, &key.1);
                 requeue(&mut later, key, after);

@@ -230,6 +230,45 @@ mod tests {
         assert!(resource_list("nope", "v1").is_none());
     }
 
+    /// kubectl scale finds the subresource, and the kind it sends, in discovery.
+    #[test]
+    fn replicasets_scale_is_an_autoscaling_v1_scale() {
+        let l = resource_list("apps", "v1").expect("apps");
+        let scale = l["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["name"] == "replicasets/scale")
+            .cloned();
+        assert_eq!(
+            scale,
+            Some(
+                json!({"name": "replicasets/scale", "singularName": "", "namespaced": true,
+                "kind": "Scale", "group": "autoscaling", "version": "v1",
+                "verbs": ["get", "patch", "update"]})
+            )
+        );
+        let apis = aggregated(false);
+        let sub = apis["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|g| g["metadata"]["name"] == "apps")
+            .flat_map(|g| g["versions"].as_array().into_iter().flatten())
+            .flat_map(|v| v["resources"].as_array().into_iter().flatten())
+            .find(|r| r["resource"] == "replicasets")
+            .map(|r| r["subresources"].clone());
+        assert_eq!(
+            sub,
+            Some(json!([
+                {"subresource": "status", "verbs": ["get", "patch", "update"],
+                 "responseKind": {"group": "apps", "version": "v1", "kind": "ReplicaSet"}},
+                {"subresource": "scale", "verbs": ["get", "patch", "update"],
+                 "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}}
+            ]))
+        );
+    }
+
     #[test]
     fn aggregated_accept_is_recognised_in_any_parameter_order() {
         assert!(wants_aggregated(

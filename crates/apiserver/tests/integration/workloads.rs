@@ -418,7 +418,7 @@ fn scale_subresource_reads_and_writes_spec_replicas() {
 }
 
 #[test]
-fn kubectl_scales_lists_and_deletes_a_replicaset() {
+fn kubectl_scales_lists_and_deletes_replicasets_in_the_foreground_and_orphaning() {
     let c = cluster(true);
     node(&c, "n1");
     let f = c.file(
@@ -461,8 +461,23 @@ fn kubectl_scales_lists_and_deletes_a_replicaset() {
         ),
         "{table}"
     );
-    c.kubectl_ok(&["delete", "rs", "web"]);
-    wait_for("the pods gone", || pods(&c, "web").is_empty().then_some(()));
+    // kubectl waits for the ReplicaSet to go, which under foreground deletion is after its
+    // pods.
+    assert_eq!(
+        c.kubectl_ok(&["delete", "rs", "web", "--cascade=foreground"]),
+        "replicaset.apps \"web\" deleted from default namespace\n"
+    );
+    assert_eq!(pods(&c, "web"), Vec::<Value>::new());
+    create(&c, RSS, replicaset("keep", 1));
+    let kept = names(&active_pods(&c, "keep", 1));
+    c.kubectl_ok(&["delete", "rs", "keep", "--cascade=orphan"]);
+    let left = wait_for("the pod released", || {
+        let left = pods(&c, "keep");
+        left.iter()
+            .all(|p| p.pointer("/metadata/ownerReferences").is_none())
+            .then_some(left)
+    });
+    assert_eq!(names(&left), kept);
 }
 
 /// A dependent created with an owner that does not exist is deleted; one with another

@@ -100,7 +100,8 @@ enum Command {
     /// once their claims are Bound; the PersistentVolume controller and provisioner
     /// stand-ins: claims bind to volumes, and claims of a class whose provisioner is a
     /// --provisioner get a volume; a default StorageClass `standard`, WaitForFirstConsumer,
-    /// provisioner rancher.io/local-path, unless a class is the default already), loads the
+    /// provisioner rancher.io/local-path, unless a class is the default already; the
+    /// ReplicaSet controller and the garbage collector), loads the
     /// objects of -f files through the API, and runs the scheduler against it
     /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
     /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
@@ -328,7 +329,8 @@ struct ApiserverArgs {
     /// (the status transitions KWOK performs); the PersistentVolume controller stand-in binds
     /// claims to volumes and the provisioner stand-in creates volumes for claims of the
     /// --provisioner names; a default StorageClass `standard` (WaitForFirstConsumer,
-    /// rancher.io/local-path) is created unless a class is the default already.
+    /// rancher.io/local-path) is created unless a class is the default already. The
+    /// ReplicaSet controller and the garbage collector run too, as under `up`.
     #[arg(long)]
     simulate_kubelets: bool,
 }
@@ -727,7 +729,8 @@ fn init_logging(verbosity: u8) {
 }
 
 /// The API server's configuration from its flags.
-/// `local_cluster` runs the volume controller stand-ins and creates the default StorageClass.
+/// `local_cluster` runs the volume controller stand-ins and the workload controllers, and
+/// creates the default StorageClass.
 fn server_config(
     flags: &ApiserverFlags,
     simulate_kubelets: bool,
@@ -739,6 +742,7 @@ fn server_config(
         data_dir_repair: flags.data_dir_repair,
         simulate_kubelets,
         volume_controllers: local_cluster,
+        workload_controllers: local_cluster,
         default_storage_class: local_cluster,
         provisioners: flags.provisioners.clone(),
         tokens: match &flags.token_file {

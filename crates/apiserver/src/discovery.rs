@@ -64,6 +64,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             let (kind, verbs): (&str, &[&str]) = match *sub {
                 "binding" => ("Binding", &["create"]),
                 "eviction" => ("Eviction", &["create"]),
+                "scale" => ("Scale", &["get", "patch", "update"]),
                 _ => (r.kind, &["get", "patch", "update"]),
             };
             let mut e = json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
@@ -71,6 +72,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             // kubectl drain uses eviction only when group and version are set.
             if *sub == "eviction" {
                 e["group"] = json!("policy");
+                e["version"] = json!("v1");
+            }
+            if *sub == "scale" {
+                e["group"] = json!("autoscaling");
                 e["version"] = json!("v1");
             }
             entries.push(e);
@@ -124,6 +129,7 @@ pub fn aggregated(core: bool) -> Value {
                             let (group, kind, verbs): (&str, &str, &[&str]) = match *sub {
                                 "binding" => (r.group, "Binding", &["create"]),
                                 "eviction" => ("policy", "Eviction", &["create"]),
+                                "scale" => ("autoscaling", "Scale", &["get", "patch", "update"]),
                                 _ => (r.group, r.kind, &["get", "patch", "update"]),
                             };
                             json!({"subresource": sub,
@@ -222,6 +228,45 @@ mod tests {
             .collect();
         assert!(names.contains(&"pods/binding") && names.contains(&"pods/status"));
         assert!(resource_list("nope", "v1").is_none());
+    }
+
+    /// kubectl scale finds the subresource, and the kind it sends, in discovery.
+    #[test]
+    fn replicasets_scale_is_an_autoscaling_v1_scale() {
+        let l = resource_list("apps", "v1").expect("apps");
+        let scale = l["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["name"] == "replicasets/scale")
+            .cloned();
+        assert_eq!(
+            scale,
+            Some(
+                json!({"name": "replicasets/scale", "singularName": "", "namespaced": true,
+                "kind": "Scale", "group": "autoscaling", "version": "v1",
+                "verbs": ["get", "patch", "update"]})
+            )
+        );
+        let apis = aggregated(false);
+        let sub = apis["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|g| g["metadata"]["name"] == "apps")
+            .flat_map(|g| g["versions"].as_array().into_iter().flatten())
+            .flat_map(|v| v["resources"].as_array().into_iter().flatten())
+            .find(|r| r["resource"] == "replicasets")
+            .map(|r| r["subresources"].clone());
+        assert_eq!(
+            sub,
+            Some(json!([
+                {"subresource": "status", "verbs": ["get", "patch", "update"],
+                 "responseKind": {"group": "apps", "version": "v1", "kind": "ReplicaSet"}},
+                {"subresource": "scale", "verbs": ["get", "patch", "update"],
+                 "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}}
+            ]))
+        );
     }
 
     #[test]

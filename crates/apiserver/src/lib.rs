@@ -6,7 +6,7 @@
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
-//! [`pv_controller`] and [`provisioner`].
+//! [`pv_controller`], [`provisioner`], [`replicaset`] and [`garbagecollector`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -29,6 +29,7 @@
 
 pub mod admission;
 pub mod discovery;
+pub mod garbagecollector;
 mod http;
 pub mod kubelet;
 pub mod meta;
@@ -40,6 +41,7 @@ pub mod provisioner;
 pub mod pv_controller;
 pub mod quantity;
 mod recorder;
+pub mod replicaset;
 pub mod resources;
 pub mod selectors;
 mod serve;
@@ -165,6 +167,9 @@ pub struct Config {
     /// stand-in ([`provisioner`]): claims bind to volumes, and claims handed to a provisioner
     /// in [`Config::provisioners`] get a volume.
     pub volume_controllers: bool,
+    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]) and the
+    /// garbage collector ([`garbagecollector`]).
+    pub workload_controllers: bool,
     /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
     /// serves.
     pub provisioners: Vec<String>,
@@ -232,6 +237,7 @@ impl Default for Config {
             tokens: Vec::new(),
             simulate_kubelets: false,
             volume_controllers: false,
+            workload_controllers: false,
             provisioners: vec![provisioner::DEFAULT_PROVISIONER.to_string()],
             default_storage_class: false,
             tls: None,
@@ -255,6 +261,8 @@ pub struct Server {
     kubelets: Option<JoinHandle<()>>,
     /// The PersistentVolume controller and provisioner stand-ins, when on.
     volume_controllers: Vec<JoinHandle<()>>,
+    /// The workload controllers, when on.
+    workload_controllers: Vec<JoinHandle<()>>,
     /// The namespace controller ([`namespace`]).
     namespaces: JoinHandle<()>,
     /// The serving certificate (PEM) when serving HTTPS.
@@ -389,6 +397,14 @@ impl Server {
         } else {
             Vec::new()
         };
+        let workload_controllers = if config.workload_controllers {
+            vec![
+                tokio::spawn(replicaset::run(store.clone())),
+                tokio::spawn(garbagecollector::run(store.clone())),
+            ]
+        } else {
+            Vec::new()
+        };
         let state = Arc::new(http::AppState {
             store: store.clone(),
             max_body_bytes: config.max_body_bytes,
@@ -399,6 +415,7 @@ impl Server {
             cors_allowed_origins,
             allowed_hosts: config.allowed_hosts.clone(),
             watch_backlog_bytes: config.watch_backlog_bytes,
+            garbage_collector: config.workload_controllers,
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let stopped = async {
@@ -420,6 +437,7 @@ impl Server {
             token: config.tokens.first().cloned(),
             kubelets,
             volume_controllers,
+            workload_controllers,
             namespaces,
             ca_pem: config.tls.as_ref().map(|t| t.cert_pem().to_vec()),
         })
@@ -466,7 +484,11 @@ impl Server {
         if let Some(k) = self.kubelets.take() {
             k.abort();
         }
-        for c in self.volume_controllers.drain(..) {
+        for c in self
+            .volume_controllers
+            .drain(..)
+            .chain(self.workload_controllers.drain(..))
+        {
             c.abort();
         }
         self.namespaces.abort();

@@ -195,7 +195,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["rs"],
         categories: &["all"],
-        subresources: &["status"],
+        subresources: &["status", "scale"],
         storage: "replicasets",
         fields: &[],
     },

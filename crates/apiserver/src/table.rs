@@ -41,6 +41,16 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             col("Container-Runtime", "string", "", 1),
         ],
         ("", "Namespace") => vec![name, col("Status", "string", "", 0), age],
+        ("apps", "ReplicaSet") => vec![
+            name,
+            col("Desired", "integer", "", 0),
+            col("Current", "integer", "", 0),
+            col("Ready", "integer", "", 0),
+            age,
+            col("Containers", "string", "", 1),
+            col("Images", "string", "", 1),
+            col("Selector", "string", "", 1),
+        ],
         ("", "Event") | ("events.k8s.io", "Event") => vec![
             col("Last Seen", "string", "", 0),
             col("Type", "string", "", 0),
@@ -476,6 +486,76 @@ fn int_or_string_cell(v: Option<&Value>) -> Value {
     }
 }
 
+/// A label selector as kubectl prints it (`app=web,tier in (a,b)`), `<none>` when empty.
+pub(crate) fn format_label_selector(sel: Option<&Value>) -> String {
+    let mut terms: Vec<String> = sel
+        .and_then(|s| s.get("matchLabels"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    for e in sel
+        .and_then(|s| s.get("matchExpressions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = s(e, "/key");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        terms.push(match s(e, "/operator") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op}"),
+        });
+    }
+    if terms.is_empty() {
+        "<none>".to_string()
+    } else {
+        terms.join(",")
+    }
+}
+
+/// Upstream: printers' printReplicaSet.
+fn replicaset_cells(rs: &Value) -> Vec<Value> {
+    let int = |p: &str| rs.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let containers: Vec<&Value> = rs
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let joined = |field: &str| {
+        containers
+            .iter()
+            .map(|c| s(c, field))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    vec![
+        json!(s(rs, "/metadata/name")),
+        // An unset `spec.replicas` means 1, as upstream's defaulting writes it.
+        json!(rs
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)),
+        json!(int("/status/replicas")),
+        json!(int("/status/readyReplicas")),
+        json!(age(rs)),
+        json!(joined("/name")),
+        json!(joined("/image")),
+        json!(format_label_selector(rs.pointer("/spec/selector"))),
+    ]
+}
+
 fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     let name = json!(s(obj, "/metadata/name"));
     match (info.group, info.kind) {
@@ -493,6 +573,7 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
         ],
         ("", "Pod") => pod_cells(obj),
         ("", "Node") => node_cells(obj),
+        ("apps", "ReplicaSet") => replicaset_cells(obj),
         ("", "Namespace") => vec![name, json!(s(obj, "/status/phase")), json!(age(obj))],
         ("coordination.k8s.io", "Lease") => {
             vec![name, json!(s(obj, "/spec/holderIdentity")), json!(age(obj))]

@@ -1,7 +1,7 @@
 //! `kubesched up` and `kubesched run` end to end, driven by real kubectl over loopback:
 //! pods bound where they fit, FailedScheduling with upstream's message and a retry on the
 //! node-add event (and on the CSINode-update event for a pod over its node's volume limit),
-//! two leader-electing replicas, an API server restart under a running scheduler, and
+//! two leader-electing replicas, a ReplicaSet's pods made, run and garbage-collected, an API server restart under a running scheduler, and
 //! `/metrics` as Prometheus text.
 //!
 //! Every wait is a bounded poll; the bounds are generous because CI machines are loaded,
@@ -261,6 +261,57 @@ fn up_binds_an_immediate_claim_to_a_volume_applied_with_kubectl() {
             vec!["standard", "rancher.io/local-path", "WaitForFirstConsumer"],
         ]
     );
+}
+
+/// `up` runs the ReplicaSet controller: a ReplicaSet of 3 applied with kubectl gets 3 pods,
+/// which the scheduler binds and the kubelet stand-in runs; `kubectl get rs` reads READY 3;
+/// deleting it deletes them.
+#[test]
+fn up_runs_the_pods_of_a_replicaset_applied_with_kubectl() {
+    let scratch = Scratch::new("rs");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let manifest = scratch.path("rs.yaml");
+    let rs = "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web}\nspec:\n  \
+              replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    \
+              metadata: {labels: {app: web}}\n    spec:\n      containers:\n      \
+              - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 100m}}}\n";
+    std::fs::write(
+        &manifest,
+        [node_yaml("n1", "4", &[], None), rs.to_string()].join("---\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &manifest.to_string_lossy()]);
+    // NAME DESIRED CURRENT READY (then age).
+    let row = wait_for(Duration::from_secs(60), "replicaset READY 3", || {
+        let out = kubectl_ok(&kubeconfig, &["get", "rs", "web", "--no-headers"]);
+        let fields: Vec<String> = out.split_whitespace().take(4).map(String::from).collect();
+        (fields.get(3).map(String::as_str) == Some("3")).then_some(fields)
+    });
+    assert_eq!(row, ["web", "3", "3", "3"]);
+    let pods = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "--no-headers",
+            "-o",
+            "custom-columns=PHASE:.status.phase,NODE:.spec.nodeName,OWNER:.metadata.ownerReferences[0].name",
+        ],
+    );
+    let pods: Vec<Vec<&str>> = pods
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(pods, vec![vec!["Running", "n1", "web"]; 3]);
+    kubectl_ok(&kubeconfig, &["delete", "rs", "web"]);
+    wait_for(Duration::from_secs(60), "the pods gone", || {
+        kubectl_ok(&kubeconfig, &["get", "pods", "-l", "app=web", "-o", "name"])
+            .trim()
+            .is_empty()
+            .then_some(())
+    });
 }
 
 /// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it

@@ -26,6 +26,7 @@ use crate::store::{self, Store};
 use crate::table;
 use crate::validation;
 
+mod scale;
 mod watch;
 
 /// Shared by every request.
@@ -46,6 +47,9 @@ pub(crate) struct AppState {
     pub allowed_hosts: Vec<String>,
     /// Bytes a watcher may have queued before it is ended (`Config::watch_backlog_bytes`).
     pub watch_backlog_bytes: usize,
+    /// Whether the garbage collector runs: only then do deletes with
+    /// `propagationPolicy` Orphan or Foreground add its finalizers (nothing else removes them).
+    pub garbage_collector: bool,
 }
 
 /// Whether the `Host` header names this server: an IP address, `localhost`, or one of
@@ -661,6 +665,21 @@ fn object(req: &Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
             patch(req, &p, name, sub.is_some())
         }
         (Method::DELETE, Some(name), None) => delete(req, &p, name),
+        (Method::GET, Some(name), Some("scale")) => {
+            Ok(json_response(200, &scale::get(req, &p, name)?))
+        }
+        (Method::PUT, Some(name), Some("scale")) => {
+            Ok(json_response(200, &scale::write(req, &p, name, None)?))
+        }
+        (Method::PATCH, Some(name), Some("scale")) => {
+            let ct = req.content_type();
+            let kind = PatchType::from_content_type(ct)
+                .ok_or_else(|| ApiError::unsupported_media_type(ct))?;
+            Ok(json_response(
+                200,
+                &scale::write(req, &p, name, Some(kind))?,
+            ))
+        }
         (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(req, &p, name),
         (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(req, &p, name),
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
@@ -1017,6 +1036,8 @@ struct DeleteRequest {
     resource_version: Option<String>,
     grace_period_seconds: Option<i64>,
     dry_run: bool,
+    /// `propagationPolicy` (`orphanDependents: true` is `Orphan`).
+    propagation_policy: Option<String>,
 }
 
 impl DeleteRequest {
@@ -1047,6 +1068,11 @@ fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError>
     let mut parsed = DeleteRequest {
         grace_period_seconds,
         dry_run: req.query.dry_run(),
+        propagation_policy: req
+            .query
+            .get("propagationPolicy")
+            .filter(|p| !p.is_empty())
+            .map(str::to_string),
         ..DeleteRequest::default()
     };
     let base = req
@@ -1057,6 +1083,7 @@ fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError>
         .trim()
         .to_string();
     if req.body.is_empty() || !(base.is_empty() || base == "application/json") {
+        check_propagation(parsed.propagation_policy.as_deref(), false)?;
         return Ok(parsed);
     }
     let body: Value = serde_json::from_slice(req.body)
@@ -1082,11 +1109,82 @@ fn delete_options_of(req: &Req<'_>, at: &str) -> Result<DeleteRequest, ApiError>
     }
     parsed.uid = s("/preconditions/uid");
     parsed.resource_version = s("/preconditions/resourceVersion");
+    let orphan_dependents = opts.get("orphanDependents").and_then(Value::as_bool);
+    let policy = s("/propagationPolicy");
+    let both = orphan_dependents.is_some() && policy.is_some();
+    if orphan_dependents == Some(true) {
+        parsed.propagation_policy = Some("Orphan".to_string());
+    }
+    if let Some(policy) = policy {
+        parsed.propagation_policy = Some(policy);
+    }
+    check_propagation(parsed.propagation_policy.as_deref(), both)?;
     Ok(parsed)
+}
+
+/// Upstream's ValidateDeleteOptions for the propagation policy: one of the three, and not
+/// given together with `orphanDependents`.
+fn check_propagation(policy: Option<&str>, with_orphan_dependents: bool) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    if with_orphan_dependents {
+        errs.push(validation::FieldError {
+            field: "propagationPolicy".to_string(),
+            kind: validation::FieldErrorKind::Invalid(json!(policy)),
+            detail: "orphanDependents and deletionPropagation cannot be both set".to_string(),
+        });
+    }
+    if let Some(p) = policy.filter(|p| !["Foreground", "Background", "Orphan"].contains(p)) {
+        errs.push(validation::FieldError {
+            field: "propagationPolicy".to_string(),
+            kind: validation::FieldErrorKind::NotSupported(
+                json!(p),
+                &["Foreground", "Background", "Orphan", "nil"],
+            ),
+            detail: String::new(),
+        });
+    }
+    if errs.is_empty() {
+        return Ok(());
+    }
+    // Upstream validates DeleteOptions as an object of its own, with no name.
+    Err(ApiError::invalid_fields(
+        "DeleteOptions",
+        "meta.k8s.io",
+        "",
+        &errs,
+    ))
 }
 
 fn delete(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
     let opts = delete_options(req)?;
+    // The policy was checked with the other DeleteOptions.
+    let finalizer = match opts.propagation_policy.as_deref() {
+        Some("Orphan") => Some(crate::garbagecollector::FINALIZER_ORPHAN),
+        Some("Foreground") => Some(crate::garbagecollector::FINALIZER_FOREGROUND),
+        _ => None,
+    };
+    if let Some(finalizer) = finalizer.filter(|_| req.st.garbage_collector && !opts.dry_run) {
+        // The owner waits under the garbage collector's finalizer, added before the delete
+        // marks it; one already being deleted keeps the policy it was deleted with.
+        req.st
+            .store
+            .update(p.info, namespace_of(p), name, false, |cur| {
+                let mut new = cur.clone();
+                if cur.pointer("/metadata/deletionTimestamp").is_some() {
+                    return Ok(new);
+                }
+                let mut finalizers = cur
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                if !finalizers.iter().any(|f| f == finalizer) {
+                    finalizers.push(json!(finalizer));
+                }
+                new["metadata"]["finalizers"] = Value::Array(finalizers);
+                Ok(new)
+            })?;
+    }
     let last = req
         .st
         .store

@@ -470,6 +470,7 @@ mod tests {
             cors_allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             watch_backlog_bytes: 1 << 20,
+            garbage_collector: false,
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -17,3 +17,4 @@ mod python;
 mod storage;
 mod validation;
 mod volumes;
+mod workloads;

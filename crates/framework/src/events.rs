@@ -169,6 +169,41 @@ pub enum EventObject {
     VolumeAttachment(Arc<VolumeAttachment>),
 }
 
+/// A kind of object cluster events carry, found in an [`EventObject`] by its variant.
+/// Queueing hints convert with it (upstream's `util.As`).
+pub trait EventKind: Sized {
+    /// The kind's name, as hint errors give it.
+    const KIND: &'static str;
+    /// The object, when `o` carries this kind.
+    fn of(o: &EventObject) -> Option<&Arc<Self>>;
+}
+
+macro_rules! event_kinds {
+    ($($kind:ident),*) => {$(
+        impl EventKind for $kind {
+            const KIND: &'static str = stringify!($kind);
+            fn of(o: &EventObject) -> Option<&Arc<Self>> {
+                match o {
+                    EventObject::$kind(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+event_kinds!(
+    Pod,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    CSINode,
+    CSIDriver,
+    CSIStorageCapacity,
+    VolumeAttachment
+);
+
 impl EventObject {
     /// The object's kind, for hint errors that name what they got.
     pub fn kind(&self) -> &'static str {

@@ -24,7 +24,8 @@ pub mod waiting_pods;
 pub use args::{decode_args, ArgsError};
 pub use cycle_state::{CycleState, StateData};
 pub use events::{
-    ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+    ActionType, ClusterEvent, ClusterEventWithHint, EventKind, EventObject, EventResource,
+    QueueingHint,
 };
 pub use handle::{
     Binding, ClientError, ClusterClient, EventType, ExtenderVictims, Handle, Nomination,

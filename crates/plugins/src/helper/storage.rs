@@ -1,9 +1,6 @@
 //! What the volume plugins (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits)
 //! all read from pods and claims, and how their queueing hints take a claim from an event.
 
-use std::sync::Arc;
-
-use framework::EventObject;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 
 /// The claim annotation that named the class before `spec.storageClassName` existed; it wins
@@ -47,19 +44,6 @@ pub fn claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
         .map(|c| c.claim_name.as_str())
 }
 
-/// The claim a PersistentVolumeClaim event carries, or the error a queueing hint returns for
-/// another object (upstream's "expected ..., but got ..." conversion error).
-pub fn claim_of_event(new: Option<&EventObject>) -> Result<&Arc<PersistentVolumeClaim>, String> {
-    match new {
-        Some(EventObject::PersistentVolumeClaim(c)) => Ok(c),
-        Some(o) => Err(format!(
-            "expected PersistentVolumeClaim, but got {}",
-            o.kind()
-        )),
-        None => Err("expected PersistentVolumeClaim, but got nothing".to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,25 +74,5 @@ mod tests {
         .map(|c| claim_class(c).to_string())
         .collect::<Vec<_>>();
         assert_eq!(got, vec!["beta", "ga", "", ""]);
-    }
-
-    #[test]
-    fn a_hint_is_refused_another_object_or_none() {
-        let c = Arc::new(claim(None, Some("ga")));
-        let node = EventObject::Node(Arc::new(Default::default()));
-        let got = [
-            claim_of_event(Some(&EventObject::PersistentVolumeClaim(c.clone())))
-                .map(|c| claim_class(c).to_string()),
-            claim_of_event(Some(&node)).map(|c| claim_class(c).to_string()),
-            claim_of_event(None).map(|c| claim_class(c).to_string()),
-        ];
-        assert_eq!(
-            got,
-            [
-                Ok("ga".to_string()),
-                Err("expected PersistentVolumeClaim, but got Node".to_string()),
-                Err("expected PersistentVolumeClaim, but got nothing".to_string()),
-            ]
-        );
     }
 }

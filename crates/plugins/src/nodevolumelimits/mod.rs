@@ -36,9 +36,10 @@ use framework::{
     PreFilterResult, QueueingHint, Snapshot, Status, StorageListers,
 };
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
-use k8s_openapi::api::storage::v1::CSINode;
+use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 
-use crate::helper::storage::{claim_class, claim_of_event, pod_volumes};
+use crate::helper::events::new_object;
+use crate::helper::storage::{claim_class, pod_volumes};
 use crate::names;
 use translation::{csi_name_from_in_tree_name, is_csi_migration_on};
 
@@ -224,16 +225,10 @@ fn is_schedulable_after_csi_node_updated(
     old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let as_csi_node = |o: Option<&EventObject>| -> Result<Arc<CSINode>, String> {
-        match o {
-            Some(EventObject::CSINode(n)) => Ok(n.clone()),
-            Some(o) => Err(format!("expected CSINode, but got {}", o.kind())),
-            None => Err("expected CSINode, but got nothing".to_string()),
-        }
-    };
-    let (original, modified) = (as_csi_node(old)?, as_csi_node(new)?);
-    let before = volume_limits(Some(&original));
-    let after = volume_limits(Some(&modified));
+    // Registered for updates only, so both objects are there.
+    let (original, modified) = (new_object::<CSINode>(old)?, new_object::<CSINode>(new)?);
+    let before = volume_limits(Some(original));
+    let after = volume_limits(Some(modified));
     let grew = before
         .iter()
         .any(|(driver, old_limit)| after.get(driver).is_none_or(|n| n > old_limit));
@@ -250,11 +245,7 @@ fn is_schedulable_after_pod_deleted(
     old: Option<&EventObject>,
     _new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let deleted = match old {
-        Some(EventObject::Pod(p)) => p,
-        Some(o) => return Err(format!("expected Pod, but got {}", o.kind())),
-        None => return Err("expected Pod, but got nothing".to_string()),
-    };
+    let deleted = new_object::<Pod>(old)?;
     let on_node = deleted
         .spec
         .as_ref()
@@ -273,7 +264,7 @@ fn is_schedulable_after_pvc_added(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = claim_of_event(new)?;
+    let claim = new_object::<PersistentVolumeClaim>(new)?;
     if claim.metadata.namespace.as_deref().unwrap_or("") != pod_namespace(pod) {
         return Ok(QueueingHint::QueueSkip);
     }
@@ -297,11 +288,7 @@ fn is_schedulable_after_volume_attachment_deleted(
     old: Option<&EventObject>,
     _new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let attachment = match old {
-        Some(EventObject::VolumeAttachment(a)) => a,
-        Some(o) => return Err(format!("expected VolumeAttachment, but got {}", o.kind())),
-        None => return Err("expected VolumeAttachment, but got nothing".to_string()),
-    };
+    let attachment = new_object::<VolumeAttachment>(old)?;
     let attached_pv = attachment.spec.source.persistent_volume_name.as_deref();
     for vol in pod_volumes(pod) {
         if let Some(c) = &vol.persistent_volume_claim {

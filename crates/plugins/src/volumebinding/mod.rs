@@ -42,9 +42,10 @@ use framework::{
     ScorePlugin, Snapshot, Status, StorageListers, StorageWatch,
 };
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
-use crate::helper::storage::{claim_class, claim_of_event};
+use crate::helper::events::{new_object, old_object};
+use crate::helper::storage::claim_class;
 use crate::names;
 use crate::noderesources::requested_to_capacity_ratio::FunctionShape;
 
@@ -420,15 +421,10 @@ fn is_schedulable_after_storage_class_change(
     old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let new = match new {
-        Some(EventObject::StorageClass(c)) => c,
-        Some(o) => return Err(format!("expected StorageClass, but got {}", o.kind())),
-        None => return Err("expected StorageClass, but got nothing".to_string()),
-    };
-    let old = match old {
+    let new = new_object::<StorageClass>(new)?;
+    let old = match old_object::<StorageClass>(old)? {
         None => return Ok(QueueingHint::Queue),
-        Some(EventObject::StorageClass(c)) => c,
-        Some(o) => return Err(format!("expected StorageClass, but got {}", o.kind())),
+        Some(c) => c,
     };
     if old.allowed_topologies != new.allowed_topologies {
         Ok(QueueingHint::Queue)
@@ -443,7 +439,7 @@ fn is_schedulable_after_claim_change(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = claim_of_event(new)?;
+    let claim = new_object::<PersistentVolumeClaim>(new)?;
     if claim.metadata.namespace.as_deref().unwrap_or("")
         != pod.metadata.namespace.as_deref().unwrap_or("")
     {
@@ -463,16 +459,10 @@ fn is_schedulable_after_csi_node_change(
     old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let as_csi_node = |o: Option<&EventObject>| match o {
-        Some(EventObject::CSINode(n)) => Ok(n.clone()),
-        Some(o) => Err(format!("expected CSINode, but got {}", o.kind())),
-        None => Err("expected CSINode, but got nothing".to_string()),
-    };
-    let new = as_csi_node(new)?;
-    let Some(old) = old else {
+    let new = new_object::<CSINode>(new)?;
+    let Some(old) = old_object::<CSINode>(old)? else {
         return Ok(QueueingHint::Queue);
     };
-    let old = as_csi_node(Some(old))?;
     let migrated = |n: &CSINode| {
         n.metadata
             .annotations
@@ -480,7 +470,7 @@ fn is_schedulable_after_csi_node_change(
             .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
             .cloned()
     };
-    if migrated(&old) != migrated(&new) {
+    if migrated(old) != migrated(new) {
         Ok(QueueingHint::Queue)
     } else {
         Ok(QueueingHint::QueueSkip)
@@ -493,12 +483,8 @@ fn is_schedulable_after_csi_driver_change(
     old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let as_driver = |o: Option<&EventObject>| match o {
-        Some(EventObject::CSIDriver(d)) => Ok(d.clone()),
-        Some(o) => Err(format!("expected CSIDriver, but got {}", o.kind())),
-        None => Err("expected CSIDriver, but got nothing".to_string()),
-    };
-    let (old, new) = (as_driver(old)?, as_driver(new)?);
+    // Registered for updates only, so both objects are there.
+    let (old, new) = (new_object::<CSIDriver>(old)?, new_object::<CSIDriver>(new)?);
     let name = new.metadata.name.as_deref().unwrap_or("");
     let uses_driver = pod
         .spec
@@ -506,7 +492,7 @@ fn is_schedulable_after_csi_driver_change(
         .flat_map(|s| s.volumes.iter().flatten())
         .any(|v| v.csi.as_ref().is_some_and(|c| c.driver == name));
     let tracked = |d: &CSIDriver| d.spec.storage_capacity.unwrap_or(false);
-    if uses_driver && tracked(&old) && !tracked(&new) {
+    if uses_driver && tracked(old) && !tracked(new) {
         Ok(QueueingHint::Queue)
     } else {
         Ok(QueueingHint::QueueSkip)
@@ -520,23 +506,17 @@ fn is_schedulable_after_csi_storage_capacity_change(
     old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let as_capacity = |o: Option<&EventObject>| match o {
-        Some(EventObject::CSIStorageCapacity(c)) => Ok(c.clone()),
-        Some(o) => Err(format!("expected CSIStorageCapacity, but got {}", o.kind())),
-        None => Err("expected CSIStorageCapacity, but got nothing".to_string()),
-    };
-    let new = as_capacity(new)?;
-    let Some(old) = old else {
+    let new = new_object::<CSIStorageCapacity>(new)?;
+    let Some(old) = old_object::<CSIStorageCapacity>(old)? else {
         return Ok(QueueingHint::Queue);
     };
-    let old = as_capacity(Some(old))?;
     let limit = |c: &CSIStorageCapacity| {
         c.maximum_volume_size
             .as_ref()
             .or(c.capacity.as_ref())
             .and_then(|q| framework::quantity::parse_value(&q.0).ok())
     };
-    match (limit(&old), limit(&new)) {
+    match (limit(old), limit(new)) {
         (None, Some(_)) => Ok(QueueingHint::Queue),
         (Some(o), Some(n)) if n > o => Ok(QueueingHint::Queue),
         _ => Ok(QueueingHint::QueueSkip),

@@ -26,9 +26,10 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterExtensions,
     PreFilterPlugin, PreFilterResult, QueueingHint, Snapshot, Status,
 };
-use k8s_openapi::api::core::v1::{Pod, Volume};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 
-use crate::helper::storage::{claim_names, claim_of_event, pod_volumes};
+use crate::helper::events::new_object;
+use crate::helper::storage::{claim_names, pod_volumes};
 use crate::names;
 
 pub const NAME: &str = names::VOLUME_RESTRICTIONS;
@@ -244,7 +245,7 @@ fn is_schedulable_after_persistent_volume_claim_added(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = claim_of_event(new)?;
+    let claim = new_object::<PersistentVolumeClaim>(new)?;
     let same_namespace = claim.metadata.namespace.as_deref().unwrap_or("") == namespace(pod);
     let name = claim.metadata.name.as_deref().unwrap_or("");
     if same_namespace && claim_names(pod).any(|c| c == name) {

@@ -19,8 +19,10 @@ use framework::{
     PreFilterResult, QueueingHint, Snapshot, Status,
 };
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 
-use crate::helper::storage::{claim_class, claim_names, claim_of_event, WAIT_FOR_FIRST_CONSUMER};
+use crate::helper::events::{new_object, old_object};
+use crate::helper::storage::{claim_class, claim_names, WAIT_FOR_FIRST_CONSUMER};
 use crate::names;
 use crate::volumebinding::explain::ClaimReason;
 
@@ -166,16 +168,11 @@ fn is_schedulable_after_storage_class_added(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    match new {
-        Some(EventObject::StorageClass(c)) => {
-            if c.volume_binding_mode.as_deref() == Some(WAIT_FOR_FIRST_CONSUMER) {
-                Ok(QueueingHint::Queue)
-            } else {
-                Ok(QueueingHint::QueueSkip)
-            }
-        }
-        Some(o) => Err(format!("expected StorageClass, but got {}", o.kind())),
-        None => Err("expected StorageClass, but got nothing".to_string()),
+    let class = new_object::<StorageClass>(new)?;
+    if class.volume_binding_mode.as_deref() == Some(WAIT_FOR_FIRST_CONSUMER) {
+        Ok(QueueingHint::Queue)
+    } else {
+        Ok(QueueingHint::QueueSkip)
     }
 }
 
@@ -185,7 +182,7 @@ fn is_schedulable_after_claim_change(
     _old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let claim = claim_of_event(new)?;
+    let claim = new_object::<PersistentVolumeClaim>(new)?;
     let same_namespace = claim.metadata.namespace.as_deref().unwrap_or("")
         == pod.metadata.namespace.as_deref().unwrap_or("");
     let name = claim.metadata.name.as_deref().unwrap_or("");
@@ -202,21 +199,14 @@ fn is_schedulable_after_volume_change(
     old: Option<&EventObject>,
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
-    let as_volume = |o: Option<&EventObject>| -> Result<Option<Arc<PersistentVolume>>, String> {
-        match o {
-            None => Ok(None),
-            Some(EventObject::PersistentVolume(v)) => Ok(Some(v.clone())),
-            Some(o) => Err(format!("expected PersistentVolume, but got {}", o.kind())),
-        }
-    };
-    let (original, modified) = (as_volume(old)?, as_volume(new)?);
+    let (original, modified) = (
+        old_object::<PersistentVolume>(old)?,
+        new_object::<PersistentVolume>(new)?,
+    );
     let Some(original) = original else {
         return Ok(QueueingHint::Queue);
     };
-    let Some(modified) = modified else {
-        return Err("expected PersistentVolume, but got nothing".to_string());
-    };
-    if pv_topologies(&original) != pv_topologies(&modified) {
+    if pv_topologies(original) != pv_topologies(modified) {
         Ok(QueueingHint::Queue)
     } else {
         Ok(QueueingHint::QueueSkip)

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod admission;
+pub mod controller;
 pub mod discovery;
 pub mod garbagecollector;
 mod http;

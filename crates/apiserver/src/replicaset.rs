@@ -30,12 +30,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::admission;
-use crate::meta;
+use crate::controller::{
+    controller_ref, is_active, is_available, is_ready, owner_reference, owner_refs,
+    pod_from_template, ready_for, requeue, sleep_until, terminating, with_owner_refs,
+};
 use crate::pv_controller::{selector_matches, str_at};
 use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
@@ -53,79 +56,6 @@ const COALESCE: usize = 1024;
 
 /// A ReplicaSet's namespace and name.
 type Key = (String, String);
-
-/// The controller reference of an object: its `ownerReferences` entry with
-/// `controller: true`.
-pub fn controller_ref(obj: &Value) -> Option<&Value> {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-}
-
-/// The owner reference a ReplicaSet's pods carry.
-pub fn owner_reference(rs: &Value) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-           "name": str_at(rs, "/metadata/name"), "uid": str_at(rs, "/metadata/uid"),
-           "controller": true, "blockOwnerDeletion": true})
-}
-
-fn terminating(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp").is_some()
-}
-
-/// Active: not terminating, not Succeeded or Failed (upstream's IsPodActive).
-pub fn is_active(pod: &Value) -> bool {
-    !terminating(pod) && !matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
-}
-
-fn ready_condition(pod: &Value) -> Option<&Value> {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|c| str_at(c, "/type") == "Ready")
-}
-
-/// Whether the pod's Ready condition is True.
-pub fn is_ready(pod: &Value) -> bool {
-    ready_condition(pod).is_some_and(|c| str_at(c, "/status") == "True")
-}
-
-/// Seconds the pod has been ready (from the Ready condition's `lastTransitionTime`), if it
-/// is ready.
-fn ready_for(pod: &Value) -> Option<i64> {
-    let c = ready_condition(pod).filter(|c| str_at(c, "/status") == "True")?;
-    Some(meta::age_seconds(str_at(c, "/lastTransitionTime")).unwrap_or(0))
-}
-
-/// Whether the pod has been ready for `min_ready_seconds` (upstream's IsPodAvailable).
-pub fn is_available(pod: &Value, min_ready_seconds: i64) -> bool {
-    match ready_for(pod) {
-        Some(_) if min_ready_seconds <= 0 => true,
-        Some(secs) => secs >= min_ready_seconds,
-        None => false,
-    }
-}
-
-/// The pod a ReplicaSet makes from its template.
-pub fn pod_from_template(rs: &Value) -> Value {
-    let template = rs.pointer("/spec/template").cloned().unwrap_or(Value::Null);
-    let mut metadata = Map::new();
-    metadata.insert(
-        "generateName".into(),
-        json!(format!("{}-", str_at(rs, "/metadata/name"))),
-    );
-    for field in ["labels", "annotations", "finalizers"] {
-        if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
-            if !v.is_null() {
-                metadata.insert(field.into(), v.clone());
-            }
-        }
-    }
-    metadata.insert("ownerReferences".into(), json!([owner_reference(rs)]));
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-           "spec": template.get("spec").cloned().unwrap_or_else(|| json!({}))})
-}
 
 /// Upstream's order of pods to delete first (ActivePods' Less): unscheduled before
 /// scheduled, Pending before Unknown before Running, not ready before ready, ready for less
@@ -197,25 +127,6 @@ pub fn calculate_status(rs: &Value, active: &[&Value]) -> Value {
             .unwrap_or(json!(1)),
     );
     Value::Object(status)
-}
-
-fn with_owner_refs(pod: &Value, refs: Vec<Value>) -> Value {
-    let mut new = pod.clone();
-    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        if refs.is_empty() {
-            m.remove("ownerReferences");
-        } else {
-            m.insert("ownerReferences".into(), Value::Array(refs));
-        }
-    }
-    new
-}
-
-fn owner_refs(obj: &Value) -> Vec<Value> {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
 }
 
 struct ReplicaSetController {
@@ -318,7 +229,7 @@ impl ReplicaSetController {
         if active.len() < want {
             let classes = self.store.list(self.priority_classes, None).0;
             for _ in 0..(want - active.len()).min(BURST_REPLICAS) {
-                let mut pod = pod_from_template(rs);
+                let mut pod = pod_from_template(rs, owner_reference(rs, "apps/v1", "ReplicaSet"));
                 admission::default_pod(&mut pod);
                 let created = admission::admit_priority(self.pods, &mut pod, &classes)
                     .and_then(|()| self.store.create(self.pods, ns, pod, false));
@@ -389,7 +300,7 @@ impl ReplicaSetController {
                     ));
                 }
                 let mut refs = owner_refs(cur);
-                refs.push(owner_reference(rs));
+                refs.push(owner_reference(rs, "apps/v1", "ReplicaSet"));
                 Ok(with_owner_refs(cur, refs))
             })
             .ok()
@@ -517,19 +428,6 @@ pub async fn run(store: Arc<Store>) {
     }
 }
 
-fn requeue(later: &mut BTreeMap<Key, Instant>, key: Key, after: Option<Duration>) {
-    if let Some(after) = after {
-        later.insert(key, Instant::now() + after);
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use rstest::rstest;
@@ -613,7 +511,7 @@ mod tests {
                                                "annotations": {"a": "b"}},
                                   "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
         assert_eq!(
-            pod_from_template(&rs),
+            pod_from_template(&rs, owner_reference(&rs, "apps/v1", "ReplicaSet")),
             json!({"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"generateName": "web-", "labels": {"app": "web"},
                                 "annotations": {"a": "b"},
@@ -631,7 +529,7 @@ mod tests {
                      "template": {"metadata": {"labels": {"app": "web", "tier": "fe"}}}},
             "status": {"conditions": []}});
         let long_ready = pod("a", "n", "Running", Some("2000-01-01T00:00:00Z"), "");
-        let just_ready = pod("b", "n", "Running", Some(&meta::now_rfc3339()), "");
+        let just_ready = pod("b", "n", "Running", Some(&crate::meta::now_rfc3339()), "");
         let mut labeled = pod("c", "n", "Pending", None, "");
         labeled["metadata"]["labels"]["tier"] = json!("fe");
         assert_eq!(

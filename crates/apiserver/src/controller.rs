@@ -1,0 +1,130 @@
+//! What the workload controller stand-ins share: controller references, pod readiness and
+//! availability as upstream's controllers judge them, pods made from an owner's template,
+//! and the timers of owners to look at again.
+//!
+//! Upstream: pkg/controller/controller_utils.go and pkg/api/v1/pod (IsPodReady,
+//! IsPodAvailable).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use crate::meta;
+use crate::pv_controller::str_at;
+
+/// The controller reference of an object: its `ownerReferences` entry with
+/// `controller: true`.
+pub fn controller_ref(obj: &Value) -> Option<&Value> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+}
+
+/// The controller reference an owner's dependents carry: the owner's `apiVersion`, `kind`,
+/// name and uid, with `controller` and `blockOwnerDeletion`.
+pub fn owner_reference(owner: &Value, api_version: &str, kind: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind,
+           "name": str_at(owner, "/metadata/name"), "uid": str_at(owner, "/metadata/uid"),
+           "controller": true, "blockOwnerDeletion": true})
+}
+
+pub fn terminating(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp").is_some()
+}
+
+/// Active: not terminating, not Succeeded or Failed (upstream's IsPodActive).
+pub fn is_active(pod: &Value) -> bool {
+    !terminating(pod) && !matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
+}
+
+pub fn ready_condition(pod: &Value) -> Option<&Value> {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| str_at(c, "/type") == "Ready")
+}
+
+/// Whether the pod's Ready condition is True.
+pub fn is_ready(pod: &Value) -> bool {
+    ready_condition(pod).is_some_and(|c| str_at(c, "/status") == "True")
+}
+
+/// Seconds the pod has been ready (from the Ready condition's `lastTransitionTime`), if it
+/// is ready.
+pub fn ready_for(pod: &Value) -> Option<i64> {
+    let c = ready_condition(pod).filter(|c| str_at(c, "/status") == "True")?;
+    Some(meta::age_seconds(str_at(c, "/lastTransitionTime")).unwrap_or(0))
+}
+
+/// Whether the pod has been ready for `min_ready_seconds` (upstream's IsPodAvailable).
+pub fn is_available(pod: &Value, min_ready_seconds: i64) -> bool {
+    match ready_for(pod) {
+        Some(_) if min_ready_seconds <= 0 => true,
+        Some(secs) => secs >= min_ready_seconds,
+        None => false,
+    }
+}
+
+/// The pod an owner makes from its `spec.template`, named by `generateName: <owner>-` and
+/// carrying `owner_ref` (from [`owner_reference`]); the template's labels, annotations and
+/// finalizers are kept.
+pub fn pod_from_template(owner: &Value, owner_ref: Value) -> Value {
+    let template = owner
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut metadata = Map::new();
+    metadata.insert(
+        "generateName".into(),
+        json!(format!("{}-", str_at(owner, "/metadata/name"))),
+    );
+    for field in ["labels", "annotations", "finalizers"] {
+        if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
+            if !v.is_null() {
+                metadata.insert(field.into(), v.clone());
+            }
+        }
+    }
+    metadata.insert("ownerReferences".into(), json!([owner_ref]));
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+           "spec": template.get("spec").cloned().unwrap_or_else(|| json!({}))})
+}
+
+/// The object with its `ownerReferences` replaced (removed when `refs` is empty).
+pub fn with_owner_refs(pod: &Value, refs: Vec<Value>) -> Value {
+    let mut new = pod.clone();
+    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        if refs.is_empty() {
+            m.remove("ownerReferences");
+        } else {
+            m.insert("ownerReferences".into(), Value::Array(refs));
+        }
+    }
+    new
+}
+
+/// An object's `ownerReferences`.
+pub fn owner_refs(obj: &Value) -> Vec<Value> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Schedules `key` to be synced again `after` from now, when given.
+pub fn requeue<K: Ord>(later: &mut BTreeMap<K, Instant>, key: K, after: Option<Duration>) {
+    if let Some(after) = after {
+        later.insert(key, Instant::now() + after);
+    }
+}
+
+/// Sleeps until `at`, or forever when there is nothing to wait for.
+pub async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

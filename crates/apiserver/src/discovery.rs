@@ -1,5 +1,4 @@
-//! `/version`, API discovery (legacy and aggregated v2) and the minimal `/openapi/v3` that lets
-//! `kubectl create/apply -f` run without `--validate=false`.
+//! `/version` and API discovery (legacy and aggregated v2); OpenAPI is in [`crate::openapi`].
 
 use serde_json::{json, Value};
 
@@ -7,9 +6,6 @@ use crate::resources::{self, ResourceInfo, RESOURCES};
 
 /// The Kubernetes version this server speaks.
 pub const KUBE_MINOR: &str = "37";
-
-/// Changes whenever the OpenAPI documents change: kubectl HTTP-caches them by this hash.
-const OPENAPI_HASH: &str = "kubesched-apiserver-1";
 
 /// `/version`.
 pub fn version() -> Value {
@@ -166,53 +162,6 @@ pub fn aggregated(core: bool) -> Value {
            "metadata": {}, "items": items})
 }
 
-fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        format!("api/{version}")
-    } else {
-        format!("apis/{group}/{version}")
-    }
-}
-
-/// `/openapi/v3`: one entry per served group-version.
-pub fn openapi_index() -> Value {
-    let mut paths = serde_json::Map::new();
-    for (g, v) in resources::group_versions() {
-        let p = gv_path(g, v);
-        paths.insert(
-            p.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={OPENAPI_HASH}")}),
-        );
-    }
-    json!({"paths": paths})
-}
-
-/// `/openapi/v3/{api/v1 | apis/g/v}`: one PATCH operation per kind listing `fieldValidation`,
-/// which is all kubectl checks before it sends `fieldValidation=Strict`.
-pub fn openapi_group_version(path: &str) -> Option<Value> {
-    let (g, v) = resources::group_versions()
-        .into_iter()
-        .find(|(g, v)| gv_path(g, v) == path)?;
-    let mut paths = serde_json::Map::new();
-    for r in in_gv(g, v) {
-        let ns = if r.namespaced {
-            "/namespaces/{namespace}"
-        } else {
-            ""
-        };
-        paths.insert(
-            format!("/{path}{ns}/{}/{{name}}", r.resource),
-            json!({"patch": {
-                "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version, "kind": r.kind},
-                "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}],
-                "responses": {"200": {"description": "OK"}}}}),
-        );
-    }
-    Some(json!({"openapi": "3.0.0",
-                "info": {"title": "Kubernetes", "version": format!("v1.{KUBE_MINOR}.0")},
-                "paths": paths, "components": {"schemas": {}}}))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,15 +227,5 @@ mod tests {
             "application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io"
         ));
         assert!(!wants_aggregated("application/json, */*"));
-    }
-
-    #[test]
-    fn openapi_documents_every_group_version() {
-        let idx = openapi_index();
-        for (g, v) in resources::group_versions() {
-            let p = gv_path(g, v);
-            assert!(idx["paths"].get(&p).is_some(), "{p}");
-            assert!(openapi_group_version(&p).is_some(), "{p}");
-        }
     }
 }

@@ -35,6 +35,7 @@ mod http;
 pub mod kubelet;
 pub mod meta;
 pub mod namespace;
+pub mod openapi;
 pub mod paging;
 pub mod patch;
 pub mod protobuf;

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::admission;
 use crate::discovery;
+use crate::openapi;
 use crate::paging;
 use crate::patch::{self, PatchType};
 use crate::resources::{self, ResourceInfo};
@@ -227,6 +228,43 @@ fn json_response_typed(code: u16, body: &Value, content_type: &'static str) -> R
         .into_response()
 }
 
+/// An OpenAPI document with its ETag (answering a matching `If-None-Match` with 304) and, when
+/// asked for by content hash, cached as immutable for a year, as kube-apiserver serves them.
+fn openapi_response(
+    doc: &openapi::Document,
+    content_type: &'static str,
+    headers: &HeaderMap,
+    immutable: bool,
+) -> Response {
+    let etag = format!("\"{}\"", doc.hash);
+    let mut r = if header_str(headers, header::IF_NONE_MATCH) == etag {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+            doc.body.clone(),
+        )
+            .into_response()
+    };
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    // The Accept header chooses JSON or protobuf: caches must keep them apart.
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    if immutable {
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, immutable"),
+        );
+        let expires = std::time::SystemTime::now() + Duration::from_secs(365 * 24 * 3600);
+        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(expires)) {
+            h.insert(header::EXPIRES, v);
+        }
+    }
+    r
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         json_response(self.code, &self.to_status())
@@ -243,6 +281,7 @@ enum Route {
     ResourceList(String, String),
     OpenApiIndex,
     OpenApi(String),
+    OpenApiV2,
     Object(ObjectPath),
     /// `POST /api/v1/namespaces/{ns}/bindings`: binds the pod the Binding names.
     LegacyBinding(String),
@@ -264,9 +303,7 @@ fn route(path: &str) -> Option<Route> {
         ["healthz" | "livez" | "readyz", ..] => Some(Route::Health),
         ["api"] => Some(Route::CoreVersions),
         ["apis"] => Some(Route::Groups),
-        // `/openapi/v2` is deliberately 404 (no route): kubectl asks for it only to compute
-        // client-side apply/diff patches and falls back to its built-in patch metadata on a
-        // 404, while a document without schemas would be taken as authoritative.
+        ["openapi", "v2"] => Some(Route::OpenApiV2),
         ["openapi", "v3"] => Some(Route::OpenApiIndex),
         ["openapi", "v3", rest @ ..] => Some(Route::OpenApi(rest.join("/"))),
         ["api", v] => Some(Route::ResourceList(String::new(), (*v).to_string())),
@@ -468,11 +505,32 @@ fn respond(
             Some(l) => json_response(200, &l),
             None => ApiError::no_route().into_response(),
         },
-        (Route::OpenApiIndex, &Method::GET) => json_response(200, &discovery::openapi_index()),
-        (Route::OpenApi(p), &Method::GET) => match discovery::openapi_group_version(&p) {
-            Some(d) => json_response(200, &d),
-            None => ApiError::no_route().into_response(),
+        (Route::OpenApiIndex, &Method::GET) => {
+            openapi_response(openapi::v3_index(), "application/json", headers, false)
+        }
+        (Route::OpenApi(p), &Method::GET) => match (openapi::v3(&p), query.get("hash")) {
+            // A stale hash (the client's index is older than this server) is sent to the
+            // current document, as upstream does.
+            (Some(d), Some(h)) if h != d.hash => (
+                StatusCode::MOVED_PERMANENTLY,
+                [(header::LOCATION, format!("/openapi/v3/{p}?hash={}", d.hash))],
+            )
+                .into_response(),
+            (Some(d), hash) => openapi_response(d, "application/json", headers, hash.is_some()),
+            (None, _) => ApiError::no_route().into_response(),
         },
+        (Route::OpenApiV2, &Method::GET) => {
+            if openapi::wants_v2_protobuf(accept) {
+                openapi_response(
+                    openapi::v2(true),
+                    openapi::V2_PROTOBUF_CONTENT_TYPE,
+                    headers,
+                    false,
+                )
+            } else {
+                openapi_response(openapi::v2(false), "application/json", headers, false)
+            }
+        }
         (Route::LegacyBinding(ns), &Method::POST) => {
             let req = Req {
                 st,
@@ -594,7 +652,21 @@ impl Req<'_> {
         } else {
             Vec::new()
         };
-        let warnings = admission::check_fields(info, obj, mode, &duplicates)?;
+        let warnings = admission::check_fields(info, obj, mode, &duplicates).map_err(|mut e| {
+            // A create or update body is decoded as a whole object, and upstream names the
+            // kind that could not be decoded; a patch's strict errors stand alone.
+            if matches!(*self.method, Method::POST | Method::PUT)
+                && e.message.starts_with("strict decoding error")
+            {
+                e.message = format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {}",
+                    e.message,
+                    kind = info.kind,
+                    version = info.version
+                );
+            }
+            e
+        })?;
         self.warnings.borrow_mut().extend(warnings);
         Ok(())
     }

@@ -794,10 +794,10 @@ fn creating_in_a_terminating_namespace_is_403_namespace_terminating() {
 }
 
 #[test]
-fn openapi_v2_is_404_with_a_status() {
+fn openapi_v3_of_an_unserved_group_version_is_404_with_a_status() {
     let c = Cluster::start();
     assert_eq!(
-        c.get("/openapi/v2"),
+        c.get("/openapi/v3/apis/nope.example.com/v1"),
         (
             404,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

@@ -143,11 +143,11 @@ fn bad_request(message: &str) -> Value {
 #[case::duplicate_fields_under_strict_validation(
     PODS, "?fieldValidation=Strict",
     r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","name":"y"},"spec":{"containers":[{"name":"c","image":"nginx","image":"busybox"}]}}"#,
-    r#"strict decoding error: duplicate field "metadata.name", duplicate field "spec.containers[0].image""#)]
+    r#"Pod in version "v1" cannot be handled as a Pod: strict decoding error: duplicate field "metadata.name", duplicate field "spec.containers[0].image""#)]
 #[case::a_duplicated_unknown_field_is_reported_once_as_unknown(
     PODS, "?fieldValidation=Strict",
     r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"nope":1,"nope":2,"containers":[{"name":"c","image":"nginx"}]}}"#,
-    r#"strict decoding error: unknown field "spec.nope""#)]
+    r#"Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.nope""#)]
 fn bodies_a_real_server_cannot_decode_are_bad_requests(
     #[case] path: &str,
     #[case] query: &str,

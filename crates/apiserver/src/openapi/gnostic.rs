@@ -378,4 +378,39 @@ mod tests {
         .concat();
         assert_eq!(document(&doc), want);
     }
+
+    /// A length-delimited field with a one-byte key and length.
+    fn field(key: u8, body: &[u8]) -> Vec<u8> {
+        [&[key, body.len() as u8][..], body].concat()
+    }
+
+    /// What kubectl's fallback field-validation check reads: a PATCH operation's query
+    /// parameter names and its `x-` extensions.
+    #[test]
+    fn an_operation_with_a_query_parameter_encodes_as_gnostic_does() {
+        let op = json!({"operationId": "patchX", "x-kubernetes-action": "patch",
+                        "parameters": [{"name": "fieldValidation", "in": "query", "type": "string"}]});
+        let query = [
+            field(0x12, b"query"),           // in = 2
+            field(0x22, b"fieldValidation"), // name = 4
+            field(0x32, b"string"),          // type = 6
+        ]
+        .concat();
+        let non_body = field(0x1a, &query); // query_parameter_sub_schema = 3
+        let parameter = field(0x12, &non_body); // non_body_parameter = 2
+        let item = field(0x0a, &parameter); // ParametersItem.parameter = 1
+        let extension = [
+            field(0x0a, b"x-kubernetes-action"),     // name = 1
+            field(0x12, &field(0x12, b"\"patch\"")), // value = 2: Any.yaml = 2
+        ]
+        .concat();
+        let want = [
+            field(0x2a, b"patchX"),  // operation_id = 5
+            field(0x42, &item),      // parameters = 8
+            field(0x4a, b""),        // responses = 9
+            field(0x6a, &extension), // vendor_extension = 13
+        ]
+        .concat();
+        assert_eq!(operation(op.as_object().expect("an object")).0, want);
+    }
 }

@@ -145,13 +145,20 @@ const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
 const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 
+/// `v1` as `V1`, `status` as `Status`.
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 /// `Core`, `Apps`, `Storage`: the group as upstream's operation ids spell it.
 fn group_id(group: &str) -> String {
-    let first = group.split('.').next().unwrap_or("");
-    let mut c = first.chars();
-    match c.next() {
-        None => "Core".to_string(),
-        Some(f) => f.to_uppercase().chain(c).collect(),
+    if group.is_empty() {
+        "Core".to_string()
+    } else {
+        capitalized(group.split('.').next().unwrap_or(group))
     }
 }
 
@@ -165,14 +172,9 @@ fn operations(cat: &Catalogue, r: &'static ResourceInfo) -> Vec<Operation> {
     } else {
         ("", "", vec![])
     };
-    let id = |verb: &str, sub: &str| {
-        let mut v = r.version.chars();
-        let version: String = v
-            .next()
-            .map(|f| f.to_uppercase().chain(v).collect())
-            .unwrap_or_default();
-        format!("{verb}{}{version}{scope}{}{sub}", group_id(r.group), r.kind)
-    };
+    // `patchCoreV1NamespacedPodStatus`, as upstream names operations.
+    let gv_id = format!("{}{}", group_id(r.group), capitalized(r.version));
+    let id = |verb: &str, sub: &str| format!("{verb}{gv_id}{scope}{}{}", r.kind, capitalized(sub));
     let gvk = (r.group, r.version, r.kind);
     let collection = format!("{prefix}{ns_path}/{}", r.resource);
     let op = |path: &str, method, action, operation_id, params: &Vec<&'static str>| Operation {
@@ -212,20 +214,11 @@ fn operations(cat: &Catalogue, r: &'static ResourceInfo) -> Vec<Operation> {
     ];
     if r.namespaced {
         let all = format!("{prefix}/{}", r.resource);
-        let mut v = r.version.chars();
-        let version: String = v
-            .next()
-            .map(|f| f.to_uppercase().chain(v).collect())
-            .unwrap_or_default();
-        let operation_id = format!(
-            "list{}{version}{}ForAllNamespaces",
-            group_id(r.group),
-            r.kind
-        );
+        let operation_id = format!("list{gv_id}{}ForAllNamespaces", r.kind);
         ops.push(Operation {
             query_params: LIST_PARAMS,
             response: list_def.clone(),
-            ..op(&all, "get", "list", operation_id, &vec![])
+            ..op(&all, "get", "list", operation_id, &Vec::new())
         });
     }
     params.push("name");
@@ -256,11 +249,6 @@ fn operations(cat: &Catalogue, r: &'static ResourceInfo) -> Vec<Operation> {
     ]);
     for sub in r.subresources {
         let path = format!("{item}/{sub}");
-        let mut title: Vec<char> = sub.chars().collect();
-        if let Some(f) = title.first_mut() {
-            *f = f.to_ascii_uppercase();
-        }
-        let title: String = title.into_iter().collect();
         match *sub {
             "binding" | "eviction" => {
                 let gvk = if *sub == "binding" {
@@ -274,7 +262,7 @@ fn operations(cat: &Catalogue, r: &'static ResourceInfo) -> Vec<Operation> {
                     query_params: WRITE_PARAMS,
                     request: def.clone(),
                     response: def,
-                    ..op(&path, "post", "post", id("create", &title), &params)
+                    ..op(&path, "post", "post", id("create", sub), &params)
                 });
             }
             _ => {
@@ -288,21 +276,21 @@ fn operations(cat: &Catalogue, r: &'static ResourceInfo) -> Vec<Operation> {
                     Operation {
                         gvk,
                         response: def.clone(),
-                        ..op(&path, "get", "get", id("read", &title), &params)
+                        ..op(&path, "get", "get", id("read", sub), &params)
                     },
                     Operation {
                         gvk,
                         query_params: WRITE_PARAMS,
                         request: def.clone(),
                         response: def.clone(),
-                        ..op(&path, "put", "put", id("replace", &title), &params)
+                        ..op(&path, "put", "put", id("replace", sub), &params)
                     },
                     Operation {
                         gvk,
                         query_params: PATCH_PARAMS,
                         request: Some(PATCH.to_string()),
                         response: def,
-                        ..op(&path, "patch", "patch", id("patch", &title), &params)
+                        ..op(&path, "patch", "patch", id("patch", sub), &params)
                     },
                 ]);
             }
@@ -662,6 +650,9 @@ mod tests {
             &doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
         assert_eq!(
             (
+                &patch["operationId"],
+                &doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/status"]["patch"]
+                    ["operationId"],
                 &patch["x-kubernetes-group-version-kind"],
                 params,
                 &containers["x-kubernetes-patch-merge-key"],
@@ -671,6 +662,8 @@ mod tests {
                     ["allOf"],
             ),
             (
+                &json!("patchCoreV1NamespacedPod"),
+                &json!("patchCoreV1NamespacedPodStatus"),
                 &json!({"group": "", "version": "v1", "kind": "Pod"}),
                 vec![
                     "namespace",

@@ -92,14 +92,14 @@ fn create_then_apply_of_a_kind_list_writes_every_item() {
 }
 
 #[test]
-fn apply_of_a_multi_document_file_writes_every_object() {
+fn create_then_apply_of_a_multi_document_file_writes_every_object() {
     let c = Cluster::start();
     let docs = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n\
                 apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n";
     let f = c.file("docs.yaml", docs);
     assert_eq!(
         (
-            c.kubectl_ok(&["apply", "-f", &f]),
+            c.kubectl_ok(&["create", "--save-config", "-f", &f]),
             c.kubectl_ok(&["apply", "-f", &f]),
         ),
         (

@@ -519,18 +519,16 @@ fn respond(
             (Some(d), hash) => openapi_response(d, "application/json", headers, hash.is_some()),
             (None, _) => ApiError::no_route().into_response(),
         },
-        (Route::OpenApiV2, &Method::GET) => {
-            if openapi::wants_v2_protobuf(accept) {
-                openapi_response(
-                    openapi::v2(true),
-                    openapi::V2_PROTOBUF_CONTENT_TYPE,
-                    headers,
-                    false,
-                )
-            } else {
-                openapi_response(openapi::v2(false), "application/json", headers, false)
-            }
-        }
+        (Route::OpenApiV2, &Method::GET) => match openapi::v2_protobuf_wanted(accept) {
+            Some(true) => openapi_response(
+                openapi::v2(true),
+                openapi::V2_PROTOBUF_CONTENT_TYPE,
+                headers,
+                false,
+            ),
+            Some(false) => openapi_response(openapi::v2(false), "application/json", headers, false),
+            None => StatusCode::NOT_ACCEPTABLE.into_response(),
+        },
         (Route::LegacyBinding(ns), &Method::POST) => {
             let req = Req {
                 st,

@@ -546,13 +546,20 @@ pub fn v2(protobuf: bool) -> &'static Document {
     }
 }
 
-/// Whether an Accept header asks for the protobuf v2 document before JSON.
-pub fn wants_v2_protobuf(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| {
-        first
-            .trim()
-            .starts_with("application/com.github.proto-openapi.spec.v2")
-    })
+/// The form of `/openapi/v2` an Accept header asks for: `Some(true)` for protobuf,
+/// `Some(false)` for JSON (also for no header or a wildcard), `None` when it accepts neither
+/// (406). The first acceptable type wins; kubectl sends one.
+pub fn v2_protobuf_wanted(accept: &str) -> Option<bool> {
+    if accept.trim().is_empty() {
+        return Some(false);
+    }
+    accept.split(',').find_map(
+        |clause| match clause.split(';').next().unwrap_or("").trim() {
+            "*/*" | "application/*" | "application/json" => Some(false),
+            V2_PROTOBUF | V2_PROTOBUF_CONTENT_TYPE => Some(true),
+            _ => None,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -695,12 +702,21 @@ mod tests {
     }
 
     #[test]
-    fn v2_protobuf_is_asked_for_by_the_first_accepted_type() {
-        assert!(wants_v2_protobuf(V2_PROTOBUF));
-        assert!(wants_v2_protobuf(&format!(
-            "{V2_PROTOBUF}, application/json"
-        )));
-        assert!(!wants_v2_protobuf("application/json"));
-        assert!(!wants_v2_protobuf(""));
+    fn v2_form_is_the_first_accepted_type() {
+        let cases = [
+            (V2_PROTOBUF, Some(true)),
+            (
+                "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json",
+                Some(true),
+            ),
+            (V2_PROTOBUF_CONTENT_TYPE, Some(true)),
+            ("application/json, */*", Some(false)),
+            ("text/html, */*;q=0.8", Some(false)),
+            ("", Some(false)),
+            ("text/html", None),
+        ];
+        let got: Vec<Option<bool>> = cases.iter().map(|(a, _)| v2_protobuf_wanted(a)).collect();
+        let want: Vec<Option<bool>> = cases.iter().map(|(_, w)| *w).collect();
+        assert_eq!(got, want);
     }
 }

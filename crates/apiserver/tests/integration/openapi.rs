@@ -250,7 +250,7 @@ fn openapi_v3_and_v2_describe_every_kind_in_the_resources_table() {
 }
 
 /// The caching upstream does: ETag and 304; a hashed v3 URL immutable, a stale hash moved to
-/// the current one; v2 as protobuf when asked for first.
+/// the current one; v2 as protobuf when asked for first, 406 when neither form is accepted.
 #[test]
 fn openapi_documents_are_cached_by_etag_and_hash() {
     let c = Cluster::start();
@@ -263,6 +263,7 @@ fn openapi_documents_are_cached_by_etag_and_hash() {
     let etag = header(&head, "etag").unwrap_or_default().to_string();
     let (not_modified, _) = get_raw(&c, &url, &format!("If-None-Match: {etag}\r\n"));
     let (stale, _) = get_raw(&c, "/openapi/v3/api/v1?hash=0", "");
+    let (html, _) = get_raw(&c, "/openapi/v2", "Accept: text/html\r\n");
     let (pb_head, pb) = get_raw(
         &c,
         "/openapi/v2",
@@ -277,6 +278,7 @@ fn openapi_documents_are_cached_by_etag_and_hash() {
             not_modified.lines().next(),
             stale.lines().next(),
             header(&stale, "location"),
+            html.lines().next(),
             header(&pb_head, "content-type"),
             // A gnostic Document starts with field 1, `swagger`: "2.0".
             pb.get(..5),
@@ -289,6 +291,7 @@ fn openapi_documents_are_cached_by_etag_and_hash() {
             Some("http/1.1 304 not modified"),
             Some("http/1.1 301 moved permanently"),
             Some(url.to_lowercase().as_str()),
+            Some("http/1.1 406 not acceptable"),
             Some("application/com.github.proto-openapi.spec.v2.v1.0+protobuf"),
             Some(&b"\x0a\x032.0"[..]),
         )

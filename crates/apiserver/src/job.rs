@@ -818,13 +818,13 @@ impl JobController {
 
         let mut finishing = if condition(&job, "SuccessCriteriaMet").is_some() {
             Some(Finishing::Success)
-        } else if let Some(c) = condition(&job, "FailureTarget") {
-            Some(Finishing::Failure(
-                str_at(c, "/reason").to_string(),
-                str_at(c, "/message").to_string(),
-            ))
         } else {
-            None
+            condition(&job, "FailureTarget").map(|c| {
+                Finishing::Failure(
+                    str_at(c, "/reason").to_string(),
+                    str_at(c, "/message").to_string(),
+                )
+            })
         };
         let mut after: Option<Duration> = None;
         if finishing.is_none() {
@@ -1293,5 +1293,142 @@ pub async fn run(store: Arc<Store>) {
                 requeue(&mut later, key, after);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    #[rstest]
+    #[case::none(&[], "")]
+    #[case::one(&[0], "0")]
+    #[case::a_run(&[0, 1, 2], "0-2")]
+    #[case::runs_and_singles(&[1, 3, 4, 5, 7], "1,3-5,7")]
+    fn completed_indexes_are_written_as_upstream_writes_them(
+        #[case] indexes: &[i64],
+        #[case] want: &str,
+    ) {
+        let set: BTreeSet<i64> = indexes.iter().copied().collect();
+        assert_eq!(format_indexes(&set), want);
+        assert_eq!(parse_indexes(want), set);
+    }
+
+    #[test]
+    fn replacements_wait_ten_seconds_doubled_per_failure_up_to_ten_minutes() {
+        let secs: Vec<u64> = [0, 1, 2, 3, 6, 7, 40]
+            .map(|n| failure_backoff(n).as_secs())
+            .to_vec();
+        assert_eq!(secs, [0, 10, 20, 40, 320, 600, 600]);
+    }
+
+    fn pod(phase: &str, deleting: bool) -> Value {
+        let mut p = json!({"metadata": {"name": "p"}, "status": {"phase": phase}});
+        if deleting {
+            p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        p
+    }
+
+    #[rstest]
+    #[case::failed(pod("Failed", false), false, true)]
+    #[case::succeeded_while_deleted(pod("Succeeded", true), false, false)]
+    #[case::deleted_while_running(pod("Running", true), false, true)]
+    #[case::deleted_while_running_when_only_failed_pods_are_replaced(
+        pod("Running", true),
+        true,
+        false
+    )]
+    #[case::running(pod("Running", false), false, false)]
+    fn a_pod_deleted_before_it_succeeded_counts_as_failed(
+        #[case] p: Value,
+        #[case] only_failed: bool,
+        #[case] want: bool,
+    ) {
+        assert_eq!(is_pod_failed(&p, only_failed), want);
+    }
+
+    fn stored_job(spec: Value) -> Value {
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"}, "spec": spec});
+        job["spec"]["selector"] = json!({"matchLabels": {CONTROLLER_UID_LABEL: "u"}});
+        job["spec"]["template"] = json!({"metadata": {"labels": {CONTROLLER_UID_LABEL: "u"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "a"}]}});
+        job
+    }
+
+    #[rstest]
+    #[case::indexed_completions_with_parallelism_are_elastic(
+        json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2}),
+        json!({"completions": 4, "parallelism": 4}),
+        vec![]
+    )]
+    #[case::non_indexed_completions_are_immutable(
+        json!({"completionMode": "NonIndexed", "completions": 2, "parallelism": 2}),
+        json!({"completions": 4, "parallelism": 4}),
+        vec!["spec.completions"]
+    )]
+    #[case::parallelism_may_change(
+        json!({"completionMode": "NonIndexed", "completions": 2, "parallelism": 2}),
+        json!({"parallelism": 1}),
+        vec![]
+    )]
+    #[case::a_suspended_jobs_template_may_change(
+        json!({"completionMode": "NonIndexed", "suspend": true}),
+        json!({"template": {"metadata": {"labels": {CONTROLLER_UID_LABEL: "u"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "b"}]}}}),
+        vec![]
+    )]
+    #[case::a_running_jobs_template_is_immutable(
+        json!({"completionMode": "NonIndexed", "suspend": false}),
+        json!({"template": {"metadata": {"labels": {CONTROLLER_UID_LABEL: "u"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "b"}]}}}),
+        vec!["spec.template"]
+    )]
+    #[case::the_completion_mode_is_immutable(
+        json!({"completionMode": "NonIndexed", "completions": 1}),
+        json!({"completionMode": "Indexed"}),
+        vec!["spec.completionMode"]
+    )]
+    fn job_updates(#[case] spec: Value, #[case] change: Value, #[case] want: Vec<&str>) {
+        let old = stored_job(spec);
+        let mut new = old.clone();
+        for (k, v) in change.as_object().into_iter().flatten() {
+            new["spec"][k] = v.clone();
+        }
+        let fields: Vec<String> = validate_job_update(&old, &new)
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(fields, want);
+    }
+
+    #[test]
+    fn an_indexed_pod_carries_its_index_hostname_and_environment() {
+        let job = stored_job(json!({"completionMode": "Indexed", "completions": 3}));
+        let pod = pod_for_job(&job, Some(2));
+        assert_eq!(
+            (
+                pod.pointer("/metadata/generateName"),
+                pod.pointer("/metadata/annotations"),
+                pod.pointer("/metadata/labels"),
+                pod.pointer("/metadata/finalizers"),
+                pod.pointer("/spec/hostname"),
+                pod.pointer("/spec/containers/0/env"),
+            ),
+            (
+                Some(&json!("j-2-")),
+                Some(&json!({JOB_COMPLETION_INDEX: "2"})),
+                Some(&json!({CONTROLLER_UID_LABEL: "u", JOB_COMPLETION_INDEX: "2"})),
+                Some(&json!([JOB_TRACKING_FINALIZER])),
+                Some(&json!("j-2")),
+                Some(
+                    &json!([{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                    "apiVersion": "v1",
+                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}])
+                ),
+            )
+        );
     }
 }

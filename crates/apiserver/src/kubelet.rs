@@ -647,6 +647,91 @@ mod tests {
         );
     }
 
+    fn job_pod(phase: &str, ready: &str, owner: &str, annotations: Value) -> Value {
+        json!({"metadata": {"name": "p", "annotations": annotations,
+                            "ownerReferences": [{"kind": owner, "name": "j"}]},
+               "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "busybox"}]},
+               "status": {"phase": phase, "conditions": [
+                   {"type": "Ready", "status": ready},
+                   {"type": "ContainersReady", "status": ready},
+                   {"type": "PodScheduled", "status": "True"}],
+                   "containerStatuses": [{"name": "c", "containerID": "kubesched://1",
+                       "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
+    }
+
+    #[test]
+    fn a_running_job_pod_completes_as_kwoks_pod_complete_stage_writes_it() {
+        let done =
+            completed_pod(&job_pod("Running", "True", "Job", json!({}))).expect("transition");
+        let mut status = done.get("status").cloned().unwrap_or_default();
+        for p in [
+            "/conditions/0/lastTransitionTime",
+            "/conditions/1/lastTransitionTime",
+            "/containerStatuses/0/state/terminated/finishedAt",
+        ] {
+            if let Some(t) = status.pointer_mut(p) {
+                *t = json!("NOW");
+            }
+        }
+        assert_eq!(
+            status,
+            json!({"phase": "Succeeded", "conditions": [
+                {"type": "Ready", "status": "False", "reason": "PodCompleted",
+                 "lastTransitionTime": "NOW"},
+                {"type": "ContainersReady", "status": "False", "reason": "PodCompleted",
+                 "lastTransitionTime": "NOW"},
+                {"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "",
+                    "containerID": "kubesched://1", "ready": false, "started": false,
+                    "restartCount": 0, "state": {"terminated": {"exitCode": 0,
+                        "reason": "Completed", "startedAt": "2026-01-01T00:00:00Z",
+                        "finishedAt": "NOW"}}}]})
+        );
+        assert!(completed_pod(&done).is_none());
+    }
+
+    #[test]
+    fn only_running_ready_pods_a_job_owns_complete() {
+        assert_eq!(
+            [
+                completes(&job_pod("Running", "True", "Job", json!({}))),
+                completes(&job_pod("Running", "True", "ReplicaSet", json!({}))),
+                completes(&job_pod("Running", "False", "Job", json!({}))),
+                completes(&job_pod("Pending", "True", "Job", json!({}))),
+            ],
+            [true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn kwoks_delay_annotation_sets_one_pods_completion_delay() {
+        let default = std::time::Duration::from_secs(1);
+        let delay = |a: &str| {
+            completion_delay(
+                &job_pod(
+                    "Running",
+                    "True",
+                    "Job",
+                    json!({POD_COMPLETE_DELAY_ANNOTATION: a}),
+                ),
+                default,
+            )
+        };
+        assert_eq!(
+            [delay("30s"), delay("500ms"), delay("2m"), delay("soon")],
+            [
+                std::time::Duration::from_secs(30),
+                std::time::Duration::from_millis(500),
+                std::time::Duration::from_secs(120),
+                default
+            ]
+        );
+        assert_eq!(
+            completion_delay(&job_pod("Running", "True", "Job", json!({})), default),
+            default
+        );
+    }
+
     #[test]
     fn a_node_becomes_ready_once() {
         let node = json!({"metadata": {"name": "n"},

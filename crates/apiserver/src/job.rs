@@ -790,6 +790,33 @@ impl JobController {
         // Finished pods not counted yet: recorded as uncounted (or as completed indexes)
         // first, so that a restart between the finalizer's removal and the count loses none.
         let mut counts = Counts::of(&job);
+        // Uncounted pods whose finalizer is gone already (the controller stopped between
+        // the two steps) are counted now.
+        let holding: BTreeSet<&str> = pods
+            .iter()
+            .filter(|p| has_finalizer(p))
+            .map(|p| str_at(p, "/metadata/uid"))
+            .collect();
+        let released_s: Vec<String> = counts
+            .uncounted_succeeded
+            .iter()
+            .filter(|u| !holding.contains(u.as_str()))
+            .cloned()
+            .collect();
+        for u in released_s {
+            counts.uncounted_succeeded.remove(&u);
+            counts.succeeded += 1;
+        }
+        let released_f: Vec<String> = counts
+            .uncounted_failed
+            .iter()
+            .filter(|u| !holding.contains(u.as_str()))
+            .cloned()
+            .collect();
+        for u in released_f {
+            counts.uncounted_failed.remove(&u);
+            counts.failed += 1;
+        }
         let mut to_release: Vec<&Value> = Vec::new();
         let mut new_failures = 0u32;
         let mut new_successes = 0u32;
@@ -812,7 +839,10 @@ impl JobController {
                 to_release.push(pod);
             }
         }
-        self.record_backoff(&key, new_successes, new_failures);
+        // Pods deleted because the Job is suspended count as failed (as upstream) but do not
+        // hold back the pods made when it resumes.
+        let backoff_failures = if suspended { 0 } else { new_failures };
+        self.record_backoff(&key, new_successes, backoff_failures);
         let succeeded = counts.succeeded_total(indexed);
         let failed = counts.failed_total();
 

@@ -614,6 +614,46 @@ fn a_job_half_done_before_a_restart_completes_after_it() {
     );
 }
 
+/// A success recorded in `uncountedTerminatedPods` whose pod lost its finalizer before the
+/// controller stopped (it stopped between the two steps) is counted by the next one.
+#[test]
+fn an_uncounted_success_whose_pod_is_gone_is_counted_after_a_restart() {
+    let dir = tempfile::tempdir().expect("data dir");
+    {
+        let c = Cluster::with_config(Config {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Config::default()
+        });
+        let mut j = create(&c, JOBS, &job("half", json!({"completions": 1})));
+        j["status"] = json!({"startTime": "2026-01-01T00:00:00Z", "ready": 0, "terminating": 0,
+            "uncountedTerminatedPods": {"succeeded": ["gone-pod-uid"]}});
+        let (code, body) = c.request(
+            "PUT",
+            &format!("{JOBS}/half/status"),
+            Some("application/json"),
+            &j.to_string(),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    let c = Cluster::with_config(Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        workload_controllers: true,
+        ..Config::default()
+    });
+    let done = wait_for("the job complete", || {
+        let job = get_job(&c, "half");
+        has_condition(&job, "Complete").then_some(job)
+    });
+    assert_eq!(
+        (
+            done.pointer("/status/succeeded"),
+            done.pointer("/status/uncountedTerminatedPods"),
+            pods(&c, "half").len()
+        ),
+        (Some(&json!(1)), Some(&json!({})), 0)
+    );
+}
+
 #[test]
 fn deleting_a_job_lets_its_pods_go_despite_the_tracking_finalizer() {
     let c = cluster(false);

@@ -520,6 +520,53 @@ fn failures_past_the_backoff_limit_fail_the_job() {
 }
 
 #[test]
+fn a_job_active_past_its_deadline_fails_and_its_pods_are_deleted() {
+    let c = cluster(false);
+    create(
+        &c,
+        JOBS,
+        &job(
+            "slow",
+            json!({"parallelism": 1, "activeDeadlineSeconds": 1}),
+        ),
+    );
+    let failed = wait_for("the job failed", || {
+        let job = get_job(&c, "slow");
+        has_condition(&job, "Failed").then_some(job)
+    });
+    let reason = "DeadlineExceeded";
+    let message = "Job was active longer than specified deadline";
+    assert_eq!(
+        (masked_status(&failed), pods(&c, "slow").len()),
+        (
+            json!({"startTime": "TIME", "ready": 0, "terminating": 0, "failed": 1,
+                   "uncountedTerminatedPods": {},
+                   "conditions": [condition("FailureTarget", reason, message),
+                                  condition("Failed", reason, message)]}),
+            0
+        )
+    );
+}
+
+#[test]
+fn a_finished_job_with_a_ttl_is_deleted_with_its_pods() {
+    let c = cluster(false);
+    create(
+        &c,
+        JOBS,
+        &job(
+            "brief",
+            json!({"completions": 1, "ttlSecondsAfterFinished": 0}),
+        ),
+    );
+    let pod = wait_for("a pod", || pods(&c, "brief").into_iter().next());
+    set_phase(&c, s(&pod, "/metadata/name"), "Succeeded");
+    wait_for("the job and its pod gone", || {
+        (c.get(&format!("{JOBS}/brief")).0 == 404 && pods(&c, "brief").is_empty()).then_some(())
+    });
+}
+
+#[test]
 fn suspending_a_job_deletes_its_pods_and_resuming_makes_them_again() {
     let c = cluster(false);
     create(

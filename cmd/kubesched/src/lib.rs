@@ -101,7 +101,8 @@ enum Command {
     /// stand-ins: claims bind to volumes, and claims of a class whose provisioner is a
     /// --provisioner get a volume; a default StorageClass `standard`, WaitForFirstConsumer,
     /// provisioner rancher.io/local-path, unless a class is the default already; the
-    /// ReplicaSet controller and the garbage collector), loads the
+    /// ReplicaSet and Job controllers and the garbage collector; a Job's pods complete
+    /// after --job-pod-completion), loads the
     /// objects of -f files through the API, and runs the scheduler against it
     /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
     /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
@@ -318,6 +319,11 @@ struct ApiserverFlags {
     /// the default.
     #[arg(long = "provisioner", value_name = "NAME", default_value = apiserver::provisioner::DEFAULT_PROVISIONER)]
     provisioners: Vec<String>,
+    /// How long a Job's pod runs before the kubelet stand-in completes it (phase
+    /// Succeeded, containers terminated with exit code 0), as KWOK's pod-complete stage
+    /// does; a pod's annotation pod-complete.stage.kwok.x-k8s.io/delay overrides it.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = go_duration)]
+    job_pod_completion: std::time::Duration,
 }
 
 #[derive(clap::Args, Debug)]
@@ -330,7 +336,8 @@ struct ApiserverArgs {
     /// claims to volumes and the provisioner stand-in creates volumes for claims of the
     /// --provisioner names; a default StorageClass `standard` (WaitForFirstConsumer,
     /// rancher.io/local-path) is created unless a class is the default already. The
-    /// ReplicaSet controller and the garbage collector run too, as under `up`.
+    /// ReplicaSet and Job controllers and the garbage collector run too, as under `up`,
+    /// and a Job's running pods complete after --job-pod-completion.
     #[arg(long)]
     simulate_kubelets: bool,
 }
@@ -741,6 +748,7 @@ fn server_config(
         data_dir: flags.data_dir.clone(),
         data_dir_repair: flags.data_dir_repair,
         simulate_kubelets,
+        job_pod_completion: flags.job_pod_completion,
         volume_controllers: local_cluster,
         workload_controllers: local_cluster,
         default_storage_class: local_cluster,

@@ -7,6 +7,11 @@
 //!   `PodScheduled`,
 //!   `Initialized`, `ContainersReady` and `Ready` True, a pod IP, the node's InternalIP as
 //!   host IP, and one running, ready container status per container.
+//! - A Running, ready pod a Job owns (an owner reference of kind `Job`) completes after the
+//!   configured delay, as KWOK's `pod-complete` stage does (its default: 1 s): phase
+//!   Succeeded, every container terminated with exit code 0 reason `Completed`, `Ready` and
+//!   `ContainersReady` False. The annotation `pod-complete.stage.kwok.x-k8s.io/delay` (a Go
+//!   duration such as `30s`) sets one pod's delay, as in KWOK.
 //! - A pod being deleted gracefully (bound, `deletionTimestamp` set, grace period left) is
 //!   deleted at once with grace period 0, as a kubelet does once the containers stopped;
 //!   the stand-in runs no containers, so there is nothing to wait for.
@@ -16,12 +21,13 @@
 //! **Invariant:** each transition is idempotent (it re-checks the object under the store lock),
 //! so seeing an event twice, or its own writes, never writes again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
 
 use crate::meta;
 use crate::resources::{self, ResourceInfo};
@@ -167,6 +173,102 @@ pub fn running_pod(pod: &Value, host_ip: &str, pod_ip: &str) -> Option<Value> {
     Some(new)
 }
 
+/// The annotation that sets one Job pod's completion delay (KWOK's).
+pub const POD_COMPLETE_DELAY_ANNOTATION: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
+
+/// KWOK's default delay before a Job's running pod completes.
+pub const DEFAULT_JOB_POD_COMPLETION: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether the pod is one KWOK's `pod-complete` stage completes: Running and ready, not
+/// being deleted, with an owner reference of kind Job.
+pub fn completes(pod: &Value) -> bool {
+    str_at(pod, "/status/phase") == "Running"
+        && condition_true(pod, "Ready")
+        && pod.pointer("/metadata/deletionTimestamp").is_none()
+        && pod
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| str_at(r, "/kind") == "Job"))
+}
+
+/// The pod's completion delay: its annotation's, else `default`.
+pub fn completion_delay(pod: &Value, default: std::time::Duration) -> std::time::Duration {
+    pod.pointer("/metadata/annotations")
+        .and_then(|a| a.get(POD_COMPLETE_DELAY_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(go_duration)
+        .unwrap_or(default)
+}
+
+/// A Go duration of one unit (`500ms`, `30s`, `2m`, `1h`); None otherwise.
+fn go_duration(s: &str) -> Option<std::time::Duration> {
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    std::time::Duration::try_from_secs_f64(secs).ok()
+}
+
+/// A Job's running pod, completed as KWOK's `pod-complete` stage writes it; None when it is
+/// not one ([`completes`]).
+pub fn completed_pod(pod: &Value) -> Option<Value> {
+    if !completes(pod) {
+        return None;
+    }
+    let now = meta::now_rfc3339();
+    let mut new = pod.clone();
+    let containers: Vec<Value> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let old = pod
+                .pointer("/status/containerStatuses")
+                .and_then(Value::as_array)
+                .and_then(|cs| cs.iter().find(|s| s.get("name") == c.get("name")));
+            let started = old
+                .and_then(|s| s.pointer("/state/running/startedAt"))
+                .cloned()
+                .unwrap_or_else(|| json!(now));
+            json!({
+                "name": c.get("name").cloned().unwrap_or(Value::Null),
+                "image": c.get("image").cloned().unwrap_or(Value::Null),
+                "imageID": "",
+                "containerID": old.and_then(|s| s.get("containerID")).cloned()
+                    .unwrap_or_else(|| json!(format!("kubesched://{}", meta::new_uid()))),
+                "ready": false,
+                "started": false,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                         "startedAt": started, "finishedAt": now}},
+            })
+        })
+        .collect();
+    let status = &mut new["status"];
+    status["phase"] = json!("Succeeded");
+    status["containerStatuses"] = Value::Array(containers);
+    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conditions.iter_mut().filter(|c| {
+            matches!(
+                c.get("type").and_then(Value::as_str),
+                Some("Ready" | "ContainersReady")
+            )
+        }) {
+            c["status"] = json!("False");
+            c["reason"] = json!("PodCompleted");
+            c["lastTransitionTime"] = json!(now);
+        }
+    }
+    Some(new)
+}
+
 /// The claims a pod's volumes name: `persistentVolumeClaim` volumes, and the claim of each
 /// generic ephemeral volume (`<pod>-<volume>`).
 pub fn pod_claims(pod: &Value) -> Vec<String> {
@@ -199,6 +301,12 @@ struct Kubelets {
     /// Pods waiting for a claim, by the claim's (namespace, name): a claim's event looks up
     /// its pods here rather than listing the namespace's pods.
     waiting: Mutex<HashMap<(String, String), HashSet<String>>>,
+    /// The delay before a Job's running pod completes.
+    job_pod_completion: std::time::Duration,
+    /// Job pods to complete, by when: (due, namespace, name, uid).
+    completing: Mutex<BTreeSet<(Instant, String, String, String)>>,
+    /// The uids in `completing`, so that a pod's later events do not push it back.
+    scheduled: Mutex<HashSet<String>>,
 }
 
 impl Kubelets {
@@ -218,6 +326,10 @@ impl Kubelets {
     fn pod(&self, pod: &Value) {
         if terminating(pod) {
             self.finish_deletion(pod);
+            return;
+        }
+        if completes(pod) {
+            self.schedule_completion(pod);
             return;
         }
         let node = str_at(pod, "/spec/nodeName");
@@ -303,6 +415,61 @@ impl Kubelets {
     }
 }
 
+impl Kubelets {
+    fn schedule_completion(&self, pod: &Value) {
+        let uid = str_at(pod, "/metadata/uid").to_string();
+        let Ok(mut scheduled) = self.scheduled.lock() else {
+            return;
+        };
+        if !scheduled.insert(uid.clone()) {
+            return;
+        }
+        let due = Instant::now() + completion_delay(pod, self.job_pod_completion);
+        if let Ok(mut completing) = self.completing.lock() {
+            completing.insert((
+                due,
+                str_at(pod, "/metadata/namespace").to_string(),
+                str_at(pod, "/metadata/name").to_string(),
+                uid,
+            ));
+        }
+    }
+
+    /// When the next Job pod is due to complete.
+    fn next_completion(&self) -> Option<Instant> {
+        self.completing
+            .lock()
+            .ok()
+            .and_then(|c| c.first().map(|(at, ..)| *at))
+    }
+
+    /// Completes the Job pods that are due.
+    fn complete_due(&self) {
+        let now = Instant::now();
+        let due: Vec<(Instant, String, String, String)> = match self.completing.lock() {
+            Ok(mut c) => {
+                let later = c.split_off(&(now, String::new(), String::new(), String::new()));
+                std::mem::replace(&mut *c, later).into_iter().collect()
+            }
+            Err(_) => return,
+        };
+        for (_, ns, name, uid) in due {
+            if let Ok(mut scheduled) = self.scheduled.lock() {
+                scheduled.remove(&uid);
+            }
+            let r = self.store.update(self.pods, &ns, &name, false, |cur| {
+                if str_at(cur, "/metadata/uid") != uid {
+                    return Ok(cur.clone());
+                }
+                Ok(completed_pod(cur).unwrap_or_else(|| cur.clone()))
+            });
+            if let Err(e) = r {
+                tracing::debug!(pod = %name, error = %e.message, "kubelet stand-in: pod not completed");
+            }
+        }
+    }
+}
+
 /// A pod a kubelet has to stop: bound, marked for deletion with some grace period left.
 pub fn terminating(pod: &Value) -> bool {
     !str_at(pod, "/spec/nodeName").is_empty()
@@ -333,8 +500,9 @@ impl Kubelets {
     }
 }
 
-/// Runs the kubelet stand-in until the store's event stream closes.
-pub async fn run(store: Arc<Store>) {
+/// Runs the kubelet stand-in until the store's event stream closes; a Job's running pods
+/// complete after `job_pod_completion`.
+pub async fn run(store: Arc<Store>, job_pod_completion: std::time::Duration) {
     let (Some(pods), Some(nodes), Some(claims)) = (
         resources::lookup("", "v1", "pods"),
         resources::lookup("", "v1", "nodes"),
@@ -349,6 +517,9 @@ pub async fn run(store: Arc<Store>) {
         claims,
         next_ip: AtomicU32::new(0),
         waiting: Mutex::new(HashMap::new()),
+        job_pod_completion,
+        completing: Mutex::new(BTreeSet::new()),
+        scheduled: Mutex::new(HashSet::new()),
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
@@ -363,7 +534,15 @@ pub async fn run(store: Arc<Store>) {
             k.pod(&crate::store::decode(p));
         }
         loop {
-            match live.recv().await {
+            let next = k.next_completion();
+            let ev = tokio::select! {
+                ev = live.recv() => ev,
+                () = crate::controller::sleep_until(next) => {
+                    k.complete_due();
+                    continue;
+                }
+            };
+            match ev {
                 Ok(ev) if ev.kind == EventType::Deleted => {}
                 Ok(ev) if ev.storage == pods.storage => k.pod(&ev.object()),
                 Ok(ev) if ev.storage == nodes.storage => k.node(&ev.object()),
@@ -465,6 +644,91 @@ mod tests {
                 terminating(&pod("n", json!({}))),
             ],
             [true, false, false, false]
+        );
+    }
+
+    fn job_pod(phase: &str, ready: &str, owner: &str, annotations: Value) -> Value {
+        json!({"metadata": {"name": "p", "annotations": annotations,
+                            "ownerReferences": [{"kind": owner, "name": "j"}]},
+               "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "busybox"}]},
+               "status": {"phase": phase, "conditions": [
+                   {"type": "Ready", "status": ready},
+                   {"type": "ContainersReady", "status": ready},
+                   {"type": "PodScheduled", "status": "True"}],
+                   "containerStatuses": [{"name": "c", "containerID": "kubesched://1",
+                       "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
+    }
+
+    #[test]
+    fn a_running_job_pod_completes_as_kwoks_pod_complete_stage_writes_it() {
+        let done =
+            completed_pod(&job_pod("Running", "True", "Job", json!({}))).expect("transition");
+        let mut status = done.get("status").cloned().unwrap_or_default();
+        for p in [
+            "/conditions/0/lastTransitionTime",
+            "/conditions/1/lastTransitionTime",
+            "/containerStatuses/0/state/terminated/finishedAt",
+        ] {
+            if let Some(t) = status.pointer_mut(p) {
+                *t = json!("NOW");
+            }
+        }
+        assert_eq!(
+            status,
+            json!({"phase": "Succeeded", "conditions": [
+                {"type": "Ready", "status": "False", "reason": "PodCompleted",
+                 "lastTransitionTime": "NOW"},
+                {"type": "ContainersReady", "status": "False", "reason": "PodCompleted",
+                 "lastTransitionTime": "NOW"},
+                {"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "",
+                    "containerID": "kubesched://1", "ready": false, "started": false,
+                    "restartCount": 0, "state": {"terminated": {"exitCode": 0,
+                        "reason": "Completed", "startedAt": "2026-01-01T00:00:00Z",
+                        "finishedAt": "NOW"}}}]})
+        );
+        assert!(completed_pod(&done).is_none());
+    }
+
+    #[test]
+    fn only_running_ready_pods_a_job_owns_complete() {
+        assert_eq!(
+            [
+                completes(&job_pod("Running", "True", "Job", json!({}))),
+                completes(&job_pod("Running", "True", "ReplicaSet", json!({}))),
+                completes(&job_pod("Running", "False", "Job", json!({}))),
+                completes(&job_pod("Pending", "True", "Job", json!({}))),
+            ],
+            [true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn kwoks_delay_annotation_sets_one_pods_completion_delay() {
+        let default = std::time::Duration::from_secs(1);
+        let delay = |a: &str| {
+            completion_delay(
+                &job_pod(
+                    "Running",
+                    "True",
+                    "Job",
+                    json!({POD_COMPLETE_DELAY_ANNOTATION: a}),
+                ),
+                default,
+            )
+        };
+        assert_eq!(
+            [delay("30s"), delay("500ms"), delay("2m"), delay("soon")],
+            [
+                std::time::Duration::from_secs(30),
+                std::time::Duration::from_millis(500),
+                std::time::Duration::from_secs(120),
+                default
+            ]
+        );
+        assert_eq!(
+            completion_delay(&job_pod("Running", "True", "Job", json!({})), default),
+            default
         );
     }
 

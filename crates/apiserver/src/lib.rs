@@ -6,7 +6,7 @@
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
-//! [`pv_controller`], [`provisioner`], [`replicaset`] and [`garbagecollector`].
+//! [`pv_controller`], [`provisioner`], [`replicaset`], [`job`] and [`garbagecollector`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -32,6 +32,7 @@ pub mod controller;
 pub mod discovery;
 pub mod garbagecollector;
 mod http;
+pub mod job;
 pub mod kubelet;
 pub mod meta;
 pub mod namespace;
@@ -165,12 +166,15 @@ pub struct Config {
     /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready once
     /// their claims are Bound, nodes Ready.
     pub simulate_kubelets: bool,
+    /// With [`Config::simulate_kubelets`]: how long a Job's pod runs before the kubelet
+    /// stand-in completes it (KWOK's `pod-complete` stage; default 1 s).
+    pub job_pod_completion: Duration,
     /// Run the PersistentVolume controller stand-in ([`pv_controller`]) and the provisioner
     /// stand-in ([`provisioner`]): claims bind to volumes, and claims handed to a provisioner
     /// in [`Config::provisioners`] get a volume.
     pub volume_controllers: bool,
-    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]) and the
-    /// garbage collector ([`garbagecollector`]).
+    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]), the Job
+    /// controller ([`job`]) and the garbage collector ([`garbagecollector`]).
     pub workload_controllers: bool,
     /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
     /// serves.
@@ -238,6 +242,7 @@ impl Default for Config {
             compact_bytes: 64 * 1024 * 1024,
             tokens: Vec::new(),
             simulate_kubelets: false,
+            job_pod_completion: kubelet::DEFAULT_JOB_POD_COMPLETION,
             volume_controllers: false,
             workload_controllers: false,
             provisioners: vec![provisioner::DEFAULT_PROVISIONER.to_string()],
@@ -390,7 +395,7 @@ impl Server {
         let namespaces = tokio::spawn(namespace::run(store.clone()));
         let kubelets = config
             .simulate_kubelets
-            .then(|| tokio::spawn(kubelet::run(store.clone())));
+            .then(|| tokio::spawn(kubelet::run(store.clone(), config.job_pod_completion)));
         let volume_controllers = if config.volume_controllers {
             vec![
                 tokio::spawn(pv_controller::run(store.clone())),
@@ -403,6 +408,7 @@ impl Server {
             vec![
                 tokio::spawn(replicaset::run(store.clone())),
                 tokio::spawn(garbagecollector::run(store.clone())),
+                tokio::spawn(job::run(store.clone())),
             ]
         } else {
             Vec::new()

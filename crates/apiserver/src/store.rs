@@ -520,7 +520,15 @@ impl Store {
         } else if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("namespace");
         }
-        set_meta(&mut obj, "uid", json!(meta::new_uid()));
+        // A uid given by admission (a Job's, which its generated labels carry) is kept;
+        // clients' uids are dropped before admission.
+        if obj
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            set_meta(&mut obj, "uid", json!(meta::new_uid()));
+        }
         set_meta(&mut obj, "creationTimestamp", json!(meta::now_rfc3339()));
         set_meta(&mut obj, "generation", json!(1));
         set_meta(&mut obj, "resourceVersion", json!(rv.to_string()));

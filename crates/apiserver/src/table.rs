@@ -51,6 +51,16 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             col("Images", "string", "", 1),
             col("Selector", "string", "", 1),
         ],
+        ("batch", "Job") => vec![
+            name,
+            col("Status", "string", "", 0),
+            col("Completions", "string", "", 0),
+            col("Duration", "string", "", 0),
+            age,
+            col("Containers", "string", "", 1),
+            col("Images", "string", "", 1),
+            col("Selector", "string", "", 1),
+        ],
         ("", "Event") | ("events.k8s.io", "Event") => vec![
             col("Last Seen", "string", "", 0),
             col("Type", "string", "", 0),
@@ -556,6 +566,73 @@ fn replicaset_cells(rs: &Value) -> Vec<Value> {
     ]
 }
 
+/// Upstream: printers' printJob.
+fn job_cells(job: &Value) -> Vec<Value> {
+    let int = |p: &str| job.pointer(p).and_then(Value::as_i64);
+    let succeeded = int("/status/succeeded").unwrap_or(0);
+    let completions = match int("/spec/completions") {
+        Some(c) => format!("{succeeded}/{c}"),
+        None => match int("/spec/parallelism").unwrap_or(0) {
+            p if p > 1 => format!("{succeeded}/1 of {p}"),
+            _ => format!("{succeeded}/1"),
+        },
+    };
+    let start = s(job, "/status/startTime");
+    let duration = match (start, s(job, "/status/completionTime")) {
+        ("", _) => String::new(),
+        (start, "") => meta::age_seconds(start)
+            .map(meta::human_duration)
+            .unwrap_or_default(),
+        (start, end) => match (meta::age_seconds(start), meta::age_seconds(end)) {
+            (Some(a), Some(b)) => meta::human_duration(a - b),
+            _ => String::new(),
+        },
+    };
+    let has = |kind: &str| {
+        job.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| s(c, "/type") == kind && s(c, "/status") == "True")
+    };
+    let status = if has("Complete") {
+        "Complete"
+    } else if has("Failed") {
+        "Failed"
+    } else if job.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating"
+    } else if has("Suspended") {
+        "Suspended"
+    } else if has("FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    };
+    let containers: Vec<&Value> = job
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let joined = |field: &str| {
+        containers
+            .iter()
+            .map(|c| s(c, field))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    vec![
+        json!(s(job, "/metadata/name")),
+        json!(status),
+        json!(completions),
+        json!(duration),
+        json!(age(job)),
+        json!(joined("/name")),
+        json!(joined("/image")),
+        json!(format_label_selector(job.pointer("/spec/selector"))),
+    ]
+}
+
 fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     let name = json!(s(obj, "/metadata/name"));
     match (info.group, info.kind) {
@@ -574,6 +651,7 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
         ("", "Pod") => pod_cells(obj),
         ("", "Node") => node_cells(obj),
         ("apps", "ReplicaSet") => replicaset_cells(obj),
+        ("batch", "Job") => job_cells(obj),
         ("", "Namespace") => vec![name, json!(s(obj, "/status/phase")), json!(age(obj))],
         ("coordination.k8s.io", "Lease") => {
             vec![name, json!(s(obj, "/spec/holderIdentity")), json!(age(obj))]

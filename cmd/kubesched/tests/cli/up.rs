@@ -314,6 +314,56 @@ fn up_runs_the_pods_of_a_replicaset_applied_with_kubectl() {
     });
 }
 
+/// `up` runs the Job controller and completes a Job's pods: a Job of 3 completions, 2 at a
+/// time, applied with kubectl reaches Complete (`kubectl wait`), and `kubectl get job` reads
+/// Complete 3/3.
+#[test]
+fn up_runs_a_job_applied_with_kubectl_to_completion() {
+    let scratch = Scratch::new("job");
+    let (_up, kubeconfig, _) = up(&scratch, &["--job-pod-completion", "300ms"]);
+    let manifest = scratch.path("job.yaml");
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: pi}\nspec:\n  \
+               completions: 3\n  parallelism: 2\n  template:\n    spec:\n      \
+               restartPolicy: Never\n      containers:\n      \
+               - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 100m}}}\n";
+    std::fs::write(
+        &manifest,
+        [node_yaml("n1", "4", &[], None), job.to_string()].join("---\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &manifest.to_string_lossy()]);
+    let waited = kubectl_ok(
+        &kubeconfig,
+        &[
+            "wait",
+            "--for=condition=complete",
+            "job/pi",
+            "--timeout=60s",
+        ],
+    );
+    assert_eq!(waited.trim(), "job.batch/pi condition met");
+    let out = kubectl_ok(&kubeconfig, &["get", "job", "pi", "--no-headers"]);
+    let fields: Vec<&str> = out.split_whitespace().take(3).collect();
+    assert_eq!(fields, ["pi", "Complete", "3/3"]);
+    let pods = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=pi",
+            "--no-headers",
+            "-o",
+            "custom-columns=PHASE:.status.phase,NODE:.spec.nodeName",
+        ],
+    );
+    let pods: Vec<Vec<&str>> = pods
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(pods, vec![vec!["Succeeded", "n1"]; 3]);
+}
+
 /// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it
 /// and its URL, after writing `kubeconfig`.
 fn apiserver(kubeconfig: &Path, listen: &str, extra: &[&str]) -> (Proc, String) {

@@ -887,6 +887,10 @@ fn list_response(info: &ResourceInfo, meta: &ListMeta, items: &[Cow<'_, Value>])
 fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, ApiError> {
     let info = p.info;
     admission::check_kind(info, &mut obj)?;
+    // The server gives every new object its uid; one in the body is dropped.
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("uid");
+    }
     admission::check_name(info, &obj)?;
     req.check_fields(info, &obj)?;
     let url_ns = namespace_of(p);
@@ -909,6 +913,19 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::admit_priority(info, &mut obj, &classes)?;
         }
         ("", "Namespace") => admission::default_namespace(&mut obj),
+        ("batch", "Job") => {
+            crate::job::prepare_for_create(&mut obj);
+            let errs = crate::job::validate_job(&obj);
+            if !errs.is_empty() {
+                let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+                return Err(ApiError::invalid_fields(
+                    info.kind,
+                    info.group,
+                    name.unwrap_or(""),
+                    &errs,
+                ));
+            }
+        }
         _ => {
             admission::default_storage_spec(info, &mut obj);
             admission::default_storage_phase(info, &mut obj);
@@ -1033,6 +1050,14 @@ fn finish_update(
         ("", "PersistentVolume") => validation::validate_persistent_volume_update(current, &new),
         ("storage.k8s.io", "StorageClass") => {
             validation::validate_storage_class_update(current, &new)
+        }
+        ("batch", "Job") if !status_only => {
+            if let Some(template) = new.pointer_mut("/spec/template") {
+                admission::default_pod_spec(template);
+            }
+            let mut errs = crate::job::validate_job_update(current, &new);
+            errs.extend(validation::validate_resource_quantities(info, &new));
+            errs
         }
         _ => validation::validate_resource_quantities(info, &new),
     };

@@ -11,6 +11,7 @@ mod browser;
 mod connections;
 mod harness;
 mod http_api;
+mod jobs;
 mod kube_rs;
 mod kubectl;
 mod openapi;

@@ -6,7 +6,7 @@
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
-//! [`pv_controller`], [`provisioner`], [`replicaset`] and [`garbagecollector`].
+//! [`pv_controller`], [`provisioner`], [`replicaset`], [`deployment`] and [`garbagecollector`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -29,6 +29,7 @@
 
 pub mod admission;
 pub mod controller;
+pub mod deployment;
 pub mod discovery;
 pub mod garbagecollector;
 mod http;
@@ -168,8 +169,9 @@ pub struct Config {
     /// stand-in ([`provisioner`]): claims bind to volumes, and claims handed to a provisioner
     /// in [`Config::provisioners`] get a volume.
     pub volume_controllers: bool,
-    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]) and the
-    /// garbage collector ([`garbagecollector`]).
+    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]), the
+    /// Deployment controller ([`deployment`]) and the garbage collector
+    /// ([`garbagecollector`]).
     pub workload_controllers: bool,
     /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
     /// serves.
@@ -401,6 +403,7 @@ impl Server {
         let workload_controllers = if config.workload_controllers {
             vec![
                 tokio::spawn(replicaset::run(store.clone())),
+                tokio::spawn(deployment::run(store.clone())),
                 tokio::spawn(garbagecollector::run(store.clone())),
             ]
         } else {

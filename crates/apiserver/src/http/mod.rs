@@ -842,6 +842,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
         _ => {
             admission::default_storage_spec(info, &mut obj);
             admission::default_storage_phase(info, &mut obj);
+            admission::default_workload(info, &mut obj);
         }
     }
     let errs = validation::validate_resource_quantities(info, &obj);
@@ -956,6 +957,7 @@ fn finish_update(
         }
     }
     admission::default_storage_spec(info, &mut new);
+    admission::default_workload(info, &mut new);
     let errs = match (info.group, info.kind) {
         ("", "PersistentVolumeClaim") => {
             validation::validate_persistent_volume_claim_update(current, &new)

@@ -55,8 +55,9 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use crate::controller::{controller_ref, owner_reference, owner_refs, requeue, sleep_until,
-    terminating, with_owner_refs};
+use crate::controller::{
+    controller_ref, owner_reference, owner_refs, requeue, sleep_until, terminating, with_owner_refs,
+};
 use crate::meta;
 use crate::pv_controller::{selector_matches, str_at};
 use crate::recorder::Recorder;
@@ -189,7 +190,11 @@ pub fn max_unavailable(d: &Value) -> Result<i64, DeploymentError> {
 
 /// The new ReplicaSet's size in a rolling update: up by what the surge leaves room for,
 /// never past `spec.replicas` (upstream's NewRSNewReplicas).
-pub fn new_rs_new_replicas(d: &Value, all: &[&Value], new_rs_replicas: i64) -> Result<i64, DeploymentError> {
+pub fn new_rs_new_replicas(
+    d: &Value,
+    all: &[&Value],
+    new_rs_replicas: i64,
+) -> Result<i64, DeploymentError> {
     if !is_rolling_update(d) {
         return Ok(replicas(d));
     }
@@ -544,7 +549,13 @@ pub fn rollout_status(
         let msg = subject("has timed out progressing.");
         set_condition(
             &mut status,
-            condition("Progressing", "False", "ProgressDeadlineExceeded", &msg, now),
+            condition(
+                "Progressing",
+                "False",
+                "ProgressDeadlineExceeded",
+                &msg,
+                now,
+            ),
         );
     }
     Ok(status)
@@ -865,7 +876,10 @@ impl DeploymentController {
             set_annotation(d, REVISION, &rev);
             let mut status = status_of(d);
             if has_progress_deadline(d) && get_condition(&status, "Progressing").is_none() {
-                let msg = format!("Found new replica set {:?}", str_at(&copy, "/metadata/name"));
+                let msg = format!(
+                    "Found new replica set {:?}",
+                    str_at(&copy, "/metadata/name")
+                );
                 set_condition(
                     &mut status,
                     condition("Progressing", "True", "FoundNewReplicaSet", &msg, &now),
@@ -915,7 +929,10 @@ impl DeploymentController {
                     }
                 }
                 Err(e) => {
-                    let msg = format!("Failed to create new replica set {rs_name:?}: {}", e.message);
+                    let msg = format!(
+                        "Failed to create new replica set {rs_name:?}: {}",
+                        e.message
+                    );
                     if has_progress_deadline(d) {
                         let mut status = status_of(d);
                         set_condition(
@@ -924,7 +941,8 @@ impl DeploymentController {
                         );
                         self.write_status(d, status);
                     }
-                    self.recorder.event(d, "Deployment", "Warning", "ReplicaSetCreateError", &msg);
+                    self.recorder
+                        .event(d, "Deployment", "Warning", "ReplicaSetCreateError", &msg);
                     return Err(Retry);
                 }
             };
@@ -1150,7 +1168,13 @@ impl DeploymentController {
 
     /// Writes a ReplicaSet's size and replica annotations (upstream's scaleReplicaSet), with
     /// a `ScalingReplicaSet` Event when the size changed.
-    fn scale_replica_set(&self, d: &Value, rs: &Value, size: i64, surge: i64) -> Result<Value, Retry> {
+    fn scale_replica_set(
+        &self,
+        d: &Value,
+        rs: &Value,
+        size: i64,
+        surge: i64,
+    ) -> Result<Value, Retry> {
         let old = replicas(rs);
         let want = replicas(d);
         let (desired, max) = (want.to_string(), (want + surge).to_string());
@@ -1192,7 +1216,11 @@ impl DeploymentController {
     }
 
     /// Upstream's rolloutRolling.
-    fn rollout_rolling(&self, d: &mut Value, rs_list: Vec<Value>) -> Result<Option<Duration>, Retry> {
+    fn rollout_rolling(
+        &self,
+        d: &mut Value,
+        rs_list: Vec<Value>,
+    ) -> Result<Option<Duration>, Retry> {
         let mut sets = self.replica_sets_and_sync_revision(d, rs_list, true)?;
         let surge = max_surge(d).map_err(|e| self.invalid(d, &e))?;
         if self.reconcile_new_replica_set(d, &mut sets, surge)? {
@@ -1209,7 +1237,12 @@ impl DeploymentController {
 
     /// Scales the new ReplicaSet up as far as the surge allows (down to `spec.replicas`
     /// when above); true when its size changed.
-    fn reconcile_new_replica_set(&self, d: &Value, sets: &mut Sets, surge: i64) -> Result<bool, Retry> {
+    fn reconcile_new_replica_set(
+        &self,
+        d: &Value,
+        sets: &mut Sets,
+        surge: i64,
+    ) -> Result<bool, Retry> {
         let Some(new) = sets.new.clone() else {
             return Ok(false);
         };
@@ -1230,7 +1263,12 @@ impl DeploymentController {
     /// Scales old ReplicaSets down as far as availability allows: unhealthy replicas first,
     /// then the oldest ReplicaSets' (upstream's reconcileOldReplicaSets); true when any
     /// size changed.
-    fn reconcile_old_replica_sets(&self, d: &Value, sets: &mut Sets, surge: i64) -> Result<bool, Retry> {
+    fn reconcile_old_replica_sets(
+        &self,
+        d: &Value,
+        sets: &mut Sets,
+        surge: i64,
+    ) -> Result<bool, Retry> {
         let old_count: i64 = sets.old.iter().map(replicas).sum();
         if old_count == 0 {
             return Ok(false);
@@ -1292,7 +1330,11 @@ impl DeploymentController {
 
     /// Upstream's rolloutRecreate: old ReplicaSets to 0, then, once no old pod runs, the new
     /// one at `spec.replicas`.
-    fn rollout_recreate(&self, d: &mut Value, rs_list: Vec<Value>) -> Result<Option<Duration>, Retry> {
+    fn rollout_recreate(
+        &self,
+        d: &mut Value,
+        rs_list: Vec<Value>,
+    ) -> Result<Option<Duration>, Retry> {
         let mut sets = self.replica_sets_and_sync_revision(d, rs_list, false)?;
         let mut scaled_down = false;
         for i in 0..sets.old.len() {
@@ -1353,8 +1395,15 @@ impl DeploymentController {
         if diff <= 0 {
             return;
         }
-        cleanable.sort_by(|a, b| revision(a).cmp(&revision(b)).then_with(|| by_creation(a, b)));
-        for rs in cleanable.into_iter().take(usize::try_from(diff).unwrap_or(0)) {
+        cleanable.sort_by(|a, b| {
+            revision(a)
+                .cmp(&revision(b))
+                .then_with(|| by_creation(a, b))
+        });
+        for rs in cleanable
+            .into_iter()
+            .take(usize::try_from(diff).unwrap_or(0))
+        {
             if int_at(rs, "/status/replicas") != 0
                 || replicas(rs) != 0
                 || int_at(rs, "/metadata/generation") > int_at(rs, "/status/observedGeneration")
@@ -1430,7 +1479,10 @@ fn set_new_replica_set_annotations(
     surge: i64,
 ) -> bool {
     let mut changed = false;
-    if let Some(annotations) = d.pointer("/metadata/annotations").and_then(Value::as_object) {
+    if let Some(annotations) = d
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+    {
         for (k, v) in annotations {
             let Some(v) = v.as_str() else { continue };
             if ANNOTATIONS_TO_SKIP.contains(&k.as_str()) || annotation(rs, k) == Some(v) {

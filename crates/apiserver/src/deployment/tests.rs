@@ -118,11 +118,7 @@ fn status_with(conditions: Value) -> Map<String, Value> {
     json!([{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
            {"type": "Progressing", "status": "True", "lastUpdateTime": NOW,
             "lastTransitionTime": "then", "reason": "NewReplicaSetAvailable", "message": "m"}]))]
-fn conditions_are_set_as_upstream(
-    #[case] before: Value,
-    #[case] cond: Value,
-    #[case] want: Value,
-) {
+fn conditions_are_set_as_upstream(#[case] before: Value, #[case] cond: Value, #[case] want: Value) {
     let mut status = status_with(before);
     set_condition(&mut status, cond);
     assert_eq!(Value::Object(status), json!({"conditions": want}));
@@ -214,7 +210,9 @@ fn new_replica_set_annotations_copy_the_deployment_and_keep_revision_history() {
                        "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
                    "spec": {"replicas": 3}});
     let mut made = json!({"metadata": {}});
-    assert!(set_new_replica_set_annotations(&d, &mut made, "3", false, 1));
+    assert!(set_new_replica_set_annotations(
+        &d, &mut made, "3", false, 1
+    ));
     assert_eq!(
         made.pointer("/metadata/annotations"),
         Some(&json!({"kubernetes.io/change-cause": "v2",
@@ -225,12 +223,24 @@ fn new_replica_set_annotations_copy_the_deployment_and_keep_revision_history() {
     let mut rolled_back = json!({"metadata": {"annotations": {
         "deployment.kubernetes.io/revision": "1",
         "deployment.kubernetes.io/revision-history": "0"}}});
-    assert!(set_new_replica_set_annotations(&d, &mut rolled_back, "3", true, 1));
+    assert!(set_new_replica_set_annotations(
+        &d,
+        &mut rolled_back,
+        "3",
+        true,
+        1
+    ));
     assert_eq!(
         rolled_back.pointer("/metadata/annotations"),
         Some(&json!({"kubernetes.io/change-cause": "v2",
                      "deployment.kubernetes.io/revision": "3",
                      "deployment.kubernetes.io/revision-history": "0,1"}))
     );
-    assert!(!set_new_replica_set_annotations(&d, &mut rolled_back, "3", true, 1));
+    assert!(!set_new_replica_set_annotations(
+        &d,
+        &mut rolled_back,
+        "3",
+        true,
+        1
+    ));
 }

@@ -400,6 +400,63 @@ fn up_rolls_out_restarts_and_undoes_a_deployment_applied_with_kubectl() {
     );
 }
 
+/// The rollout example: after `kubectl set image`, the new revision's six pods are two per
+/// zone, since `matchLabelKeys: [pod-template-hash]` spreads each revision by itself.
+#[test]
+fn the_rollout_example_spreads_each_revision_over_the_zones() {
+    let scratch = Scratch::new("rollout-example");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/rollout.yaml");
+    let (_up, kubeconfig, _) = up(&scratch, &["-f", example]);
+    let rollout_status = || {
+        let out = kubectl_ok(
+            &kubeconfig,
+            &["rollout", "status", "deployment/web", "--timeout=60s"],
+        );
+        assert!(out.ends_with("successfully rolled out\n"), "{out}");
+    };
+    rollout_status();
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "set",
+            "image",
+            "deployment/web",
+            "app=registry.k8s.io/pause:3.10",
+        ],
+    );
+    rollout_status();
+    let per_node = wait_for(Duration::from_secs(60), "six pods of the new image", || {
+        let out = kubectl_ok(
+            &kubeconfig,
+            &["get", "pods", "-l", "app=web", "--no-headers", "-o",
+              "custom-columns=IMAGE:.spec.containers[0].image,NODE:.spec.nodeName,DELETING:.metadata.deletionTimestamp"],
+        );
+        let rows: Vec<Vec<String>> = out
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect())
+            .collect();
+        let all_new = rows.len() == 6
+            && rows
+                .iter()
+                .all(|r| r[0] == "registry.k8s.io/pause:3.10" && r[2] == "<none>");
+        all_new.then(|| {
+            let mut per_node = BTreeMap::new();
+            for r in &rows {
+                *per_node.entry(r[1].clone()).or_insert(0) += 1;
+            }
+            per_node
+        })
+    });
+    assert_eq!(
+        per_node,
+        BTreeMap::from([
+            ("node-a".to_string(), 2),
+            ("node-b".to_string(), 2),
+            ("node-c".to_string(), 2)
+        ])
+    );
+}
+
 /// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it
 /// and its URL, after writing `kubeconfig`.
 fn apiserver(kubeconfig: &Path, listen: &str, extra: &[&str]) -> (Proc, String) {

@@ -621,3 +621,122 @@ fn kubectl_rolls_out_sets_image_undoes_restarts_and_scales_a_deployment() {
             .then_some(())
     });
 }
+
+/// The Deployment of [`deployment`] with its template changed so that new pods are never
+/// scheduled (no `nodeName`, no scheduler): its rollout stalls with the new ReplicaSet
+/// unavailable.
+fn stall_rollout(c: &Cluster, name: &str) {
+    let (code, body) = c.request(
+        "PATCH",
+        &format!("{DEPLOYS}/{name}"),
+        Some("application/json-patch+json"),
+        r#"[{"op":"remove","path":"/spec/template/spec/nodeName"}]"#,
+    );
+    assert_eq!(code, 200, "{body}");
+}
+
+/// The ReplicaSets' sizes by their containers' node (`n1` for the old template, `-` for the
+/// stalled one).
+fn sizes_by_template(c: &Cluster, name: &str) -> BTreeMap<String, i64> {
+    replicasets(c, name)
+        .iter()
+        .map(|rs| {
+            let node = s(rs, "/spec/template/spec/nodeName");
+            (
+                if node.is_empty() { "-" } else { node }.to_string(),
+                i(rs, "/spec/replicas"),
+            )
+        })
+        .collect()
+}
+
+/// Scaling mid-rollout spreads the new replicas over the old and new ReplicaSets in
+/// proportion to their sizes (upstream's proportional scaling): 3 old + 2 new of 4 (max 5)
+/// scaled to 8 (max 10) are 6 old + 4 new.
+#[test]
+fn scaling_a_stalled_rollout_scales_its_replicasets_in_proportion() {
+    let c = cluster();
+    create(&c, DEPLOYS, &deployment("web", 4, "nginx:1.27", json!({})));
+    rolled_out(&c, "web");
+    stall_rollout(&c, "web");
+    let stalled = BTreeMap::from([("-".to_string(), 2), ("n1".to_string(), 3)]);
+    wait_for("the rollout stalled at 3 old and 2 new", || {
+        (sizes_by_template(&c, "web") == stalled).then_some(())
+    });
+    let (code, body) = c.request(
+        "PATCH",
+        &format!("{DEPLOYS}/web/scale"),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"replicas":8}}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let scaled = BTreeMap::from([("-".to_string(), 4), ("n1".to_string(), 6)]);
+    wait_for("6 old and 4 new", || {
+        (sizes_by_template(&c, "web") == scaled).then_some(())
+    });
+    let annotations: BTreeSet<(String, String)> = replicasets(&c, "web")
+        .iter()
+        .map(|rs| {
+            (
+                s(
+                    rs,
+                    "/metadata/annotations/deployment.kubernetes.io~1desired-replicas",
+                )
+                .to_string(),
+                s(
+                    rs,
+                    "/metadata/annotations/deployment.kubernetes.io~1max-replicas",
+                )
+                .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        annotations,
+        BTreeSet::from([("8".to_string(), "10".to_string())])
+    );
+}
+
+/// A rollout that makes no progress for `progressDeadlineSeconds` is reported with
+/// `Progressing=False` reason `ProgressDeadlineExceeded`, which `kubectl rollout status`
+/// turns into an error.
+#[test]
+fn a_rollout_without_progress_past_its_deadline_is_reported_and_fails_rollout_status() {
+    let c = cluster();
+    let mut d = deployment("web", 2, "nginx:1.27", json!({}));
+    d["spec"]["progressDeadlineSeconds"] = json!(1);
+    create(&c, DEPLOYS, &d);
+    rolled_out(&c, "web");
+    stall_rollout(&c, "web");
+    let d = wait_for("the deadline exceeded", || {
+        let (_, d) = c.get(&format!("{DEPLOYS}/web"));
+        (progressing_reason(&d) == "ProgressDeadlineExceeded").then_some(d)
+    });
+    let new = replicasets(&c, "web")
+        .into_iter()
+        .find(|rs| s(rs, "/spec/template/spec/nodeName").is_empty())
+        .expect("the new replica set");
+    assert_eq!(
+        conditions(&d)
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| s(c, "/type") == "Progressing"))
+            .cloned(),
+        Some(
+            json!({"type": "Progressing", "status": "False", "lastUpdateTime": "TIME",
+            "lastTransitionTime": "TIME", "reason": "ProgressDeadlineExceeded",
+            "message": format!("ReplicaSet \"{}\" has timed out progressing.",
+                               s(&new, "/metadata/name"))})
+        )
+    );
+    let out = c.kubectl(&["rollout", "status", "deployment/web", "--timeout=30s"]);
+    assert_eq!(
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            false,
+            "error: deployment \"web\" exceeded its progress deadline\n".to_string()
+        )
+    );
+}

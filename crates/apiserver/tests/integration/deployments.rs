@@ -548,6 +548,12 @@ fn kubectl_rolls_out_sets_image_undoes_restarts_and_scales_a_deployment() {
         "{table}"
     );
     let first = s(&replicasets(&c, "web")[0], "/metadata/name").to_string();
+    let all = c.kubectl_ok(&["get", "all", "-o", "name"]);
+    assert!(
+        all.lines().any(|l| l == "deployment.apps/web")
+            && all.lines().any(|l| l == format!("replicaset.apps/{first}")),
+        "{all}"
+    );
     assert_eq!(
         c.kubectl_ok(&["set", "image", "deployment/web", "c=nginx:1.28"]),
         "deployment.apps/web image updated\n"

@@ -244,3 +244,71 @@ fn new_replica_set_annotations_copy_the_deployment_and_keep_revision_history() {
         1
     ));
 }
+
+fn valid() -> Value {
+    json!({"metadata": {"name": "web"},
+           "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                    "strategy": {"type": "RollingUpdate",
+                                 "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+                    "template": {"metadata": {"labels": {"app": "web", "tier": "fe"}}}}})
+}
+
+fn with(pointer: &str, value: Value) -> Value {
+    let mut d = valid();
+    if let Some(slot) = d.pointer_mut(pointer) {
+        *slot = value;
+    }
+    d
+}
+
+fn messages(errs: &[crate::validation::FieldError]) -> Vec<String> {
+    errs.iter()
+        .map(|e| format!("{}: {}", e.field, e.body()))
+        .collect()
+}
+
+#[rstest]
+#[case::valid_deployment_passes(valid(), vec![])]
+#[case::missing_selector_is_required(with("/spec/selector", Value::Null),
+    vec!["spec.selector: Required value"])]
+#[case::empty_selector_is_invalid(with("/spec/selector", json!({})),
+    vec!["spec.selector: Invalid value: {}: empty selector is invalid for deployment"])]
+#[case::selector_must_select_the_template(
+    with("/spec/selector", json!({"matchLabels": {"app": "api"}})),
+    vec!["spec.template.metadata.labels: Invalid value: {\"app\":\"web\",\"tier\":\"fe\"}: `selector` does not match template `labels`"])]
+#[case::negative_replicas_are_invalid(with("/spec/replicas", json!(-1)),
+    vec!["spec.replicas: Invalid value: -1: must be greater than or equal to 0"])]
+#[case::surge_and_unavailable_both_zero_are_invalid(
+    with("/spec/strategy/rollingUpdate", json!({"maxSurge": 0, "maxUnavailable": "0%"})),
+    vec!["spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"0%\": may not be 0 when `maxSurge` is 0"])]
+#[case::a_percentage_must_be_a_number_and_a_percent_sign(
+    with("/spec/strategy/rollingUpdate/maxSurge", json!("half")),
+    vec!["spec.strategy.rollingUpdate.maxSurge: Invalid value: \"half\": a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"])]
+#[case::unavailable_over_100_percent_is_invalid(
+    with("/spec/strategy/rollingUpdate/maxUnavailable", json!("150%")),
+    vec!["spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"150%\": must not be greater than 100%"])]
+#[case::recreate_takes_no_rolling_update(
+    with("/spec/strategy/type", json!("Recreate")),
+    vec!["spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'"])]
+fn deployments_are_validated_as_upstream(#[case] d: Value, #[case] want: Vec<&str>) {
+    assert_eq!(messages(&crate::validation::validate_deployment(&d)), want);
+}
+
+#[test]
+fn a_deployments_selector_is_immutable() {
+    let changed = with(
+        "/spec/selector",
+        json!({"matchLabels": {"app": "web", "tier": "fe"}}),
+    );
+    assert_eq!(
+        messages(&crate::validation::validate_deployment_update(&valid(), &changed)),
+        vec!["spec.selector: Invalid value: {\"matchLabels\":{\"app\":\"web\",\"tier\":\"fe\"}}: field is immutable"]
+    );
+    assert_eq!(
+        messages(&crate::validation::validate_deployment_update(
+            &valid(),
+            &with("/spec/replicas", json!(5))
+        )),
+        Vec::<String>::new()
+    );
+}

@@ -861,6 +861,18 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
         let (classes, _) = req.st.store.list(classes, None);
         admission::default_claim_class(&mut obj, &classes);
     }
+    if (info.group, info.kind) == ("apps", "Deployment") {
+        let errs = validation::validate_deployment(&obj);
+        if !errs.is_empty() {
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+            return Err(ApiError::invalid_fields(
+                info.kind,
+                info.group,
+                name.unwrap_or(""),
+                &errs,
+            ));
+        }
+    }
     if (info.group, info.kind) == ("storage.k8s.io", "StorageClass") {
         let errs = validation::validate_storage_class(&obj);
         if !errs.is_empty() {
@@ -965,6 +977,11 @@ fn finish_update(
         ("", "PersistentVolume") => validation::validate_persistent_volume_update(current, &new),
         ("storage.k8s.io", "StorageClass") => {
             validation::validate_storage_class_update(current, &new)
+        }
+        ("apps", "Deployment") => {
+            let mut errs = validation::validate_deployment_update(current, &new);
+            errs.extend(validation::validate_resource_quantities(info, &new));
+            errs
         }
         _ => validation::validate_resource_quantities(info, &new),
     };

@@ -746,3 +746,23 @@ fn a_rollout_without_progress_past_its_deadline_is_reported_and_fails_rollout_st
         )
     );
 }
+
+/// A selector that does not select the template would have the ReplicaSet controller
+/// make pods it never owns; the API server refuses it, as upstream's does.
+#[test]
+fn a_deployment_whose_selector_does_not_select_its_template_is_refused() {
+    let c = cluster();
+    let mut d = deployment("web", 1, "nginx:1.27", json!({}));
+    d["spec"]["selector"] = json!({"matchLabels": {"app": "api"}});
+    let (code, status) = c.post(DEPLOYS, &d);
+    assert_eq!(
+        (code, s(&status, "/reason"), s(&status, "/message")),
+        (
+            422,
+            "Invalid",
+            "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: {\"app\":\"web\"}: `selector` does not match template `labels`"
+        ),
+        "{status}"
+    );
+    assert_eq!(c.get(&format!("{DEPLOYS}/web")).0, 404);
+}

@@ -1,6 +1,7 @@
 use rstest::rstest;
 use serde_json::{json, Map, Value};
 
+use super::util::*;
 use super::*;
 
 fn deployment(replicas: i64, surge: Value, unavailable: Value) -> Value {

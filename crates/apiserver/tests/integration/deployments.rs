@@ -766,3 +766,26 @@ fn a_deployment_whose_selector_does_not_select_its_template_is_refused() {
     );
     assert_eq!(c.get(&format!("{DEPLOYS}/web")).0, 404);
 }
+
+/// The pods the controllers make get what the API server does to a pod created through it:
+/// a spread constraint's `matchLabelKeys: [pod-template-hash]` is merged into its
+/// `labelSelector` with the pod's hash, which is all upstream's kube-scheduler reads.
+#[test]
+fn pods_of_a_deployment_have_match_label_keys_merged_into_their_spread_selector() {
+    let c = cluster();
+    let mut d = deployment("web", 1, "nginx:1.27", json!({}));
+    d["spec"]["template"]["spec"]["topologySpreadConstraints"] = json!([{
+        "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "matchLabelKeys": ["pod-template-hash"]}]);
+    create(&c, DEPLOYS, &d);
+    let pod = wait_for("a pod", || pods(&c, "web").into_iter().next());
+    let hash = s(&pod, "/metadata/labels/pod-template-hash");
+    assert_eq!(
+        pod.pointer("/spec/topologySpreadConstraints/0/labelSelector"),
+        Some(&json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "pod-template-hash", "operator": "In",
+                                  "values": [hash]}]}))
+    );
+}

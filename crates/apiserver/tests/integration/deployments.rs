@@ -789,3 +789,44 @@ fn pods_of_a_deployment_have_match_label_keys_merged_into_their_spread_selector(
                                   "values": [hash]}]}))
     );
 }
+
+/// A ReplicaSet of another template already holding the name `<deployment>-<hash>` is a
+/// hash collision: `status.collisionCount` rises and the new ReplicaSet is named by the
+/// hash that counts it.
+#[test]
+fn a_replicaset_name_taken_by_another_template_raises_the_collision_count() {
+    let dir = tempfile::tempdir().expect("data dir");
+    let config = |controllers: bool| Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        workload_controllers: controllers,
+        simulate_kubelets: controllers,
+        ..Config::default()
+    };
+    let taken = {
+        let c = Cluster::with_config(config(false));
+        let d = create(&c, DEPLOYS, &deployment("web", 1, "nginx:1.27", json!({})));
+        let hash = apiserver::deployment::util::compute_hash(d.pointer("/spec/template"), None);
+        let name = format!("web-{hash}");
+        let mut other = deployment("other", 0, "busybox", json!({}));
+        other["kind"] = json!("ReplicaSet");
+        other["metadata"]["name"] = json!(name);
+        if let Some(spec) = other["spec"].as_object_mut() {
+            spec.remove("strategy");
+        }
+        create(&c, RSS, &other);
+        name
+    };
+    let c = Cluster::with_config(config(true));
+    let d = rolled_out(&c, "web");
+    assert_eq!(d.pointer("/status/collisionCount"), Some(&json!(1)));
+    let owned: Vec<String> = replicasets(&c, "web")
+        .iter()
+        .map(|rs| s(rs, "/metadata/name").to_string())
+        .collect();
+    let want = format!(
+        "web-{}",
+        apiserver::deployment::util::compute_hash(d.pointer("/spec/template"), Some(1))
+    );
+    assert_eq!(owned, vec![want.clone()]);
+    assert_ne!(want, taken);
+}

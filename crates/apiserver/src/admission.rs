@@ -51,6 +51,7 @@ pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         ("storage.k8s.io", "CSIStorageCapacity") => try_as::<storage::v1::CSIStorageCapacity>(v),
         ("storage.k8s.io", "VolumeAttachment") => try_as::<storage::v1::VolumeAttachment>(v),
         ("apps", "ReplicaSet") => try_as::<apps::v1::ReplicaSet>(v),
+        ("apps", "Deployment") => try_as::<apps::v1::Deployment>(v),
         ("apps", "StatefulSet") => try_as::<apps::v1::StatefulSet>(v),
         ("batch", "Job") => try_as::<k8s_openapi::api::batch::v1::Job>(v),
         ("coordination.k8s.io", _) => try_as::<coordination::v1::Lease>(v),
@@ -234,6 +235,7 @@ fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Result<Value, String>>
         ("storage.k8s.io", "CSIStorageCapacity") => rt::<storage::v1::CSIStorageCapacity>(v),
         ("storage.k8s.io", "VolumeAttachment") => rt::<storage::v1::VolumeAttachment>(v),
         ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(v),
+        ("apps", "Deployment") => rt::<apps::v1::Deployment>(v),
         ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(v),
         ("batch", "Job") => rt::<k8s_openapi::api::batch::v1::Job>(v),
         ("coordination.k8s.io", _) => rt::<coordination::v1::Lease>(v),
@@ -749,6 +751,68 @@ pub fn default_pod_spec(obj: &mut Value) {
                     set_default(c, "terminationMessagePolicy", json!("File"));
                     set_default(c, "resources", json!({}));
                 }
+            }
+        }
+    }
+}
+
+/// Deployment defaults the real API server's decoding applies on every write: one replica,
+/// the RollingUpdate strategy with 25% surge and 25% unavailable (only the strategy's own
+/// fields when it is Recreate), ten old ReplicaSets kept, a 600 s progress deadline, and
+/// the pod template's spec defaults. Other kinds are left alone.
+///
+/// Upstream: pkg/apis/apps/v1/defaults.go (SetDefaults_Deployment) and the PodSpec and
+/// Container defaults of pkg/apis/core/v1/defaults.go applied to the template.
+pub fn default_workload(info: &ResourceInfo, obj: &mut Value) {
+    if (info.group, info.kind) != ("apps", "Deployment") {
+        return;
+    }
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "progressDeadlineSeconds", json!(600));
+    if !spec.get("strategy").is_some_and(Value::is_object) {
+        spec.insert("strategy".into(), json!({}));
+    }
+    if let Some(strategy) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
+        set_default(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type") == Some(&json!("RollingUpdate")) {
+            if !strategy.get("rollingUpdate").is_some_and(Value::is_object) {
+                strategy.insert("rollingUpdate".into(), json!({}));
+            }
+            if let Some(ru) = strategy
+                .get_mut("rollingUpdate")
+                .and_then(Value::as_object_mut)
+            {
+                set_default(ru, "maxUnavailable", json!("25%"));
+                set_default(ru, "maxSurge", json!("25%"));
+            }
+        }
+    }
+    if let Some(template) = spec.get_mut("template").filter(|t| t.is_object()) {
+        default_template_spec(template);
+    }
+}
+
+/// The PodSpec defaults of [`default_pod_spec`] on a pod template: the same, but for the
+/// service account and `enableServiceLinks`, which upstream sets on pods alone (admission and
+/// SetDefaults_Pod), not on templates.
+fn default_template_spec(template: &mut Value) {
+    let had = |t: &Value, f: &str| t.pointer(&format!("/spec/{f}")).is_some();
+    let kept: Vec<&str> = ["serviceAccountName", "enableServiceLinks"]
+        .into_iter()
+        .filter(|f| had(template, f))
+        .collect();
+    default_pod_spec(template);
+    if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
+        for f in ["serviceAccountName", "enableServiceLinks"] {
+            if !kept.contains(&f) {
+                spec.remove(f);
             }
         }
     }

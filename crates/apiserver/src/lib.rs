@@ -6,7 +6,8 @@
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
-//! [`pv_controller`], [`provisioner`], [`replicaset`], [`job`] and [`garbagecollector`].
+//! [`pv_controller`], [`provisioner`], [`replicaset`], [`deployment`], [`job`] and
+//! [`garbagecollector`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -29,6 +30,7 @@
 
 pub mod admission;
 pub mod controller;
+pub mod deployment;
 pub mod discovery;
 pub mod garbagecollector;
 mod http;
@@ -173,8 +175,9 @@ pub struct Config {
     /// stand-in ([`provisioner`]): claims bind to volumes, and claims handed to a provisioner
     /// in [`Config::provisioners`] get a volume.
     pub volume_controllers: bool,
-    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]), the Job
-    /// controller ([`job`]) and the garbage collector ([`garbagecollector`]).
+    /// Run the workload controllers: the ReplicaSet ([`replicaset`]), Deployment
+    /// ([`deployment`]) and Job ([`job`]) controllers and the garbage collector
+    /// ([`garbagecollector`]).
     pub workload_controllers: bool,
     /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
     /// serves.
@@ -407,6 +410,7 @@ impl Server {
         let workload_controllers = if config.workload_controllers {
             vec![
                 tokio::spawn(replicaset::run(store.clone())),
+                tokio::spawn(deployment::run(store.clone())),
                 tokio::spawn(garbagecollector::run(store.clone())),
                 tokio::spawn(job::run(store.clone())),
             ]

@@ -230,7 +230,12 @@ impl ReplicaSetController {
             let classes = self.store.list(self.priority_classes, None).0;
             for _ in 0..(want - active.len()).min(BURST_REPLICAS) {
                 let mut pod = pod_from_template(rs, owner_reference(rs, "apps/v1", "ReplicaSet"));
+                // What the API server does to a pod created through it, as upstream's
+                // controller's pods are.
                 admission::default_pod(&mut pod);
+                admission::apply_scheduling_gated_condition(&mut pod);
+                admission::merge_affinity_label_keys(&mut pod);
+                admission::merge_topology_spread_label_keys(&mut pod);
                 let created = admission::admit_priority(self.pods, &mut pod, &classes)
                     .and_then(|()| self.store.create(self.pods, ns, pod, false));
                 match created {

@@ -61,6 +61,16 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             col("Images", "string", "", 1),
             col("Selector", "string", "", 1),
         ],
+        ("apps", "Deployment") => vec![
+            name,
+            col("Ready", "string", "", 0),
+            col("Up-to-date", "string", "", 0),
+            col("Available", "string", "", 0),
+            age,
+            col("Containers", "string", "", 1),
+            col("Images", "string", "", 1),
+            col("Selector", "string", "", 1),
+        ],
         ("", "Event") | ("events.k8s.io", "Event") => vec![
             col("Last Seen", "string", "", 0),
             col("Type", "string", "", 0),
@@ -633,6 +643,29 @@ fn job_cells(job: &Value) -> Vec<Value> {
     ]
 }
 
+/// Upstream: printers' printDeployment (READY is ready/desired).
+fn deployment_cells(d: &Value) -> Vec<Value> {
+    let int = |p: &str| d.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let mut cells = replicaset_cells(d);
+    // The ReplicaSet's row has the same containers, images and selector at the end.
+    let wide = cells.split_off(cells.len().saturating_sub(3));
+    let mut row = vec![
+        json!(s(d, "/metadata/name")),
+        json!(format!(
+            "{}/{}",
+            int("/status/readyReplicas"),
+            d.pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+        )),
+        json!(int("/status/updatedReplicas")),
+        json!(int("/status/availableReplicas")),
+        json!(age(d)),
+    ];
+    row.extend(wide);
+    row
+}
+
 fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     let name = json!(s(obj, "/metadata/name"));
     match (info.group, info.kind) {
@@ -652,6 +685,7 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
         ("", "Node") => node_cells(obj),
         ("apps", "ReplicaSet") => replicaset_cells(obj),
         ("batch", "Job") => job_cells(obj),
+        ("apps", "Deployment") => deployment_cells(obj),
         ("", "Namespace") => vec![name, json!(s(obj, "/status/phase")), json!(age(obj))],
         ("coordination.k8s.io", "Lease") => {
             vec![name, json!(s(obj, "/spec/holderIdentity")), json!(age(obj))]

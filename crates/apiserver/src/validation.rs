@@ -765,6 +765,132 @@ fn diff(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// Checks a Deployment (defaulted already): a non-empty selector that selects the template's
+/// labels, no negative replicas, and a rolling update that can proceed (integer or
+/// percentage surge and unavailability, not both 0). Values are shown as JSON where
+/// upstream prints Go values.
+///
+/// Upstream: pkg/apis/apps/validation/validation.go (ValidateDeploymentSpec).
+pub fn validate_deployment(d: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let spec = d.get("spec").unwrap_or(&Value::Null);
+    match spec.get("selector").filter(|s| !s.is_null()) {
+        None => errs.push(FieldError {
+            field: "spec.selector".into(),
+            kind: FieldErrorKind::Required,
+            detail: String::new(),
+        }),
+        Some(selector) => {
+            let terms = |k: &str| {
+                selector.get(k).map_or(0, |v| {
+                    v.as_object().map_or(0, Map::len) + v.as_array().map_or(0, Vec::len)
+                })
+            };
+            if terms("matchLabels") + terms("matchExpressions") == 0 {
+                errs.push(FieldError::invalid(
+                    "spec.selector",
+                    selector.clone(),
+                    "empty selector is invalid for deployment",
+                ));
+            } else {
+                let labels = spec.pointer("/template/metadata/labels");
+                if !crate::pv_controller::selector_matches(selector, labels) {
+                    errs.push(FieldError::invalid(
+                        "spec.template.metadata.labels",
+                        labels.cloned().unwrap_or(Value::Null),
+                        "`selector` does not match template `labels`",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(r) = spec
+        .get("replicas")
+        .filter(|r| r.as_i64().is_some_and(|n| n < 0))
+    {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            r.clone(),
+            "must be greater than or equal to 0",
+        ));
+    }
+    let strategy = spec.get("strategy").unwrap_or(&Value::Null);
+    let rolling = strategy.get("rollingUpdate").filter(|r| !r.is_null());
+    if strategy.get("type").and_then(Value::as_str) == Some("Recreate") && rolling.is_some() {
+        errs.push(FieldError::forbidden(
+            "spec.strategy.rollingUpdate",
+            "may not be specified when strategy `type` is 'Recreate'",
+        ));
+    }
+    if let Some(rolling) = rolling {
+        let mut zero = [false; 2];
+        for (i, key) in ["maxUnavailable", "maxSurge"].into_iter().enumerate() {
+            let field = format!("spec.strategy.rollingUpdate.{key}");
+            let Some(v) = rolling.get(key).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            match v {
+                Value::Number(n) => {
+                    zero[i] = n.as_i64() == Some(0);
+                    if n.as_i64().is_none_or(|n| n < 0) {
+                        errs.push(FieldError::invalid(
+                            field,
+                            v.clone(),
+                            "must be greater than or equal to 0",
+                        ));
+                    }
+                }
+                Value::String(s) => match s.strip_suffix('%').and_then(|p| p.parse::<u32>().ok()) {
+                    Some(p) => {
+                        zero[i] = p == 0;
+                        if key == "maxUnavailable" && p > 100 {
+                            errs.push(FieldError::invalid(
+                                field,
+                                v.clone(),
+                                "must not be greater than 100%",
+                            ));
+                        }
+                    }
+                    None => errs.push(FieldError::invalid(
+                        field,
+                        v.clone(),
+                        "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+                    )),
+                },
+                _ => {}
+            }
+        }
+        if zero == [true, true] {
+            errs.push(FieldError::invalid(
+                "spec.strategy.rollingUpdate.maxUnavailable",
+                rolling
+                    .get("maxUnavailable")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                "may not be 0 when `maxSurge` is 0",
+            ));
+        }
+    }
+    errs
+}
+
+/// Checks a Deployment update: [`validate_deployment`], and the selector stays as it was
+/// (apps/v1 makes it immutable).
+pub fn validate_deployment_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let mut errs = validate_deployment(new);
+    let selector = |d: &Value| normalized(d.pointer("/spec/selector").unwrap_or(&Value::Null));
+    if selector(old) != selector(new) {
+        errs.push(FieldError::invalid(
+            "spec.selector",
+            new.pointer("/spec/selector")
+                .cloned()
+                .unwrap_or(Value::Null),
+            "field is immutable",
+        ));
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use rstest::rstest;

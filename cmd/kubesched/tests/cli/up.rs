@@ -364,6 +364,151 @@ fn up_runs_a_job_applied_with_kubectl_to_completion() {
     assert_eq!(pods, vec![vec!["Succeeded", "n1"]; 3]);
 }
 
+/// `up` runs the Deployment controller: a Deployment applied with kubectl rolls out,
+/// restarts (a new ReplicaSet, revision 2) and undoes (the first ReplicaSet again, revision 3).
+#[test]
+fn up_rolls_out_restarts_and_undoes_a_deployment_applied_with_kubectl() {
+    let scratch = Scratch::new("deploy");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let manifest = scratch.path("deploy.yaml");
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  \
+                  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    \
+                  metadata: {labels: {app: web}}\n    spec:\n      containers:\n      \
+                  - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 100m}}}\n";
+    std::fs::write(
+        &manifest,
+        [node_yaml("n1", "4", &[], None), deploy.to_string()].join("---\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &manifest.to_string_lossy()]);
+    let rollout_status = || {
+        let out = kubectl_ok(
+            &kubeconfig,
+            &["rollout", "status", "deployment/web", "--timeout=60s"],
+        );
+        assert!(out.ends_with("successfully rolled out\n"), "{out}");
+    };
+    rollout_status();
+    let replicasets = || {
+        let out = kubectl_ok(
+            &kubeconfig,
+            &["get", "rs", "-l", "app=web", "--no-headers", "-o",
+              "custom-columns=NAME:.metadata.name,DESIRED:.spec.replicas,REVISION:.metadata.annotations.deployment\\.kubernetes\\.io/revision"],
+        );
+        let mut rows: Vec<Vec<String>> = out
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect())
+            .collect();
+        rows.sort_by(|a, b| a.get(2).cmp(&b.get(2)));
+        rows
+    };
+    let first = replicasets();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(
+        kubectl_ok(&kubeconfig, &["rollout", "restart", "deployment/web"]),
+        "deployment.apps/web restarted\n"
+    );
+    rollout_status();
+    let restarted = replicasets();
+    assert_eq!(
+        restarted
+            .iter()
+            .map(|r| (r[1].as_str(), r[2].as_str()))
+            .collect::<Vec<_>>(),
+        vec![("0", "1"), ("3", "2")]
+    );
+    assert_eq!(
+        kubectl_ok(&kubeconfig, &["rollout", "undo", "deployment/web"]),
+        "deployment.apps/web rolled back\n"
+    );
+    rollout_status();
+    let undone = replicasets();
+    assert_eq!(
+        undone,
+        vec![
+            vec![restarted[1][0].clone(), "0".to_string(), "2".to_string()],
+            vec![first[0][0].clone(), "3".to_string(), "3".to_string()],
+        ]
+    );
+    let pods = wait_for(
+        Duration::from_secs(60),
+        "3 running pods of the first revision",
+        || {
+            let out = kubectl_ok(
+            &kubeconfig,
+            &["get", "pods", "-l", "app=web", "--no-headers", "-o",
+              "custom-columns=PHASE:.status.phase,NODE:.spec.nodeName,OWNER:.metadata.ownerReferences[0].name"],
+        );
+            let pods: Vec<Vec<String>> = out
+                .lines()
+                .map(|l| l.split_whitespace().map(String::from).collect())
+                .collect();
+            (pods.len() == 3).then_some(pods)
+        },
+    );
+    assert_eq!(
+        pods,
+        vec![vec!["Running".to_string(), "n1".to_string(), first[0][0].clone()]; 3]
+    );
+}
+
+/// The rollout example: after `kubectl set image`, the new revision's six pods are two per
+/// zone, since `matchLabelKeys: [pod-template-hash]` spreads each revision by itself.
+#[test]
+fn the_rollout_example_spreads_each_revision_over_the_zones() {
+    let scratch = Scratch::new("rollout-example");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/rollout.yaml");
+    let (_up, kubeconfig, _) = up(&scratch, &["-f", example]);
+    let rollout_status = || {
+        let out = kubectl_ok(
+            &kubeconfig,
+            &["rollout", "status", "deployment/web", "--timeout=60s"],
+        );
+        assert!(out.ends_with("successfully rolled out\n"), "{out}");
+    };
+    rollout_status();
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "set",
+            "image",
+            "deployment/web",
+            "app=registry.k8s.io/pause:3.10",
+        ],
+    );
+    rollout_status();
+    let per_node = wait_for(Duration::from_secs(60), "six pods of the new image", || {
+        let out = kubectl_ok(
+            &kubeconfig,
+            &["get", "pods", "-l", "app=web", "--no-headers", "-o",
+              "custom-columns=IMAGE:.spec.containers[0].image,NODE:.spec.nodeName,DELETING:.metadata.deletionTimestamp"],
+        );
+        let rows: Vec<Vec<String>> = out
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect())
+            .collect();
+        let all_new = rows.len() == 6
+            && rows
+                .iter()
+                .all(|r| r[0] == "registry.k8s.io/pause:3.10" && r[2] == "<none>");
+        all_new.then(|| {
+            let mut per_node = BTreeMap::new();
+            for r in &rows {
+                *per_node.entry(r[1].clone()).or_insert(0) += 1;
+            }
+            per_node
+        })
+    });
+    assert_eq!(
+        per_node,
+        BTreeMap::from([
+            ("node-a".to_string(), 2),
+            ("node-b".to_string(), 2),
+            ("node-c".to_string(), 2)
+        ])
+    );
+}
+
 /// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it
 /// and its URL, after writing `kubeconfig`.
 fn apiserver(kubeconfig: &Path, listen: &str, extra: &[&str]) -> (Proc, String) {

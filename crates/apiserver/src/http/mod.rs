@@ -929,6 +929,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
         _ => {
             admission::default_storage_spec(info, &mut obj);
             admission::default_storage_phase(info, &mut obj);
+            admission::default_workload(info, &mut obj);
         }
     }
     let errs = validation::validate_resource_quantities(info, &obj);
@@ -946,6 +947,18 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             .ok_or_else(|| ApiError::internal("storageclasses not served"))?;
         let (classes, _) = req.st.store.list(classes, None);
         admission::default_claim_class(&mut obj, &classes);
+    }
+    if (info.group, info.kind) == ("apps", "Deployment") {
+        let errs = validation::validate_deployment(&obj);
+        if !errs.is_empty() {
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+            return Err(ApiError::invalid_fields(
+                info.kind,
+                info.group,
+                name.unwrap_or(""),
+                &errs,
+            ));
+        }
     }
     if (info.group, info.kind) == ("storage.k8s.io", "StorageClass") {
         let errs = validation::validate_storage_class(&obj);
@@ -1043,6 +1056,7 @@ fn finish_update(
         }
     }
     admission::default_storage_spec(info, &mut new);
+    admission::default_workload(info, &mut new);
     let errs = match (info.group, info.kind) {
         ("", "PersistentVolumeClaim") => {
             validation::validate_persistent_volume_claim_update(current, &new)
@@ -1056,6 +1070,11 @@ fn finish_update(
                 admission::default_pod_spec(template);
             }
             let mut errs = crate::job::validate_job_update(current, &new);
+            errs.extend(validation::validate_resource_quantities(info, &new));
+            errs
+        }
+        ("apps", "Deployment") => {
+            let mut errs = validation::validate_deployment_update(current, &new);
             errs.extend(validation::validate_resource_quantities(info, &new));
             errs
         }

@@ -9,6 +9,7 @@
 mod admission;
 mod browser;
 mod connections;
+mod deployments;
 mod harness;
 mod http_api;
 mod jobs;

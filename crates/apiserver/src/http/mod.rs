@@ -1301,13 +1301,21 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
         name,
         req.query.dry_run(),
         |current| {
-            if !uid.is_empty()
-                && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
-            {
+            let current_uid = current
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !uid.is_empty() && current_uid != uid {
+                // Upstream's storage precondition error, as etcd3's store words it.
                 return Err(ApiError::conflict(
                     info,
                     name,
-                    "Precondition failed: UID mismatch",
+                    &format!(
+                        "StorageError: invalid object, Code: 4, Key: /registry/pods/{}/{name}, \
+                         ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in \
+                         precondition: {uid}, UID in object meta: {current_uid}",
+                        namespace_of(p)
+                    ),
                 ));
             }
             if !rv.is_empty() && rv_of(current) != Some(rv.as_str()) {

@@ -13,6 +13,7 @@ mod harness;
 mod http_api;
 mod kube_rs;
 mod kubectl;
+mod protobuf;
 mod python;
 mod storage;
 mod validation;

@@ -10,8 +10,11 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 /// A body upstream kube-scheduler v1.35.4 sent (tests/testdata/README.md).
 fn testdata(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/testdata/{name}", env!("CARGO_MANIFEST_DIR")))
-        .expect("a body in tests/testdata")
+    std::fs::read(format!(
+        "{}/tests/testdata/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("a body in tests/testdata")
 }
 
 /// What the server sets on every write, masked before two stored objects are compared.

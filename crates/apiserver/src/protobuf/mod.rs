@@ -227,12 +227,15 @@ pub fn decode(body: &[u8], into: Target<'_>) -> Result<Value, ApiError> {
             MAGIC
         )));
     };
-    let (api_version, kind, raw) =
+    let (mut api_version, mut kind, raw) =
         read_envelope(envelope).map_err(|e| unrecognized(e.to_string()))?;
+    // An envelope without kind or apiVersion takes the URL resource's, as upstream defaults
+    // them (gvkWithDefaults).
     if kind.is_empty() {
-        return Err(unrecognized(
-            "Object 'Kind' is missing in protobuf body".into(),
-        ));
+        kind = into.kind.to_string();
+    }
+    if api_version.is_empty() {
+        api_version = into.api_version();
     }
     let version = api_version.rsplit('/').next().unwrap_or(&api_version);
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);

@@ -303,6 +303,18 @@ fn bad_bodies(
     assert_eq!(decode(&body, target(api_version, kind)), Err(want));
 }
 
+/// Upstream defaults a missing kind and apiVersion to the URL resource's.
+#[rstest]
+#[case::empty_envelope(b"k8s\0".to_vec())]
+#[case::kind_only(envelope("", "Namespace", &[]))]
+#[case::api_version_only(envelope("v1", "", &[]))]
+fn envelope_without_type_meta_takes_the_resources(#[case] body: Vec<u8>) {
+    assert_eq!(
+        decode(&body, target("v1", "Namespace")),
+        Ok(json!({"apiVersion": "v1", "kind": "Namespace"}))
+    );
+}
+
 #[rstest]
 #[case::zero(0, "0s")]
 #[case::nanoseconds(15, "15ns")]

@@ -9,7 +9,8 @@
 //! group-versions decodes without code of its own.
 //!
 //! Go's JSON encoding is followed where the wire cannot say it: `metav1.Time` and `MicroTime`
-//! become RFC 3339 strings (seconds, microseconds), `Quantity` its string, `IntOrString` a
+//! become RFC 3339 strings (seconds, microseconds; an unset optional one is left out),
+//! `Quantity` its string, `IntOrString` a
 //! number or string, `RawExtension`/`FieldsV1` their embedded JSON, bytes base64, int64 a
 //! number. Go's protobuf encoder writes every non-pointer field, empty or not, so an optional
 //! scalar equal to its zero value is left out as `omitempty` would, except for the pointer
@@ -70,53 +71,114 @@ enum Label {
     Inline,
 }
 
-/// Go pointer fields whose zero value is not the same as unset (`replicas: 0` is not the
-/// defaulted 1, `runAsUser: 0` is root), so a zero on the wire is kept. Other optional scalars
-/// are value fields with `omitempty`, always on the wire and left out of JSON when zero.
-const KEEP_ZERO: &[&str] = &[
-    "activeDeadlineSeconds",
-    "allowPrivilegeEscalation",
-    "allowVolumeExpansion",
-    "attachRequired",
-    "automountServiceAccountToken",
-    "backoffLimit",
-    "backoffLimitPerIndex",
-    "blockOwnerDeletion",
-    "completions",
-    "controller",
-    "defaultMode",
-    "deletionGracePeriodSeconds",
-    "enableServiceLinks",
-    "failedJobsHistoryLimit",
-    "fsGroup",
-    "hostUsers",
-    "immutable",
-    "leaseDurationSeconds",
-    "leaseTransitions",
-    "manualSelector",
-    "maxFailedIndexes",
-    "mode",
-    "optional",
-    "parallelism",
-    "partition",
-    "priority",
-    "privileged",
-    "progressDeadlineSeconds",
-    "readOnlyRootFilesystem",
-    "replicas",
-    "revisionHistoryLimit",
-    "runAsGroup",
-    "runAsNonRoot",
-    "runAsUser",
-    "setHostnameAsFQDN",
-    "shareProcessNamespace",
-    "startingDeadlineSeconds",
-    "successfulJobsHistoryLimit",
-    "suspend",
-    "terminationGracePeriodSeconds",
-    "tolerationSeconds",
-    "ttlSecondsAfterFinished",
+/// Go pointer fields (by message and JSON name) whose zero value is not the same as unset
+/// (`replicas: 0` is not the defaulted 1, `runAsUser: 0` is root), so a zero on the wire is
+/// kept. Other optional scalars are value fields with `omitempty`, always on the wire and
+/// left out of JSON when zero (DeploymentStatus' `replicas: 0` among them).
+const KEEP_ZERO: &[(&str, &[&str])] = &[
+    (
+        "CSIDriverSpec",
+        &[
+            "attachRequired",
+            "podInfoOnMount",
+            "requiresRepublish",
+            "seLinuxMount",
+            "storageCapacity",
+        ],
+    ),
+    ("ConfigMap", &["immutable"]),
+    ("ConfigMapEnvSource", &["optional"]),
+    ("ConfigMapKeySelector", &["optional"]),
+    ("ConfigMapProjection", &["optional"]),
+    ("ConfigMapVolumeSource", &["defaultMode", "optional"]),
+    ("ContainerStatus", &["started"]),
+    (
+        "CronJobSpec",
+        &[
+            "failedJobsHistoryLimit",
+            "startingDeadlineSeconds",
+            "successfulJobsHistoryLimit",
+            "suspend",
+        ],
+    ),
+    ("DaemonSetSpec", &["revisionHistoryLimit"]),
+    (
+        "DeploymentSpec",
+        &[
+            "progressDeadlineSeconds",
+            "replicas",
+            "revisionHistoryLimit",
+        ],
+    ),
+    ("DownwardAPIVolumeFile", &["mode"]),
+    ("DownwardAPIVolumeSource", &["defaultMode"]),
+    (
+        "JobSpec",
+        &[
+            "activeDeadlineSeconds",
+            "backoffLimit",
+            "backoffLimitPerIndex",
+            "completions",
+            "manualSelector",
+            "maxFailedIndexes",
+            "parallelism",
+            "suspend",
+            "ttlSecondsAfterFinished",
+        ],
+    ),
+    ("KeyToPath", &["mode"]),
+    ("LeaseSpec", &["leaseDurationSeconds", "leaseTransitions"]),
+    ("ObjectMeta", &["deletionGracePeriodSeconds"]),
+    ("OwnerReference", &["blockOwnerDeletion", "controller"]),
+    (
+        "PodSecurityContext",
+        &["fsGroup", "runAsGroup", "runAsNonRoot", "runAsUser"],
+    ),
+    (
+        "PodSpec",
+        &[
+            "activeDeadlineSeconds",
+            "automountServiceAccountToken",
+            "enableServiceLinks",
+            "hostUsers",
+            "priority",
+            "setHostnameAsFQDN",
+            "shareProcessNamespace",
+            "terminationGracePeriodSeconds",
+        ],
+    ),
+    ("ProjectedVolumeSource", &["defaultMode"]),
+    ("ReplicaSetSpec", &["replicas"]),
+    ("ReplicationControllerSpec", &["replicas"]),
+    ("RollingUpdateStatefulSetStrategy", &["partition"]),
+    ("Secret", &["immutable"]),
+    ("SecretEnvSource", &["optional"]),
+    ("SecretKeySelector", &["optional"]),
+    ("SecretProjection", &["optional"]),
+    ("SecretVolumeSource", &["defaultMode", "optional"]),
+    (
+        "SecurityContext",
+        &[
+            "allowPrivilegeEscalation",
+            "privileged",
+            "readOnlyRootFilesystem",
+            "runAsGroup",
+            "runAsNonRoot",
+            "runAsUser",
+        ],
+    ),
+    ("StatefulSetSpec", &["replicas", "revisionHistoryLimit"]),
+    ("StorageClass", &["allowVolumeExpansion"]),
+    ("Toleration", &["tolerationSeconds"]),
 ];
+
+/// Whether `msg.field`'s zero value is kept (see [`KEEP_ZERO`]).
+fn keeps_zero(msg: &Message, field: &Field) -> bool {
+    let short = msg.name.rsplit('.').next().unwrap_or(msg.name);
+    KEEP_ZERO
+        .iter()
+        .any(|(m, fields)| *m == short && fields.contains(&field.json))
+}
 
 /// The magic every Kubernetes protobuf body starts with.
 const MAGIC: &[u8] = b"k8s\0";
@@ -422,7 +484,7 @@ fn message(buf: &[u8], msg: &Message, out: &mut Map<String, Value>) -> Result<()
                 out.insert(field.json.to_string(), v);
             }
             Label::Optional | Label::Inline => {
-                if is_zero(&v) && !KEEP_ZERO.contains(&field.json) {
+                if is_zero(&v) && !keeps_zero(msg, field) {
                     out.remove(field.json);
                 } else if let (Value::Object(new), Some(Value::Object(old))) =
                     (&v, out.get_mut(field.json))
@@ -440,13 +502,16 @@ fn message(buf: &[u8], msg: &Message, out: &mut Map<String, Value>) -> Result<()
     Ok(())
 }
 
-/// The zero values `omitempty` leaves out; messages (Go structs) are never empty to it.
+/// The zero values `omitempty` leaves out, and the zero Time (`null`), which the `omitzero`
+/// upstream's optional Time fields carry leaves out (kubectl 1.37 sends no
+/// `creationTimestamp`); other messages (Go structs) are never empty to either.
 fn is_zero(v: &Value) -> bool {
     match v {
         Value::String(s) => s.is_empty(),
         Value::Bool(b) => !b,
         Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::Object(_) | Value::Array(_) | Value::Null => false,
+        Value::Null => true,
+        Value::Object(_) | Value::Array(_) => false,
     }
 }
 

@@ -52,20 +52,19 @@ fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Va
     "/apis/events.k8s.io/v1/namespaces/default/events",
     "pause-0.18eb59195699f443",
     json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
-           "metadata": {"name": "pause-0.18eb59195699f443", "namespace": "default", "creationTimestamp": null},
+           "metadata": {"name": "pause-0.18eb59195699f443", "namespace": "default"},
            "eventTime": "2026-11-25T17:14:01.799248Z", "reportingController": "default-scheduler",
            "reportingInstance": "default-scheduler-vm", "action": "Scheduling", "reason": "FailedScheduling",
            "regarding": {"kind": "Pod", "namespace": "default", "name": "pause-0",
                          "uid": "c06545f3-c590-4205-9a57-1736654a21c0", "apiVersion": "v1", "resourceVersion": "10"},
            "note": "running Bind plugin \"DefaultBinder\": error decoding Binding: expected value at line 1 column 1",
-           "type": "Warning", "deprecatedSource": {}, "deprecatedFirstTimestamp": null,
-           "deprecatedLastTimestamp": null}))]
+           "type": "Warning", "deprecatedSource": {}}))]
 #[case::lease(
     "lease.pb",
     "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
     "kube-scheduler",
     json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-           "metadata": {"name": "kube-scheduler", "namespace": "kube-system", "creationTimestamp": null},
+           "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
            "spec": {"holderIdentity": "vm_b4156cca-fbc1-4e3e-9197-f8f9866e2f33", "leaseDurationSeconds": 15,
                     "acquireTime": "2026-11-25T17:25:13.716025Z", "renewTime": "2026-11-25T17:25:13.716025Z",
                     "leaseTransitions": 0}}))]
@@ -175,8 +174,7 @@ fn kube_scheduler_binding_binds_as_its_json_would() {
     let (code, status) = pb.request_bytes("POST", binding, PROTOBUF, &binding_for(&uid));
     assert_eq!(code, 201, "{status}");
     let as_json = json!({"apiVersion": "v1", "kind": "Binding",
-                         "metadata": {"name": "pause-0", "namespace": "default", "uid": json_uid,
-                                      "creationTimestamp": null},
+                         "metadata": {"name": "pause-0", "namespace": "default", "uid": json_uid},
                          "target": {"kind": "Node", "name": "node-0"}});
     let (code, status) = js.post(binding, &as_json);
     assert_eq!(code, 201, "{status}");

@@ -6,9 +6,13 @@ Field numbers, wire types and message types come from k8s-pb's prost attributes 
 bindings generated from k8s.io/api's generated.proto files); JSON names and which fields are
 required come from k8s-openapi's serde field keys for the same type (prost renames fields to
 snake_case and loses names such as `podIP`). Both crates are read from the cargo registry's
-sources, at the versions below; run again after bumping either:
+sources, at the versions below (k8s-openapi is a dependency; k8s-pb is not, and
+`cargo info k8s-pb@0.9.0` puts its source there); run again after bumping either:
 
     scripts/gen-protobuf-schema.py > crates/apiserver/src/protobuf/schema.rs
+
+It reports on stderr the messages whose JSON names are guessed (camelCase of the Rust name:
+apimachinery types with JSON forms of their own) and the inlined Go structs.
 """
 import glob
 import os
@@ -39,7 +43,7 @@ def registry_src(name):
     home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
     found = glob.glob(os.path.join(home, "registry", "src", "*", name))
     if not found:
-        sys.exit(f"{name} is not in the cargo registry's sources; run `cargo fetch` first")
+        sys.exit(f"{name} is not in the cargo registry's sources; `cargo info {name.replace('-0', '@0', 1)}` fetches it")
     return found[0]
 
 

@@ -85,6 +85,24 @@ fn kube_scheduler_bodies_are_stored_as_their_json_would_be(
     assert_eq!(masked(from_pb.1), masked(from_json.1));
 }
 
+/// Leader election renews its Lease with a PUT of the same protobuf body.
+#[test]
+fn kube_scheduler_lease_is_renewed_with_a_protobuf_put() {
+    let c = Cluster::start();
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+    let (code, created) = c.request_bytes("POST", leases, PROTOBUF, &testdata("lease.pb"));
+    assert_eq!(code, 201, "{created}");
+    let (code, renewed) = c.request_bytes(
+        "PUT",
+        &format!("{leases}/kube-scheduler"),
+        PROTOBUF,
+        &testdata("lease.pb"),
+    );
+    assert_eq!(code, 200, "{renewed}");
+    // The same spec: a no-op update, which keeps the resourceVersion as upstream's does.
+    assert_eq!(renewed, created);
+}
+
 fn create_pod(c: &Cluster, name: &str) -> Value {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                      "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}});

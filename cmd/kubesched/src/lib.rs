@@ -113,6 +113,7 @@ enum Command {
     ///   kubesched up -f examples/cluster.yaml --kubeconfig /tmp/kubesched.kubeconfig
     ///   export KUBECONFIG=/tmp/kubesched.kubeconfig; kubectl get pods -o wide
     ///   kubesched up --data-dir ./state --config examples/binpack.yaml
+    ///   kubesched up --no-scheduler --kubeconfig /tmp/kubesched.kubeconfig   # bring your own
     #[command(verbatim_doc_comment)]
     Up(UpArgs),
     /// The scheduler alone, against any Kubernetes API server: a second scheduler on a real
@@ -249,6 +250,11 @@ struct UpArgs {
     /// PersistentVolume controller and provisioner stand-ins still run.
     #[arg(long)]
     no_kubelets: bool,
+    /// Do not run kubesched's scheduler: the rest of the cluster runs, for another scheduler
+    /// (upstream kube-scheduler, one built on it) pointed at the --kubeconfig file. The
+    /// scheduler flags are then unused.
+    #[arg(long)]
+    no_scheduler: bool,
     #[command(flatten)]
     scheduler: SchedulerFlags,
 }
@@ -702,6 +708,12 @@ fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
             ),
             None => format!("  kubectl --server {} get nodes,pods -o wide", server.url()),
         };
+        if args.no_scheduler {
+            println!("ready (no scheduler); try:\n{hint}\nCtrl-C stops the API server.");
+            shutdown.await;
+            server.shutdown().await;
+            return Ok(());
+        }
         let run = app::run(
             client,
             options,

@@ -154,6 +154,16 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             col("Attached", "boolean", "", 0),
             age,
         ],
+        ("resource.k8s.io", "ResourceClaim") => {
+            vec![name, col("State", "string", "", 0), age]
+        }
+        ("resource.k8s.io", "ResourceSlice") => vec![
+            name,
+            col("Node", "string", "", 0),
+            col("Driver", "string", "", 0),
+            col("Pool", "string", "", 0),
+            age,
+        ],
         _ => vec![name, age],
     }
 }
@@ -725,11 +735,49 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
             json!(bool_at(obj, "/status/attached", false)),
             json!(age(obj)),
         ],
+        ("resource.k8s.io", "ResourceClaim") => {
+            vec![name, json!(resource_claim_state(obj)), json!(age(obj))]
+        }
+        ("resource.k8s.io", "ResourceSlice") => vec![
+            name,
+            json!(s(obj, "/spec/nodeName")),
+            json!(s(obj, "/spec/driver")),
+            json!(s(obj, "/spec/pool/name")),
+            json!(age(obj)),
+        ],
         _ => vec![name, json!(age(obj))],
     }
 }
 
 /// One table row; `row.object` is PartialObjectMetadata, or the whole object when asked.
+/// A claim's State column: `deleted`, `pending` or `allocated`, then `reserved` when pods
+/// use it, joined by commas.
+///
+/// Upstream: pkg/printers/internalversion/printers.go (resourceClaimState).
+fn resource_claim_state(claim: &Value) -> String {
+    let deleted = claim.pointer("/metadata/deletionTimestamp").is_some();
+    let allocated = claim
+        .pointer("/status/allocation")
+        .is_some_and(|a| !a.is_null());
+    let reserved = claim
+        .pointer("/status/reservedFor")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
+    let mut states = Vec::new();
+    if deleted {
+        states.push("deleted");
+    }
+    if allocated {
+        states.push("allocated");
+    } else if !deleted {
+        states.push("pending");
+    }
+    if reserved {
+        states.push("reserved");
+    }
+    states.join(",")
+}
+
 fn row(info: &ResourceInfo, obj: &Value, include_object: bool) -> Value {
     let object = if include_object {
         obj.clone()
@@ -890,5 +938,34 @@ mod tests {
         #[case] want: Value,
     ) {
         assert_eq!(cells_of(resource, group, obj), want);
+    }
+
+    #[rstest::rstest]
+    #[case::device_class(
+        "deviceclasses",
+        json!({"metadata": {"name": "gpu.example.com"}}),
+        json!(["gpu.example.com", "<unknown>"])
+    )]
+    #[case::pending_claim("resourceclaims", json!({"metadata": {"name": "c"}}), json!(["c", "pending", "<unknown>"]))]
+    #[case::allocated_reserved_claim(
+        "resourceclaims",
+        json!({"metadata": {"name": "c"},
+               "status": {"allocation": {"devices": {}}, "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}}),
+        json!(["c", "allocated,reserved", "<unknown>"])
+    )]
+    #[case::deleted_unallocated_claim(
+        "resourceclaims",
+        json!({"metadata": {"name": "c", "deletionTimestamp": "2020-01-01T00:00:00Z"}}),
+        json!(["c", "deleted", "<unknown>"])
+    )]
+    #[case::claim_template("resourceclaimtemplates", json!({"metadata": {"name": "t"}}), json!(["t", "<unknown>"]))]
+    #[case::node_local_slice(
+        "resourceslices",
+        json!({"metadata": {"name": "n1-gpu"},
+               "spec": {"nodeName": "n1", "driver": "gpu.example.com", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1}}}),
+        json!(["n1-gpu", "n1", "gpu.example.com", "n1", "<unknown>"])
+    )]
+    fn resource_rows(#[case] resource: &str, #[case] obj: Value, #[case] want: Value) {
+        assert_eq!(cells_of(resource, "resource.k8s.io", obj), want);
     }
 }

@@ -509,6 +509,61 @@ fn the_rollout_example_spreads_each_revision_over_the_zones() {
     );
 }
 
+/// `up --no-scheduler` runs the cluster (the kubelet stand-in makes nodes Ready) but leaves
+/// pods to a scheduler started separately against the kubeconfig it writes.
+#[test]
+fn up_no_scheduler_leaves_pods_to_a_scheduler_brought_along() {
+    let scratch = Scratch::new("nosched");
+    let kubeconfig = scratch.path("kubeconfig");
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let (_up, lines) = spawn(
+        &[
+            "up",
+            "--no-scheduler",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            &kc,
+        ],
+        "ready",
+    );
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("ready (no scheduler); try:")
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("kubesched scheduler serving")),
+        "{lines:?}"
+    );
+    let manifest = scratch.path("objects.yaml");
+    std::fs::write(
+        &manifest,
+        [node_yaml("n1", "4", &[], None), pod_yaml("p", "100m", "")].join("---\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["create", "-f", &manifest.to_string_lossy()]);
+    wait_for(Duration::from_secs(60), "node n1 Ready", || {
+        let ready = kubectl_ok(
+            &kubeconfig,
+            &[
+                "get",
+                "node",
+                "n1",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ],
+        );
+        (ready == "True").then_some(())
+    });
+    assert_eq!(pod_nodes(&kubeconfig)["default/p"], "");
+    let (_scheduler, _) = run(&kubeconfig, &["--leader-elect=false"]);
+    wait_for(Duration::from_secs(60), "pod p bound to n1", || {
+        (pod_nodes(&kubeconfig)["default/p"] == "n1").then_some(())
+    });
+}
+
 /// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it
 /// and its URL, after writing `kubeconfig`.
 fn apiserver(kubeconfig: &Path, listen: &str, extra: &[&str]) -> (Proc, String) {

@@ -612,14 +612,24 @@ impl Req<'_> {
         header_str(self.headers, header::CONTENT_TYPE)
     }
 
-    /// Decodes a JSON (or YAML) object body; no Content-Type means JSON, as upstream.
-    fn object_body(&self) -> Result<Value, ApiError> {
+    /// Decodes a JSON, YAML or protobuf object body of `info`'s kind; no Content-Type means
+    /// JSON, as upstream.
+    fn object_body(&self, info: &ResourceInfo) -> Result<Value, ApiError> {
+        self.body_of(crate::protobuf::Target {
+            group: info.group,
+            version: info.version,
+            kind: info.kind,
+        })
+    }
+
+    /// Decodes a JSON, YAML or protobuf object body that a request for `into`'s kind takes.
+    fn body_of(&self, into: crate::protobuf::Target<'_>) -> Result<Value, ApiError> {
         let ct = self.content_type();
         let base = ct.split(';').next().unwrap_or("").trim();
         let v: Value = match base {
             "" | "application/json" | "*/*" => serde_json::from_slice(self.body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
-            "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(self.body)?,
+            "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(self.body, into)?,
             "application/yaml" | "application/apply-patch+yaml" => {
                 serde_yaml_ng::from_slice(self.body)
                     .map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?
@@ -976,7 +986,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
 }
 
 fn create(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
-    let obj = admit_new(req, p, req.object_body()?)?;
+    let obj = admit_new(req, p, req.object_body(p.info)?)?;
     let created = req
         .st
         .store
@@ -1093,7 +1103,7 @@ fn update(
     status_only: bool,
 ) -> Result<Response, ApiError> {
     let info = p.info;
-    let body = req.object_body()?;
+    let body = req.object_body(info)?;
     let updated = req.st.store.update(
         info,
         namespace_of(p),
@@ -1116,7 +1126,7 @@ fn patch(
         PatchType::from_content_type(ct).ok_or_else(|| ApiError::unsupported_media_type(ct))?;
     let ns = namespace_of(p);
     if kind == PatchType::Apply && !status_only && req.st.store.get(info, ns, name).is_none() {
-        let mut obj = req.object_body()?;
+        let mut obj = req.object_body(info)?;
         admission::check_kind(info, &mut obj)?;
         obj["metadata"]["name"] = json!(name);
         let obj = admit_new(req, p, obj)?;
@@ -1341,9 +1351,20 @@ fn delete_collection(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError
     ))
 }
 
-/// pods/binding, as upstream's BindingREST: one atomic read-modify-write of the pod.
-fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
-    let info = p.info;
+/// A Binding body: protobuf (kube-scheduler's default) or JSON.
+fn binding_body(req: &Req<'_>) -> Result<Value, ApiError> {
+    if req.content_type().split(';').next().unwrap_or("").trim()
+        == "application/vnd.kubernetes.protobuf"
+    {
+        return crate::protobuf::decode(
+            req.body,
+            crate::protobuf::Target {
+                group: "",
+                version: "v1",
+                kind: "Binding",
+            },
+        );
+    }
     let binding: Value = serde_json::from_slice(req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
     if !binding.is_object() {
@@ -1352,6 +1373,13 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
         ));
     }
     admission::check_binding_kind(&binding)?;
+    Ok(binding)
+}
+
+/// pods/binding, as upstream's BindingREST: one atomic read-modify-write of the pod.
+fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
+    let info = p.info;
+    let binding = binding_body(req)?;
     let s = |ptr: &str| {
         binding
             .pointer(ptr)
@@ -1387,13 +1415,21 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
         name,
         req.query.dry_run(),
         |current| {
-            if !uid.is_empty()
-                && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
-            {
+            let current_uid = current
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !uid.is_empty() && current_uid != uid {
+                // Upstream's storage precondition error, as etcd3's store words it.
                 return Err(ApiError::conflict(
                     info,
                     name,
-                    "Precondition failed: UID mismatch",
+                    &format!(
+                        "StorageError: invalid object, Code: 4, Key: /registry/pods/{}/{name}, \
+                         ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in \
+                         precondition: {uid}, UID in object meta: {current_uid}",
+                        namespace_of(p)
+                    ),
                 ));
             }
             if !rv.is_empty() && rv_of(current) != Some(rv.as_str()) {
@@ -1467,9 +1503,7 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
 fn legacy_binding(req: &Req<'_>, ns: String) -> Result<Response, ApiError> {
     let pods =
         resources::lookup("", "v1", "pods").ok_or_else(|| ApiError::internal("pods not served"))?;
-    let binding: Value = serde_json::from_slice(req.body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding Binding: {e}")))?;
-    admission::check_binding_kind(&binding)?;
+    let binding = binding_body(req)?;
     let name = binding
         .pointer("/metadata/name")
         .and_then(Value::as_str)

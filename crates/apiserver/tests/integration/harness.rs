@@ -119,17 +119,35 @@ impl Cluster {
         self.send(method, path, &ct, body)
     }
 
+    /// A request with a binary body (protobuf); returns the status code and the body as JSON.
+    pub fn request_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> (u16, Value) {
+        let ct = format!("Content-Type: {content_type}\r\n");
+        let (code, raw) = self.send_bytes(method, path, &ct, body);
+        (code, serde_json::from_slice(&raw).unwrap_or(Value::Null))
+    }
+
     fn send(&self, method: &str, path: &str, ct: &str, body: &str) -> (u16, Vec<u8>) {
+        self.send_bytes(method, path, ct, body.as_bytes())
+    }
+
+    fn send_bytes(&self, method: &str, path: &str, ct: &str, body: &[u8]) -> (u16, Vec<u8>) {
         let mut s = TcpStream::connect(self.addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(20)))
             .expect("timeout");
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{ct}Content-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{ct}Content-Length: {}\r\n\r\n",
             self.addr,
             body.len()
         )
         .expect("write request");
+        s.write_all(body).expect("write body");
         let mut raw = Vec::new();
         let _ = s.read_to_end(&mut raw);
         parse_response(&raw)

@@ -132,13 +132,13 @@ fn create_returns_201_with_server_owned_metadata_and_pod_defaults() {
     400,
     "BadRequest"
 )]
-#[case::protobuf_object_body(
+#[case::protobuf_body_without_an_object_is_a_nameless_one(
     "POST",
     "/api/v1/namespaces",
     Some("application/vnd.kubernetes.protobuf"),
     "k8s\0",
-    415,
-    "UnsupportedMediaType"
+    422,
+    "Invalid"
 )]
 fn errors_are_status_bodies(
     #[case] method: &str,

@@ -16,6 +16,7 @@ mod jobs;
 mod kube_rs;
 mod kubectl;
 mod openapi;
+mod protobuf;
 mod python;
 mod storage;
 mod validation;

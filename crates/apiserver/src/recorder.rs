@@ -46,7 +46,8 @@ impl Recorder {
         })
     }
 
-    /// Records an event (`kind` Normal or Warning) about a namespaced object of `object_kind`.
+    /// Records an event (`kind` Normal or Warning) about a namespaced object of `object_kind`;
+    /// the event names the object's own `apiVersion` (`v1` when it has none).
     pub(crate) fn event(
         &self,
         object: &Value,
@@ -91,7 +92,10 @@ impl Recorder {
                 "namespace": ns,
                 "name": str_at(object, "/metadata/name"),
                 "uid": str_at(object, "/metadata/uid"),
-                "apiVersion": "v1",
+                "apiVersion": match str_at(object, "/apiVersion") {
+                    "" => "v1",
+                    v => v,
+                },
                 "resourceVersion": str_at(object, "/metadata/resourceVersion"),
             },
             "reason": reason,
@@ -154,6 +158,37 @@ mod tests {
             [
                 ("Other".to_string(), 1, "tester".to_string()),
                 ("Waiting".to_string(), 2, "tester".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn an_event_names_the_api_version_of_its_object() {
+        let store = Arc::new(Store::new(64, 64));
+        let namespaces = resources::lookup("", "v1", "namespaces").expect("served");
+        store
+            .create(namespaces, "", json!({"metadata": {"name": "ns"}}), false)
+            .expect("namespace");
+        let recorder = Recorder::new(store.clone(), "tester").expect("events served");
+        let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "metadata": {"name": "web", "namespace": "ns", "uid": "u1",
+                                     "resourceVersion": "7"}});
+        let claim = json!({"metadata": {"name": "c", "namespace": "ns", "uid": "u2"}});
+        recorder.event(&rs, "ReplicaSet", "Normal", "SuccessfulCreate", "m");
+        recorder.event(&claim, "PersistentVolumeClaim", "Normal", "Waiting", "m");
+        let (events, _) = store.list(recorder.events, Some("ns"));
+        let mut got: Vec<Value> = events
+            .iter()
+            .map(|e| e.get("involvedObject").cloned().unwrap_or(Value::Null))
+            .collect();
+        got.sort_by_key(|o| str_at(o, "/name").to_string());
+        assert_eq!(
+            got,
+            [
+                json!({"kind": "PersistentVolumeClaim", "namespace": "ns", "name": "c",
+                       "uid": "u2", "apiVersion": "v1", "resourceVersion": ""}),
+                json!({"kind": "ReplicaSet", "namespace": "ns", "name": "web",
+                       "uid": "u1", "apiVersion": "apps/v1", "resourceVersion": "7"}),
             ]
         );
     }

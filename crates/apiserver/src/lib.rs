@@ -6,7 +6,8 @@
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
-//! [`pv_controller`], [`provisioner`], [`replicaset`] and [`garbagecollector`].
+//! [`pv_controller`], [`provisioner`], [`replicaset`], [`daemonset`], [`statefulset`] and
+//! [`garbagecollector`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -29,8 +30,10 @@
 
 pub mod admission;
 pub mod controller;
+pub mod daemonset;
 pub mod discovery;
 pub mod garbagecollector;
+pub mod history;
 mod http;
 pub mod kubelet;
 pub mod meta;
@@ -46,6 +49,7 @@ pub mod replicaset;
 pub mod resources;
 pub mod selectors;
 mod serve;
+pub mod statefulset;
 pub mod status;
 pub mod store;
 pub mod table;
@@ -168,7 +172,8 @@ pub struct Config {
     /// stand-in ([`provisioner`]): claims bind to volumes, and claims handed to a provisioner
     /// in [`Config::provisioners`] get a volume.
     pub volume_controllers: bool,
-    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]) and the
+    /// Run the workload controllers: the ReplicaSet controller ([`replicaset`]), the
+    /// DaemonSet ([`daemonset`]) and StatefulSet ([`statefulset`]) controllers and the
     /// garbage collector ([`garbagecollector`]).
     pub workload_controllers: bool,
     /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
@@ -402,6 +407,8 @@ impl Server {
             vec![
                 tokio::spawn(replicaset::run(store.clone())),
                 tokio::spawn(garbagecollector::run(store.clone())),
+                tokio::spawn(daemonset::run(store.clone())),
+                tokio::spawn(statefulset::run(store.clone())),
             ]
         } else {
             Vec::new()

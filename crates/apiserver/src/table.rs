@@ -51,6 +51,32 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             col("Images", "string", "", 1),
             col("Selector", "string", "", 1),
         ],
+        ("apps", "StatefulSet") => vec![
+            name,
+            col("Ready", "string", "", 0),
+            age,
+            col("Containers", "string", "", 1),
+            col("Images", "string", "", 1),
+        ],
+        ("apps", "DaemonSet") => vec![
+            name,
+            col("Desired", "integer", "", 0),
+            col("Current", "integer", "", 0),
+            col("Ready", "integer", "", 0),
+            col("Up-to-date", "integer", "", 0),
+            col("Available", "integer", "", 0),
+            col("Node Selector", "string", "", 0),
+            age,
+            col("Containers", "string", "", 1),
+            col("Images", "string", "", 1),
+            col("Selector", "string", "", 1),
+        ],
+        ("apps", "ControllerRevision") => vec![
+            name,
+            col("Controller", "string", "", 0),
+            col("Revision", "integer", "", 0),
+            age,
+        ],
         ("", "Event") | ("events.k8s.io", "Event") => vec![
             col("Last Seen", "string", "", 0),
             col("Type", "string", "", 0),
@@ -556,6 +582,99 @@ fn replicaset_cells(rs: &Value) -> Vec<Value> {
     ]
 }
 
+/// The template's container names and images, comma-joined.
+fn template_containers(obj: &Value) -> (String, String) {
+    let containers: Vec<&Value> = obj
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let joined = |field: &str| {
+        containers
+            .iter()
+            .map(|c| s(c, field))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (joined("/name"), joined("/image"))
+}
+
+/// Upstream: printers' printStatefulSet.
+fn statefulset_cells(sts: &Value) -> Vec<Value> {
+    let (names, images) = template_containers(sts);
+    let desired = sts
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let ready = sts
+        .pointer("/status/readyReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    vec![
+        json!(s(sts, "/metadata/name")),
+        json!(format!("{ready}/{desired}")),
+        json!(age(sts)),
+        json!(names),
+        json!(images),
+    ]
+}
+
+/// Upstream: printers' printDaemonSet.
+fn daemonset_cells(ds: &Value) -> Vec<Value> {
+    let int = |p: &str| ds.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let (names, images) = template_containers(ds);
+    let mut node_selector: Vec<String> = ds
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    node_selector.sort();
+    let node_selector = if node_selector.is_empty() {
+        "<none>".to_string()
+    } else {
+        node_selector.join(",")
+    };
+    vec![
+        json!(s(ds, "/metadata/name")),
+        json!(int("/status/desiredNumberScheduled")),
+        json!(int("/status/currentNumberScheduled")),
+        json!(int("/status/numberReady")),
+        json!(int("/status/updatedNumberScheduled")),
+        json!(int("/status/numberAvailable")),
+        json!(node_selector),
+        json!(age(ds)),
+        json!(names),
+        json!(images),
+        json!(format_label_selector(ds.pointer("/spec/selector"))),
+    ]
+}
+
+/// Upstream: printers' printControllerRevision (the controller as `kind.group/name`).
+fn controller_revision_cells(rev: &Value) -> Vec<Value> {
+    let controller = crate::controller::controller_ref(rev).map_or_else(
+        || "<none>".to_string(),
+        |r| {
+            let group = s(r, "/apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
+            let kind = s(r, "/kind").to_lowercase();
+            let kind = if group.is_empty() {
+                kind
+            } else {
+                format!("{kind}.{group}")
+            };
+            format!("{kind}/{}", s(r, "/name"))
+        },
+    );
+    vec![
+        json!(s(rev, "/metadata/name")),
+        json!(controller),
+        json!(rev.get("revision").and_then(Value::as_i64).unwrap_or(0)),
+        json!(age(rev)),
+    ]
+}
+
 fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     let name = json!(s(obj, "/metadata/name"));
     match (info.group, info.kind) {
@@ -574,6 +693,9 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
         ("", "Pod") => pod_cells(obj),
         ("", "Node") => node_cells(obj),
         ("apps", "ReplicaSet") => replicaset_cells(obj),
+        ("apps", "StatefulSet") => statefulset_cells(obj),
+        ("apps", "DaemonSet") => daemonset_cells(obj),
+        ("apps", "ControllerRevision") => controller_revision_cells(obj),
         ("", "Namespace") => vec![name, json!(s(obj, "/status/phase")), json!(age(obj))],
         ("coordination.k8s.io", "Lease") => {
             vec![name, json!(s(obj, "/spec/holderIdentity")), json!(age(obj))]

@@ -839,6 +839,8 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::admit_priority(info, &mut obj, &classes)?;
         }
         ("", "Namespace") => admission::default_namespace(&mut obj),
+        ("apps", "DaemonSet") => crate::daemonset::set_defaults(info, &mut obj, None),
+        ("apps", "StatefulSet") => crate::statefulset::set_defaults(info, &mut obj),
         _ => {
             admission::default_storage_spec(info, &mut obj);
             admission::default_storage_phase(info, &mut obj);
@@ -956,6 +958,8 @@ fn finish_update(
         }
     }
     admission::default_storage_spec(info, &mut new);
+    crate::daemonset::set_defaults(info, &mut new, Some(current));
+    crate::statefulset::set_defaults(info, &mut new);
     let errs = match (info.group, info.kind) {
         ("", "PersistentVolumeClaim") => {
             validation::validate_persistent_volume_claim_update(current, &new)

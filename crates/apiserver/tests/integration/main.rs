@@ -14,6 +14,7 @@ mod http_api;
 mod kube_rs;
 mod kubectl;
 mod python;
+mod sets;
 mod storage;
 mod validation;
 mod volumes;

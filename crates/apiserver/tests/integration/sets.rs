@@ -611,3 +611,51 @@ fn kubectl_reads_sets_and_revisions_as_upstream_prints_them() {
     assert_eq!(scaled.trim(), "statefulset.apps/web scaled");
     wait_for("1 pod", || (pods(&c, "web").len() == 1).then_some(()));
 }
+
+/// After a restart on the same data dir the controllers take up the stored sets: the pods
+/// and revisions there are kept (not made twice) and new work is done.
+#[test]
+fn sets_stored_before_a_restart_are_reconciled_after_it() {
+    let dir = tempfile::tempdir().expect("data dir");
+    let config = || Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        workload_controllers: true,
+        simulate_kubelets: true,
+        ..Config::default()
+    };
+    let before = {
+        let c = Cluster::with_config(config());
+        node(&c, "n1", json!([]));
+        create(&c, DSS, daemonset("agent", json!([])));
+        create(&c, STSS, statefulset("web", 2, "Parallel"));
+        daemon_nodes(&c, "agent", 1);
+        wait_for("2 pods", || (pods(&c, "web").len() == 2).then_some(()));
+        let uids = |app: &str| -> BTreeSet<String> {
+            pods(&c, app)
+                .iter()
+                .map(|p| s(p, "/metadata/uid").to_string())
+                .collect()
+        };
+        (uids("agent"), uids("web"), names(&items(&c, REVISIONS)))
+    };
+    let c = Cluster::with_config(config());
+    patch(&c, &format!("{STSS}/web"), json!({"spec": {"replicas": 3}}));
+    let web = wait_for("3 pods", || {
+        let pods = pods(&c, "web");
+        (pods.len() == 3).then_some(pods)
+    });
+    let kept: BTreeSet<String> = web
+        .iter()
+        .map(|p| s(p, "/metadata/uid").to_string())
+        .filter(|u| before.1.contains(u))
+        .collect();
+    assert_eq!(kept, before.1);
+    node(&c, "n2", json!([]));
+    daemon_nodes(&c, "agent", 2);
+    let agent: BTreeSet<String> = pods(&c, "agent")
+        .iter()
+        .map(|p| s(p, "/metadata/uid").to_string())
+        .collect();
+    assert!(before.0.is_subset(&agent), "{agent:?} {:?}", before.0);
+    assert_eq!(names(&items(&c, REVISIONS)), before.2);
+}

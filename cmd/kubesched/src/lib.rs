@@ -101,7 +101,7 @@ enum Command {
     /// stand-ins: claims bind to volumes, and claims of a class whose provisioner is a
     /// --provisioner get a volume; a default StorageClass `standard`, WaitForFirstConsumer,
     /// provisioner rancher.io/local-path, unless a class is the default already; the
-    /// ReplicaSet controller and the garbage collector), loads the
+    /// ReplicaSet, DaemonSet and StatefulSet controllers and the garbage collector), loads the
     /// objects of -f files through the API, and runs the scheduler against it
     /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
     /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
@@ -330,7 +330,8 @@ struct ApiserverArgs {
     /// claims to volumes and the provisioner stand-in creates volumes for claims of the
     /// --provisioner names; a default StorageClass `standard` (WaitForFirstConsumer,
     /// rancher.io/local-path) is created unless a class is the default already. The
-    /// ReplicaSet controller and the garbage collector run too, as under `up`.
+    /// ReplicaSet, DaemonSet and StatefulSet controllers and the garbage collector run too,
+    /// as under `up`.
     #[arg(long)]
     simulate_kubelets: bool,
 }

@@ -15,7 +15,7 @@
 //! binds them. Surplus pods on a node (all but the oldest), failed pods, pods on nodes that
 //! are gone and pods on nodes no longer eligible are deleted. A changed template rolls out
 //! under `updateStrategy.type: RollingUpdate`: old pods are deleted while fewer than
-//! `maxUnavailable` nodes lack an available pod, and the nodes get new ones. `OnDelete`
+//! `maxUnavailable` nodes lack an available new pod, and the nodes get new ones. `OnDelete`
 //! replaces a pod only when someone deletes it. Each template is kept as a
 //! ControllerRevision ([`crate::history`]).
 //!
@@ -25,9 +25,11 @@
 //! `numberUnavailable` and `observedGeneration`, which is what `kubectl rollout status`
 //! reads.
 //!
-//! Where this differs from upstream: `maxSurge` is not honoured (pods are replaced by
-//! deleting the old one first, upstream's behaviour with the default `maxSurge: 0`), failed
-//! pods are replaced without backoff, and pods bound to a node that is gone are deleted
+//! With `maxSurge` above 0 a new pod is made beside the old one instead, and the old one is
+//! deleted once the new one is available, with at most `maxSurge` new pods not yet
+//! available at a time.
+//!
+//! Where this differs from upstream: failed pods are replaced without backoff, and pods bound to a node that is gone are deleted
 //! here (upstream leaves those to the pod garbage collector). Orphans are not adopted.
 //!
 //! Upstream: pkg/controller/daemon (syncDaemonSet, manage, podsShouldBeOnNode,
@@ -387,9 +389,13 @@ pub fn daemon_template(ds: &Value, hash: &str) -> Value {
     template
 }
 
-/// `maxUnavailable` of a RollingUpdate DaemonSet as a number of nodes out of `desired`
-/// (percentages rounded up); at least 1 when `maxSurge` is 0 too.
-pub fn max_unavailable(ds: &Value, desired: usize) -> usize {
+/// `maxSurge` and `maxUnavailable` of a RollingUpdate DaemonSet as numbers of nodes out of
+/// `desired` (percentages rounded up); `maxUnavailable` is 1 when both are 0. Both are 0
+/// under another strategy.
+pub fn max_surge_and_unavailable(ds: &Value, desired: usize) -> (usize, usize) {
+    if str_at(ds, "/spec/updateStrategy/type") != "RollingUpdate" {
+        return (0, 0);
+    }
     let scaled = |v: Option<&Value>| -> usize {
         match v {
             Some(Value::Number(n)) => n
@@ -407,9 +413,50 @@ pub fn max_unavailable(ds: &Value, desired: usize) -> usize {
     let unavailable = scaled(ru.and_then(|r| r.get("maxUnavailable")));
     let surge = scaled(ru.and_then(|r| r.get("maxSurge")));
     if unavailable == 0 && surge == 0 {
-        1
+        (0, 1)
     } else {
-        unavailable
+        (surge, unavailable)
+    }
+}
+
+/// Whether the DaemonSet may run a new pod beside an old one on a node (upstream's
+/// AllowsSurge: a `maxSurge` above 0).
+pub fn allows_surge(ds: &Value) -> bool {
+    max_surge_and_unavailable(ds, 1).0 > 0
+}
+
+/// Whether a pod is of the DaemonSet's current template: its revision hash, or its
+/// template generation (upstream's IsPodUpdated).
+pub fn is_updated(pod: &Value, hash: &str, generation: Option<i64>) -> bool {
+    let label = |k: &str| {
+        pod.pointer("/metadata/labels")
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+    };
+    (!hash.is_empty() && label(CONTROLLER_REVISION_HASH) == Some(hash))
+        || generation.is_some_and(|g| label(POD_TEMPLATE_GENERATION) == Some(&g.to_string()))
+}
+
+/// The pods of one node a DaemonSet keeps (the others are deleted), from those not
+/// terminating and not failed, oldest first: the oldest; with surge allowed, the oldest new
+/// one and the oldest old one, the old one only while the new one is not available and the
+/// old one is ready (upstream's podsShouldBeOnNode).
+pub fn pods_to_keep<'a>(ds: &Value, hash: &str, running: &[&'a Value]) -> Vec<&'a Value> {
+    if !allows_surge(ds) {
+        return running.first().copied().into_iter().collect();
+    }
+    let generation = template_generation(ds);
+    let min_ready = ds
+        .pointer("/spec/minReadySeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let new = running.iter().find(|p| is_updated(p, hash, generation));
+    let old = running.iter().find(|p| !is_updated(p, hash, generation));
+    match (new, old) {
+        (Some(n), Some(o)) if is_ready(o) && !is_available(n, min_ready) => vec![*n, *o],
+        (Some(n), _) => vec![*n],
+        (None, Some(o)) => vec![*o],
+        (None, None) => Vec::new(),
     }
 }
 
@@ -421,7 +468,7 @@ pub fn calculate_status(ds: &Value, hash: &str, nodes: &[(bool, Vec<&Value>)]) -
         .pointer("/spec/minReadySeconds")
         .and_then(Value::as_i64)
         .unwrap_or(0);
-    let generation = template_generation(ds).map(|g| g.to_string());
+    let generation = template_generation(ds);
     let (mut desired, mut current, mut misscheduled) = (0, 0, 0);
     let (mut ready, mut available, mut updated) = (0, 0, 0);
     for (should_run, pods) in nodes {
@@ -439,14 +486,7 @@ pub fn calculate_status(ds: &Value, hash: &str, nodes: &[(bool, Vec<&Value>)]) -
                 available += 1;
             }
         }
-        let label = |k: &str| {
-            pod.pointer("/metadata/labels")
-                .and_then(|l| l.get(k))
-                .and_then(Value::as_str)
-        };
-        if label(CONTROLLER_REVISION_HASH) == Some(hash)
-            || (generation.is_some() && label(POD_TEMPLATE_GENERATION) == generation.as_deref())
-        {
+        if is_updated(pod, hash, generation) {
             updated += 1;
         }
     }
@@ -577,15 +617,21 @@ impl DaemonSetController {
             if should_run && pods.is_empty() {
                 to_create.push(node_name.to_string());
             } else if should_continue {
-                let mut running = pods.into_iter().filter(|p| !terminating(p));
-                let mut kept = false;
-                for pod in running.by_ref() {
-                    if str_at(&pod, "/status/phase") == "Failed" || kept {
-                        to_delete.push(pod);
-                    } else {
-                        kept = true;
-                    }
-                }
+                let (failed, running): (Vec<Arc<Value>>, Vec<Arc<Value>>) = pods
+                    .into_iter()
+                    .filter(|p| !terminating(p))
+                    .partition(|p| str_at(p, "/status/phase") == "Failed");
+                to_delete.extend(failed);
+                let refs: Vec<&Value> = running.iter().map(|p| &**p).collect();
+                let keep: Vec<String> = pods_to_keep(&ds, &hash, &refs)
+                    .iter()
+                    .map(|p| str_at(p, "/metadata/uid").to_string())
+                    .collect();
+                to_delete.extend(
+                    running
+                        .into_iter()
+                        .filter(|p| !keep.iter().any(|u| u == str_at(p, "/metadata/uid"))),
+                );
             } else {
                 to_delete.extend(pods.into_iter().filter(|p| !terminating(p)));
             }
@@ -594,7 +640,7 @@ impl DaemonSetController {
         to_delete.extend(by_node.into_values().flatten().filter(|p| !terminating(p)));
         let update_strategy = str_at(&ds, "/spec/updateStrategy/type");
         if update_strategy == "RollingUpdate" && to_create.is_empty() && to_delete.is_empty() {
-            to_delete = self.rolling_update(&ds, &uid, &hash, &nodes, &spec);
+            (to_delete, to_create) = self.rolling_update(&ds, &uid, &hash, &nodes, &spec);
         }
         let template_owner = json!({"metadata": ds.get("metadata").cloned().unwrap_or(Value::Null),
                                     "spec": {"template": template}});
@@ -715,8 +761,12 @@ impl DaemonSetController {
             .min()
     }
 
-    /// The old pods to delete in this step of a rolling update: every unavailable old pod,
-    /// and available ones while fewer than `maxUnavailable` nodes lack an available pod.
+    /// One step of a rolling update: the old pods to delete and the nodes to make a new pod
+    /// on. Without surge (upstream's rollingUpdate with `maxSurge: 0`): every unavailable old
+    /// pod, and available ones while fewer than `maxUnavailable` nodes lack an available pod.
+    /// With surge: a new pod beside each unavailable old one, and beside available ones
+    /// while fewer than `maxSurge` new pods are not yet available; an old pod goes once the
+    /// new one beside it is available.
     fn rolling_update(
         &self,
         ds: &Value,
@@ -724,53 +774,81 @@ impl DaemonSetController {
         hash: &str,
         nodes: &[Arc<Value>],
         spec: &Value,
-    ) -> Vec<Arc<Value>> {
+    ) -> (Vec<Arc<Value>>, Vec<String>) {
         let min_ready = ds
             .pointer("/spec/minReadySeconds")
             .and_then(Value::as_i64)
             .unwrap_or(0);
+        let generation = template_generation(ds);
         let by_node = self.pods_by_node(str_at(ds, "/metadata/namespace"), uid);
         let desired = nodes.iter().filter(|n| node_should_run(spec, n).0).count();
-        let max = max_unavailable(ds, desired);
-        let is_new = |p: &Value| {
-            p.pointer("/metadata/labels")
-                .and_then(|l| l.get(CONTROLLER_REVISION_HASH))
-                .and_then(Value::as_str)
-                == Some(hash)
-        };
-        let mut unavailable = 0;
-        let mut replace_now = Vec::new();
-        let mut candidates = Vec::new();
+        let (max_surge, max_unavailable) = max_surge_and_unavailable(ds, desired);
+        let mut busy = 0;
+        let mut delete_now = Vec::new();
+        let mut create_now = Vec::new();
+        let mut candidates: Vec<(Arc<Value>, String)> = Vec::new();
         for node in nodes {
-            let pods: Vec<&Arc<Value>> = by_node
-                .get(str_at(node, "/metadata/name"))
-                .into_iter()
-                .flatten()
-                .filter(|p| !terminating(p))
+            let node_name = str_at(node, "/metadata/name");
+            let all = by_node.get(node_name).map_or(&[][..], Vec::as_slice);
+            let pods: Vec<&Arc<Value>> = all.iter().filter(|p| !terminating(p)).collect();
+            let new: Vec<&&Arc<Value>> = pods
+                .iter()
+                .filter(|p| is_updated(p, hash, generation))
                 .collect();
-            let new: Vec<&&Arc<Value>> = pods.iter().filter(|p| is_new(p)).collect();
-            let old: Vec<&&Arc<Value>> = pods.iter().filter(|p| !is_new(p)).collect();
+            let old: Vec<&&Arc<Value>> = pods
+                .iter()
+                .filter(|p| !is_updated(p, hash, generation))
+                .collect();
             match (new.as_slice(), old.as_slice()) {
+                // Only a pod on its way out: unavailable until the manage step replaces it.
+                ([], []) if !all.is_empty() && max_surge == 0 => busy += 1,
                 ([], []) => {}
                 ([n], []) => {
-                    if !is_available(n, min_ready) {
-                        unavailable += 1;
+                    if max_surge == 0 && !is_available(n, min_ready) {
+                        busy += 1;
                     }
                 }
                 ([], [o]) => {
+                    let limit = if max_surge > 0 {
+                        max_surge
+                    } else {
+                        max_unavailable
+                    };
                     if !is_available(o, min_ready) {
-                        replace_now.push((**o).clone());
-                    } else if unavailable < max {
-                        candidates.push((**o).clone());
+                        if max_surge > 0 {
+                            create_now.push(node_name.to_string());
+                        } else {
+                            delete_now.push((**o).clone());
+                        }
+                    } else if busy < limit {
+                        candidates.push(((**o).clone(), node_name.to_string()));
                     }
                 }
-                // Duplicates, or a new pod beside an old one: the next sync sorts them out.
-                _ => unavailable += 1,
+                ([n], [o]) if max_surge > 0 => {
+                    if is_available(n, min_ready) {
+                        delete_now.push((**o).clone());
+                    } else {
+                        busy += 1;
+                    }
+                }
+                // Duplicates: the next sync's manage step sorts them out.
+                _ => busy += 1,
             }
         }
-        let room = max.saturating_sub(unavailable).min(candidates.len());
-        replace_now.extend(candidates.into_iter().take(room));
-        replace_now
+        let limit = if max_surge > 0 {
+            max_surge
+        } else {
+            max_unavailable
+        };
+        let room = limit.saturating_sub(busy).min(candidates.len());
+        for (old, node) in candidates.into_iter().take(room) {
+            if max_surge > 0 {
+                create_now.push(node);
+            } else {
+                delete_now.push(old);
+            }
+        }
+        (delete_now, create_now)
     }
 }
 
@@ -1049,19 +1127,68 @@ mod tests {
     }
 
     #[rstest]
-    #[case::default_one(json!({"maxUnavailable": 1, "maxSurge": 0}), 10, 1)]
-    #[case::number(json!({"maxUnavailable": 3}), 10, 3)]
-    #[case::percent_rounds_up(json!({"maxUnavailable": "25%"}), 10, 3)]
-    #[case::zero_with_zero_surge_is_one(json!({"maxUnavailable": 0, "maxSurge": 0}), 10, 1)]
-    #[case::zero_with_surge_is_zero(json!({"maxUnavailable": 0, "maxSurge": 1}), 10, 0)]
-    fn max_unavailable_of_desired(
+    #[case::default(json!({"maxUnavailable": 1, "maxSurge": 0}), 10, (0, 1))]
+    #[case::number(json!({"maxUnavailable": 3}), 10, (0, 3))]
+    #[case::percent_rounds_up(json!({"maxUnavailable": "25%"}), 10, (0, 3))]
+    #[case::both_zero_is_one_unavailable(json!({"maxUnavailable": 0, "maxSurge": 0}), 10, (0, 1))]
+    #[case::surge(json!({"maxUnavailable": 0, "maxSurge": "10%"}), 10, (1, 0))]
+    fn max_surge_and_unavailable_of_desired(
         #[case] rolling_update: Value,
         #[case] desired: usize,
-        #[case] want: usize,
+        #[case] want: (usize, usize),
     ) {
         let ds = json!({"spec": {"updateStrategy": {"type": "RollingUpdate",
                                                     "rollingUpdate": rolling_update}}});
-        assert_eq!(max_unavailable(&ds, desired), want);
+        assert_eq!(max_surge_and_unavailable(&ds, desired), want);
+    }
+
+    #[test]
+    fn on_delete_has_no_surge_and_no_unavailable_budget() {
+        let ds = json!({"spec": {"updateStrategy": {"type": "OnDelete"}}});
+        assert_eq!(max_surge_and_unavailable(&ds, 10), (0, 0));
+    }
+
+    fn daemon_pod(name: &str, hash: &str, ready: bool) -> Value {
+        let conditions = if ready {
+            json!([{"type": "Ready", "status": "True",
+                    "lastTransitionTime": "2000-01-01T00:00:00Z"}])
+        } else {
+            json!([])
+        };
+        json!({"metadata": {"name": name, "labels": {CONTROLLER_REVISION_HASH: hash}},
+               "status": {"phase": "Running", "conditions": conditions}})
+    }
+
+    #[rstest]
+    #[case::without_surge_the_oldest_stays(json!({"maxUnavailable": 1}),
+        vec![daemon_pod("old", "h1", true), daemon_pod("new", "h2", false)], vec!["old"])]
+    #[case::surge_keeps_the_ready_old_pod_until_the_new_one_is_available(
+        json!({"maxUnavailable": 0, "maxSurge": 1}),
+        vec![daemon_pod("old", "h1", true), daemon_pod("new", "h2", false)], vec!["new", "old"])]
+    #[case::surge_drops_the_old_pod_once_the_new_one_is_available(
+        json!({"maxUnavailable": 0, "maxSurge": 1}),
+        vec![daemon_pod("old", "h1", true), daemon_pod("new", "h2", true)], vec!["new"])]
+    #[case::surge_drops_an_old_pod_that_is_not_ready(
+        json!({"maxUnavailable": 0, "maxSurge": 1}),
+        vec![daemon_pod("old", "h1", false), daemon_pod("new", "h2", false)], vec!["new"])]
+    #[case::surge_keeps_one_of_each(
+        json!({"maxUnavailable": 0, "maxSurge": 1}),
+        vec![daemon_pod("old", "h1", true), daemon_pod("old2", "h1", true),
+             daemon_pod("new", "h2", false), daemon_pod("new2", "h2", false)],
+        vec!["new", "old"])]
+    fn pods_kept_on_a_node(
+        #[case] rolling_update: Value,
+        #[case] running: Vec<Value>,
+        #[case] want: Vec<&str>,
+    ) {
+        let ds = json!({"spec": {"updateStrategy": {"type": "RollingUpdate",
+                                                    "rollingUpdate": rolling_update}}});
+        let refs: Vec<&Value> = running.iter().collect();
+        let kept: Vec<&str> = pods_to_keep(&ds, "h2", &refs)
+            .iter()
+            .map(|p| str_at(p, "/metadata/name"))
+            .collect();
+        assert_eq!(kept, want);
     }
 
     #[test]

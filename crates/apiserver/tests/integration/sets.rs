@@ -659,3 +659,67 @@ fn sets_stored_before_a_restart_are_reconciled_after_it() {
     assert!(before.0.is_subset(&agent), "{agent:?} {:?}", before.0);
     assert_eq!(names(&items(&c, REVISIONS)), before.2);
 }
+
+/// With `maxSurge: 1, maxUnavailable: 0` each node gets its new pod while the old one still
+/// runs, one node at a time, and the old one goes once the new one is available.
+#[test]
+fn daemonset_surge_rolls_out_new_pods_beside_the_old_ones() {
+    let c = cluster();
+    node(&c, "n1", json!([]));
+    node(&c, "n2", json!([]));
+    let mut ds = daemonset("agent", json!([]));
+    ds["spec"]["updateStrategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    create(&c, DSS, ds);
+    daemon_nodes(&c, "agent", 2);
+    bind_daemon_pods(&c, "agent");
+    wait_for("2 available", || {
+        let (_, ds) = c.get(&format!("{DSS}/agent"));
+        (ds.pointer("/status/numberAvailable") == Some(&json!(2))).then_some(())
+    });
+    let old = names(&pods(&c, "agent"));
+    patch(
+        &c,
+        &format!("{DSS}/agent"),
+        json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "image": "agent:2"}]}}}}),
+    );
+    let mut surged_on = Vec::new();
+    for _ in 0..2 {
+        // One new pod, unbound, beside both old ones still there or replaced.
+        let new = wait_for("a surge pod", || {
+            let pods = pods(&c, "agent");
+            let new: Vec<Value> = pods
+                .iter()
+                .filter(|p| s(p, "/spec/nodeName").is_empty())
+                .cloned()
+                .collect();
+            (!new.is_empty()).then_some((pods, new))
+        });
+        let (all, unbound) = new;
+        assert_eq!(unbound.len(), 1, "{all:?}");
+        let node = affinity_node(&unbound[0]).to_string();
+        let on_node: Vec<&Value> = all.iter().filter(|p| affinity_node(p) == node).collect();
+        assert_eq!(
+            on_node.len(),
+            2,
+            "the old pod stays until the new one is available"
+        );
+        bind(&c, s(&unbound[0], "/metadata/name"), &node);
+        surged_on.push(node.clone());
+        wait_for("the old pod gone", || {
+            let pods = pods(&c, "agent");
+            (pods.iter().filter(|p| affinity_node(p) == node).count() == 1).then_some(())
+        });
+    }
+    surged_on.sort();
+    assert_eq!(surged_on, ["n1", "n2"]);
+    let now = pods(&c, "agent");
+    assert!(names(&now).is_disjoint(&old), "{now:?}");
+    wait_for("status of the finished rollout", || {
+        let (_, ds) = c.get(&format!("{DSS}/agent"));
+        (ds.pointer("/status/updatedNumberScheduled") == Some(&json!(2))
+            && ds.pointer("/status/numberAvailable") == Some(&json!(2)))
+        .then_some(())
+    });
+}

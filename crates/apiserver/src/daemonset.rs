@@ -12,7 +12,8 @@
 //! `controller-revision-hash` (the template's revision) and `pod-template-generation`, the
 //! daemon tolerations, and a required node affinity whose only term is
 //! `matchFields metadata.name In [<node>]`; they carry no `nodeName`, so the scheduler
-//! binds them. Surplus pods on a node (all but the oldest), failed pods, pods on nodes that
+//! binds them. Orphan pods the selector selects are adopted, and own pods it no longer
+//! selects released, as the ReplicaSet controller does. Surplus pods on a node (all but the oldest), failed pods, pods on nodes that
 //! are gone and pods on nodes no longer eligible are deleted. A changed template rolls out
 //! under `updateStrategy.type: RollingUpdate`: old pods are deleted while fewer than
 //! `maxUnavailable` nodes lack an available new pod, and the nodes get new ones. `OnDelete`
@@ -29,8 +30,9 @@
 //! deleted once the new one is available, with at most `maxSurge` new pods not yet
 //! available at a time.
 //!
-//! Where this differs from upstream: failed pods are replaced without backoff, and pods bound to a node that is gone are deleted
-//! here (upstream leaves those to the pod garbage collector). Orphans are not adopted.
+//! Where this differs from upstream: failed pods are replaced without backoff, and pods
+//! bound to a node that is gone are deleted here (upstream leaves those to the pod garbage
+//! collector).
 //!
 //! Upstream: pkg/controller/daemon (syncDaemonSet, manage, podsShouldBeOnNode,
 //! rollingUpdate, updateDaemonSetStatus, NodeShouldRunDaemonPod) and
@@ -48,8 +50,8 @@ use tokio::time::Instant;
 
 use crate::admission;
 use crate::controller::{
-    controller_ref, is_available, is_ready, owner_reference, pod_from_template, ready_for, requeue,
-    sleep_until, terminating,
+    claim_pods, controller_ref, is_available, is_ready, owner_reference, pod_from_template,
+    ready_for, requeue, sleep_until, terminating,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
 use crate::pv_controller::str_at;
@@ -578,6 +580,7 @@ impl DaemonSetController {
             return None;
         }
         let uid = str_at(&ds, "/metadata/uid").to_string();
+        claim_pods(&self.store, self.pods, &ds, "DaemonSet", |_| true);
         let labels = ds
             .pointer("/spec/template/metadata/labels")
             .and_then(Value::as_object)

@@ -9,15 +9,20 @@
 //! therefore get the same name, and a template used again gets its old revision back with a
 //! new number rather than a new object.
 //!
+//! Orphan revisions the set's selector selects are adopted.
+//!
 //! Upstream: pkg/controller/history (HashControllerRevision, ControllerRevisionName,
-//! NewControllerRevision, FindEqualRevisions) and the sets' constructHistory.
+//! NewControllerRevision, FindEqualRevisions), the sets' constructHistory and
+//! pkg/controller/controller_ref_manager.go (ClaimControllerRevisions).
 
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use crate::controller::{controller_ref, owner_reference};
-use crate::pv_controller::str_at;
+use crate::controller::{
+    controller_ref, owner_reference, owner_refs, terminating, with_owner_refs,
+};
+use crate::pv_controller::{selector_matches, str_at};
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
 use crate::store::{DeleteOptions, Store};
@@ -72,6 +77,14 @@ pub fn template_patch(set: &Value) -> Value {
     json!({"spec": {"template": template}})
 }
 
+/// Whether the set's selector selects the revision's labels; an empty selector selects
+/// nothing.
+fn selects(set: &Value, rev: &Value) -> bool {
+    set.pointer("/spec/selector")
+        .filter(|s| s.as_object().is_some_and(|m| !m.is_empty()))
+        .is_some_and(|s| selector_matches(s, rev.pointer("/metadata/labels")))
+}
+
 /// A revision's number.
 pub fn revision_number(rev: &Value) -> i64 {
     rev.get("revision").and_then(Value::as_i64).unwrap_or(0)
@@ -89,7 +102,7 @@ pub struct History {
 
 /// The revisions a set owns, with the one for its current template found (renumbered to be
 /// the newest) or created. `kind` is the set's kind; `labels` go on a new revision besides
-/// its hash label.
+/// its hash label, and the set's annotations too.
 pub fn construct_history(
     store: &Store,
     revisions: &'static ResourceInfo,
@@ -99,12 +112,30 @@ pub fn construct_history(
 ) -> Result<History, ApiError> {
     let ns = str_at(set, "/metadata/namespace");
     let uid = str_at(set, "/metadata/uid");
-    let mut owned: Vec<Arc<Value>> = store
-        .list(revisions, Some(ns))
-        .0
-        .into_iter()
-        .filter(|r| controller_ref(r).is_some_and(|c| str_at(c, "/uid") == uid))
-        .collect();
+    let mut owned: Vec<Arc<Value>> = Vec::new();
+    for rev in store.list(revisions, Some(ns)).0 {
+        match controller_ref(&rev) {
+            Some(c) if str_at(c, "/uid") == uid => owned.push(rev),
+            // An orphan the set's selector selects is adopted (upstream's
+            // ClaimControllerRevisions), so that a set made again after an orphaning delete
+            // finds its old revisions and its pods stay current.
+            None if !terminating(set) && selects(set, &rev) => {
+                let name = str_at(&rev, "/metadata/name");
+                let adopted = store.update(revisions, ns, name, false, |cur| {
+                    if controller_ref(cur).is_some() {
+                        return Err(ApiError::conflict(revisions, name, "adopted meanwhile"));
+                    }
+                    let mut refs = owner_refs(cur);
+                    refs.push(owner_reference(set, "apps/v1", kind));
+                    Ok(with_owner_refs(cur, refs))
+                });
+                if let Ok(rev) = adopted {
+                    owned.push(rev);
+                }
+            }
+            _ => {}
+        }
+    }
     owned.sort_by_key(|r| revision_number(r));
     let data = template_patch(set);
     let mut collision_count = set
@@ -131,11 +162,18 @@ pub fn construct_history(
             let hash = hash_revision(&data, Some(collision_count));
             let mut rev_labels = labels.clone();
             rev_labels.insert(CONTROLLER_REVISION_HASH.into(), json!(hash));
-            let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            let mut rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
                 "metadata": {"name": revision_name(str_at(set, "/metadata/name"), &hash),
                              "namespace": ns, "labels": rev_labels,
                              "ownerReferences": [owner_reference(set, "apps/v1", kind)]},
                 "data": data, "revision": max + 1});
+            // The set's annotations are copied, as upstream's NewControllerRevision does.
+            if let Some(a) = set
+                .pointer("/metadata/annotations")
+                .filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
+            {
+                rev["metadata"]["annotations"] = a.clone();
+            }
             match store.create(revisions, ns, rev, false) {
                 Ok(created) => {
                     owned.push(created.clone());

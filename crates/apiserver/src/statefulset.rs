@@ -14,7 +14,8 @@
 //! template rolls out under `updateStrategy.type: RollingUpdate` from the highest ordinal
 //! down to `partition`, one pod at a time, each replaced once the one before is Running and
 //! Ready; pods below the partition are made from the current revision. Failed pods are
-//! deleted and made again.
+//! deleted and made again. Orphan pods named `<set>-<ordinal>` that the selector selects are
+//! adopted; own pods it no longer selects are released.
 //!
 //! Status: `replicas` (pods made), `readyReplicas`, `availableReplicas` (ready for
 //! `minReadySeconds`), `currentReplicas` and `updatedReplicas` (pods of the current and the
@@ -23,8 +24,7 @@
 //! becomes the current one, which is what `kubectl rollout status` waits for.
 //!
 //! Where this differs from upstream: `persistentVolumeClaimRetentionPolicy` is defaulted but
-//! claims are always retained, `maxUnavailable` (alpha) is not honoured, and orphans are not
-//! adopted.
+//! claims are always retained, and `maxUnavailable` (alpha) is not honoured.
 //!
 //! Upstream: pkg/controller/statefulset (StatefulSetControl's updateStatefulSet,
 //! stateful_set_utils.go's newVersionedStatefulSetPod, getPersistentVolumeClaims); API
@@ -40,8 +40,8 @@ use tokio::time::Instant;
 
 use crate::admission;
 use crate::controller::{
-    controller_ref, is_available, is_ready, owner_reference, pod_from_template, ready_for, requeue,
-    sleep_until, terminating,
+    claim_pods, controller_ref, is_available, is_ready, owner_reference, pod_from_template,
+    ready_for, requeue, sleep_until, terminating,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
 use crate::pv_controller::str_at;
@@ -579,6 +579,10 @@ impl StatefulSetController {
             return None;
         }
         let uid = str_at(&set, "/metadata/uid").to_string();
+        // Only pods named as its members (`<set>-<ordinal>`) are adopted.
+        claim_pods(&self.store, self.pods, &set, "StatefulSet", |p| {
+            ordinal_of(name, p).is_some()
+        });
         let labels = set
             .pointer("/spec/template/metadata/labels")
             .and_then(Value::as_object)

@@ -723,3 +723,54 @@ fn daemonset_surge_rolls_out_new_pods_beside_the_old_ones() {
         .then_some(())
     });
 }
+
+/// A set deleted with `propagationPolicy: Orphan` and created again takes its pods back
+/// instead of making new ones (a StatefulSet would otherwise collide with its own names).
+#[test]
+fn sets_created_again_adopt_the_pods_they_orphaned() {
+    let c = cluster();
+    node(&c, "n1", json!([]));
+    create(&c, DSS, daemonset("agent", json!([])));
+    create(&c, STSS, statefulset("web", 2, "Parallel"));
+    daemon_nodes(&c, "agent", 1);
+    wait_for("2 pods", || (pods(&c, "web").len() == 2).then_some(()));
+    let uids = |app: &str| -> BTreeSet<String> {
+        pods(&c, app)
+            .iter()
+            .map(|p| s(p, "/metadata/uid").to_string())
+            .collect()
+    };
+    let before = (uids("agent"), uids("web"));
+    for path in [format!("{DSS}/agent"), format!("{STSS}/web")] {
+        let (code, body) = c.request(
+            "DELETE",
+            &path,
+            Some("application/json"),
+            r#"{"propagationPolicy":"Orphan"}"#,
+        );
+        assert_eq!(code, 200, "{body}");
+        wait_for("the set gone", || (c.get(&path).0 == 404).then_some(()));
+    }
+    wait_for("the pods released", || {
+        let all: Vec<Value> = pods(&c, "agent")
+            .into_iter()
+            .chain(pods(&c, "web"))
+            .collect();
+        all.iter()
+            .all(|p| p.pointer("/metadata/ownerReferences").is_none())
+            .then_some(())
+    });
+    let ds = create(&c, DSS, daemonset("agent", json!([])));
+    let sts = create(&c, STSS, statefulset("web", 2, "Parallel"));
+    for (app, owner) in [("agent", &ds), ("web", &sts)] {
+        wait_for(&format!("the pods of {app} adopted"), || {
+            pods(&c, app)
+                .iter()
+                .all(|p| s(p, "/metadata/ownerReferences/0/uid") == s(owner, "/metadata/uid"))
+                .then_some(())
+        });
+    }
+    let (_, set) = c.get(&format!("{STSS}/web"));
+    assert_eq!(set.pointer("/status/replicas"), Some(&json!(2)));
+    assert_eq!((uids("agent"), uids("web")), before);
+}

@@ -23,8 +23,12 @@
 //! `observedGeneration`; when a rolling update has reached every pod the update revision
 //! becomes the current one, which is what `kubectl rollout status` waits for.
 //!
-//! Where this differs from upstream: `persistentVolumeClaimRetentionPolicy` is defaulted but
-//! claims are always retained, and `maxUnavailable` (alpha) is not honoured.
+//! `persistentVolumeClaimRetentionPolicy` decides who owns the claims (the garbage collector
+//! deletes them with their owner): `whenDeleted: Delete` makes the StatefulSet their owner,
+//! `whenScaled: Delete` makes a pod removed by a scale-down the owner of its claims; Retain
+//! leaves them unowned.
+//!
+//! Where this differs from upstream: `maxUnavailable` (alpha) is not honoured.
 //!
 //! Upstream: pkg/controller/statefulset (StatefulSetControl's updateStatefulSet,
 //! stateful_set_utils.go's newVersionedStatefulSetPod, getPersistentVolumeClaims); API
@@ -40,8 +44,8 @@ use tokio::time::Instant;
 
 use crate::admission;
 use crate::controller::{
-    claim_pods, controller_ref, is_available, is_ready, owner_reference, pod_from_template,
-    ready_for, requeue, sleep_until, terminating,
+    claim_pods, controller_ref, is_available, is_ready, owner_reference, owner_refs,
+    pod_from_template, ready_for, requeue, sleep_until, terminating, with_owner_refs,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
 use crate::pv_controller::str_at;
@@ -199,6 +203,58 @@ pub fn claims_for(set: &Value, ordinal: usize) -> Vec<Value> {
             claim
         })
         .collect()
+}
+
+/// The owner references a claim of pod `ordinal` carries under the set's
+/// `persistentVolumeClaimRetentionPolicy` (upstream's updateClaimOwnerRefForSetAndPod), from
+/// its references `refs`: the set's when `whenDeleted: Delete`, unless the pod is beyond
+/// `replicas` and `whenScaled: Delete`, when it is the pod's instead (so that the garbage
+/// collector deletes the claim with its owner). Other owners are kept.
+pub fn claim_owner_refs(
+    set: &Value,
+    pod: Option<&Value>,
+    ordinal: usize,
+    replicas: usize,
+    refs: &[Value],
+) -> Vec<Value> {
+    let delete = |when: &str| {
+        str_at(
+            set,
+            &format!("/spec/persistentVolumeClaimRetentionPolicy/{when}"),
+        ) == "Delete"
+    };
+    let scaled_down = ordinal >= replicas;
+    let pod_owns = scaled_down && delete("whenScaled");
+    let set_owns = delete("whenDeleted") && !pod_owns;
+    let set_ref = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "name": str_at(set, "/metadata/name"), "uid": str_at(set, "/metadata/uid")});
+    let pod_ref = pod.map(|p| {
+        json!({"apiVersion": "v1", "kind": "Pod", "name": str_at(p, "/metadata/name"),
+               "uid": str_at(p, "/metadata/uid")})
+    });
+    let mut wanted: Vec<Value> = Vec::new();
+    if set_owns {
+        wanted.push(set_ref.clone());
+    }
+    if let Some(r) = pod_ref.as_ref().filter(|_| pod_owns) {
+        wanted.push(r.clone());
+    }
+    let uid = |r: &Value| str_at(r, "/uid").to_string();
+    let managed = [Some(&set_ref), pod_ref.as_ref()];
+    let mut out: Vec<Value> = refs
+        .iter()
+        .filter(|r| {
+            let u = uid(r);
+            !managed.iter().flatten().any(|m| uid(m) == u) || wanted.iter().any(|w| uid(w) == u)
+        })
+        .cloned()
+        .collect();
+    for w in wanted {
+        if !out.iter().any(|r| uid(r) == uid(&w)) {
+            out.push(w);
+        }
+    }
+    out
 }
 
 /// Pod `ordinal` of the set made from `template` (a revision's), named and labelled for
@@ -378,7 +434,7 @@ impl StatefulSetController {
 
     /// Creates the claims of pod `ordinal` that are missing; false when one could not be
     /// made.
-    fn create_claims(&self, set: &Value, ordinal: usize) -> bool {
+    fn create_claims(&self, set: &Value, ordinal: usize, replicas: usize) -> bool {
         let ns = str_at(set, "/metadata/namespace");
         let set_name = str_at(set, "/metadata/name");
         let classes = self.store.list(self.storage_classes, None).0;
@@ -386,6 +442,10 @@ impl StatefulSetController {
             let claim_name = str_at(&claim, "/metadata/name").to_string();
             if self.store.get(self.claims, ns, &claim_name).is_some() {
                 continue;
+            }
+            let refs = claim_owner_refs(set, None, ordinal, replicas, &[]);
+            if !refs.is_empty() {
+                claim["metadata"]["ownerReferences"] = Value::Array(refs);
             }
             // The defaults a client's create would get from admission.
             admission::default_storage_spec(self.claims, &mut claim);
@@ -418,9 +478,41 @@ impl StatefulSetController {
         true
     }
 
+    /// Brings the owner references of pod `ordinal`'s claims in line with the retention
+    /// policy ([`claim_owner_refs`]).
+    fn update_claim_owners(&self, set: &Value, pod: &Value, ordinal: usize, replicas: usize) {
+        let ns = str_at(set, "/metadata/namespace");
+        for claim in claims_for(set, ordinal) {
+            let name = str_at(&claim, "/metadata/name");
+            let Some(cur) = self.store.get(self.claims, ns, name) else {
+                continue;
+            };
+            let refs = owner_refs(&cur);
+            let want = claim_owner_refs(set, Some(pod), ordinal, replicas, &refs);
+            if want == refs {
+                continue;
+            }
+            let written = self.store.update(self.claims, ns, name, false, |cur| {
+                let want = claim_owner_refs(set, Some(pod), ordinal, replicas, &owner_refs(cur));
+                Ok(with_owner_refs(cur, want))
+            });
+            if let Err(e) = written {
+                tracing::debug!(claim = %name, error = %e.message,
+                    "statefulset controller: claim owners not written");
+            }
+        }
+    }
+
     /// Creates pod `ordinal` (its claims first); false when it could not be made.
-    fn create_pod(&self, set: &Value, template: &Value, revision: &str, ordinal: usize) -> bool {
-        if !self.create_claims(set, ordinal) {
+    fn create_pod(
+        &self,
+        set: &Value,
+        template: &Value,
+        revision: &str,
+        ordinal: usize,
+        replicas: usize,
+    ) -> bool {
+        if !self.create_claims(set, ordinal, replicas) {
             return false;
         }
         let ns = str_at(set, "/metadata/namespace");
@@ -503,6 +595,11 @@ impl StatefulSetController {
         let (current_template, update_template) =
             (revision_template(current), revision_template(update));
         let pods = self.pods_of(set);
+        // Before any pod goes: a condemned pod's claims then go with it when the policy
+        // says so.
+        for (ordinal, pod) in &pods {
+            self.update_claim_owners(set, pod, *ordinal, replicas);
+        }
         for ordinal in 0..replicas {
             match pods.get(&ordinal) {
                 None => {
@@ -512,7 +609,7 @@ impl StatefulSetController {
                     } else {
                         (&update_template, update_name)
                     };
-                    let made = self.create_pod(set, template, revision, ordinal);
+                    let made = self.create_pod(set, template, revision, ordinal, replicas);
                     if monotonic || !made {
                         return;
                     }
@@ -837,6 +934,59 @@ mod tests {
                              "labels": {"tier": "db", "app": "web"}},
                 "spec": {"accessModes": ["ReadWriteOnce"],
                          "resources": {"requests": {"storage": "1Gi"}}}})]
+        );
+    }
+
+    fn with_policy(when_deleted: &str, when_scaled: &str) -> Value {
+        let mut set = set();
+        set["spec"]["persistentVolumeClaimRetentionPolicy"] =
+            json!({"whenDeleted": when_deleted, "whenScaled": when_scaled});
+        set
+    }
+
+    fn set_ref() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u1"})
+    }
+
+    fn pod_ref() -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "name": "web-2", "uid": "p2"})
+    }
+
+    #[rstest]
+    #[case::retain_retain_owns_nothing("Retain", "Retain", 2, vec![set_ref(), pod_ref()], vec![])]
+    #[case::when_deleted_delete_the_set_owns(
+        "Delete", "Retain", 3, vec![], vec![set_ref()])]
+    #[case::when_deleted_delete_the_set_owns_even_scaled_down(
+        "Delete", "Retain", 2, vec![], vec![set_ref()])]
+    #[case::when_scaled_delete_the_scaled_down_pod_owns(
+        "Retain", "Delete", 2, vec![], vec![pod_ref()])]
+    #[case::when_scaled_delete_a_pod_in_range_owns_nothing(
+        "Retain", "Delete", 3, vec![pod_ref()], vec![])]
+    #[case::both_delete_scaled_down_goes_from_set_to_pod(
+        "Delete", "Delete", 2, vec![set_ref()], vec![pod_ref()])]
+    #[case::both_delete_in_range_the_set_owns(
+        "Delete", "Delete", 3, vec![pod_ref()], vec![set_ref()])]
+    #[case::other_owners_are_kept(
+        "Delete", "Retain", 3,
+        vec![json!({"kind": "Other", "uid": "x"})],
+        vec![json!({"kind": "Other", "uid": "x"}), set_ref()])]
+    fn claim_owners_follow_the_retention_policy(
+        #[case] when_deleted: &str,
+        #[case] when_scaled: &str,
+        #[case] replicas: usize,
+        #[case] refs: Vec<Value>,
+        #[case] want: Vec<Value>,
+    ) {
+        let pod = json!({"metadata": {"name": "web-2", "uid": "p2"}});
+        assert_eq!(
+            claim_owner_refs(
+                &with_policy(when_deleted, when_scaled),
+                Some(&pod),
+                2,
+                replicas,
+                &refs
+            ),
+            want
         );
     }
 

@@ -774,3 +774,49 @@ fn sets_created_again_adopt_the_pods_they_orphaned() {
     assert_eq!(set.pointer("/status/replicas"), Some(&json!(2)));
     assert_eq!((uids("agent"), uids("web")), before);
 }
+
+fn claim_names(c: &Cluster) -> BTreeSet<String> {
+    names(&items(c, CLAIMS))
+}
+
+/// `persistentVolumeClaimRetentionPolicy`: Retain (the default) keeps every claim; Delete
+/// removes the claims of scaled-down pods (`whenScaled`) and of a deleted set
+/// (`whenDeleted`), through the garbage collector.
+#[test]
+fn statefulset_claims_follow_the_retention_policy() {
+    let c = cluster();
+    let claim_template = json!([{"metadata": {"name": "www"},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}}]);
+    let mut kept = statefulset("kept", 2, "Parallel");
+    kept["spec"]["volumeClaimTemplates"] = claim_template.clone();
+    let mut gone = statefulset("gone", 2, "Parallel");
+    gone["spec"]["volumeClaimTemplates"] = claim_template;
+    gone["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
+    create(&c, STSS, kept);
+    create(&c, STSS, gone);
+    let all = set_of(&["www-gone-0", "www-gone-1", "www-kept-0", "www-kept-1"]);
+    wait_for("4 claims", || (claim_names(&c) == all).then_some(()));
+    for set in ["kept", "gone"] {
+        patch(
+            &c,
+            &format!("{STSS}/{set}"),
+            json!({"spec": {"replicas": 1}}),
+        );
+    }
+    wait_for("the scaled-down claim of gone deleted", || {
+        (claim_names(&c) == set_of(&["www-gone-0", "www-kept-0", "www-kept-1"])).then_some(())
+    });
+    for set in ["kept", "gone"] {
+        let (code, body) = c.request("DELETE", &format!("{STSS}/{set}"), None, "");
+        assert_eq!(code, 200, "{body}");
+    }
+    wait_for("the claims of gone deleted", || {
+        (claim_names(&c) == set_of(&["www-kept-0", "www-kept-1"])).then_some(())
+    });
+    wait_for("the pods gone", || {
+        (pods(&c, "kept").is_empty() && pods(&c, "gone").is_empty()).then_some(())
+    });
+    assert_eq!(claim_names(&c), set_of(&["www-kept-0", "www-kept-1"]));
+}

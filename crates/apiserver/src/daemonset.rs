@@ -639,7 +639,9 @@ impl DaemonSetController {
                 to_delete.extend(pods.into_iter().filter(|p| !terminating(p)));
             }
         }
-        // What is left is for nodes that are gone.
+        // What is left is for nodes that are gone; a pod naming no node (an adopted one made
+        // by hand) is left alone, as upstream does.
+        by_node.remove("");
         to_delete.extend(by_node.into_values().flatten().filter(|p| !terminating(p)));
         let update_strategy = str_at(&ds, "/spec/updateStrategy/type");
         if update_strategy == "RollingUpdate" && to_create.is_empty() && to_delete.is_empty() {

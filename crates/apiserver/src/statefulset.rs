@@ -721,10 +721,14 @@ impl StatefulSetController {
             update_name,
             history.collision_count,
         );
-        let live = [
+        // Revisions in use: the current and update ones, and any a pod still runs.
+        let live: Vec<&str> = [
             str_at(&status, "/currentRevision"),
             str_at(&status, "/updateRevision"),
-        ];
+        ]
+        .into_iter()
+        .chain(pods.iter().map(|p| revision_of(p)))
+        .collect();
         history::truncate_history(&self.store, self.revisions, &set, &history.revisions, &live);
         let written = self
             .store

@@ -820,3 +820,52 @@ fn statefulset_claims_follow_the_retention_policy() {
     });
     assert_eq!(claim_names(&c), set_of(&["www-kept-0", "www-kept-1"]));
 }
+
+/// Revisions beyond `revisionHistoryLimit` that nothing runs are deleted, oldest first; the
+/// newest stays.
+#[test]
+fn revisions_beyond_the_history_limit_are_deleted() {
+    let c = cluster();
+    let mut ds = daemonset("agent", json!([]));
+    ds["spec"]["revisionHistoryLimit"] = json!(1);
+    create(&c, DSS, ds);
+    let mut sts = statefulset("web", 0, "Parallel");
+    sts["spec"]["revisionHistoryLimit"] = json!(0);
+    create(&c, STSS, sts);
+    let revisions = |owner: &str| -> Vec<(i64, String)> {
+        let mut out: Vec<(i64, String)> = items(&c, REVISIONS)
+            .iter()
+            .filter(|r| s(r, "/metadata/ownerReferences/0/name") == owner)
+            .map(|r| {
+                (
+                    r["revision"].as_i64().unwrap_or(0),
+                    s(r, "/data/spec/template/spec/containers/0/image").to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    for image in ["v2", "v3", "v4"] {
+        for path in [format!("{DSS}/agent"), format!("{STSS}/web")] {
+            patch(
+                &c,
+                &path,
+                json!({"spec": {"template": {"spec": {"containers": [
+                    {"name": "c", "image": image}]}}}}),
+            );
+        }
+        wait_for(&format!("the revision of {image}"), || {
+            (revisions("agent").last().map(|r| r.1.as_str()) == Some(image)
+                && revisions("web").last().map(|r| r.1.as_str()) == Some(image))
+            .then_some(())
+        });
+    }
+    let wait_for_revisions = |owner: &str, want: Vec<(i64, String)>| {
+        wait_for(&format!("the old revisions of {owner} deleted"), || {
+            (revisions(owner) == want).then_some(())
+        });
+    };
+    wait_for_revisions("agent", vec![(3, "v3".into()), (4, "v4".into())]);
+    wait_for_revisions("web", vec![(4, "v4".into())]);
+}

@@ -54,10 +54,11 @@ use crate::controller::{
     ready_for, requeue, sleep_until, terminating,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
-use crate::pv_controller::str_at;
+use crate::pv_controller::{selector_matches, str_at};
 use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
 use crate::store::{DeleteOptions, EventType, Store};
+use crate::validation::{FieldError, FieldErrorKind};
 
 /// The Events' `source.component`, as upstream's controller names itself.
 pub const COMPONENT: &str = "daemonset-controller";
@@ -128,6 +129,76 @@ pub fn set_defaults(info: &ResourceInfo, obj: &mut Value, current: Option<&Value
             }
         }
     }
+}
+
+/// The checks upstream's validation makes on a DaemonSet that the controller relies on:
+/// `spec.selector` required and not empty, selecting the template's labels (otherwise the
+/// controller would release each pod it makes and make another).
+///
+/// Upstream: pkg/apis/apps/validation (ValidateDaemonSetSpec).
+pub fn validate(info: &ResourceInfo, ds: &Value) -> Vec<FieldError> {
+    if (info.group, info.kind) != ("apps", "DaemonSet") {
+        return Vec::new();
+    }
+    validate_selector(ds, "daemonset")
+}
+
+/// [`validate`], and `spec.selector` may not change.
+///
+/// Upstream: pkg/apis/apps/validation (ValidateDaemonSetUpdate).
+pub fn validate_update(info: &ResourceInfo, old: &Value, ds: &Value) -> Vec<FieldError> {
+    let mut errs = validate(info, ds);
+    if (info.group, info.kind) == ("apps", "DaemonSet")
+        && old.pointer("/spec/selector") != ds.pointer("/spec/selector")
+    {
+        errs.push(FieldError::invalid(
+            "spec.selector",
+            ds.pointer("/spec/selector").cloned().unwrap_or(Value::Null),
+            "field is immutable",
+        ));
+    }
+    errs
+}
+
+/// The selector rules the sets share: `spec.selector` required (`kind` names the set in
+/// lowercase, as upstream's message does) and not empty, and it selects the template's
+/// labels.
+pub fn validate_selector(set: &Value, kind: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let labels = set
+        .pointer("/spec/template/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    match set.pointer("/spec/selector") {
+        None | Some(Value::Null) => errs.push(FieldError {
+            field: "spec.selector".into(),
+            kind: FieldErrorKind::Required,
+            detail: String::new(),
+        }),
+        Some(selector) => {
+            let empty = ["matchLabels", "matchExpressions"].iter().all(|k| {
+                selector.get(*k).is_none_or(|v| {
+                    v.as_object().is_some_and(serde_json::Map::is_empty)
+                        || v.as_array().is_some_and(Vec::is_empty)
+                        || v.is_null()
+                })
+            });
+            if empty {
+                errs.push(FieldError::invalid(
+                    "spec.selector",
+                    selector.clone(),
+                    format!("empty selector is invalid for {kind}"),
+                ));
+            } else if !selector_matches(selector, Some(&labels)) {
+                errs.push(FieldError::invalid(
+                    "spec.template.metadata.labels",
+                    labels,
+                    "`selector` does not match template `labels`",
+                ));
+            }
+        }
+    }
+    errs
 }
 
 /// The template generation of a DaemonSet, from its annotation.
@@ -1227,6 +1298,63 @@ mod tests {
                    "updatedNumberScheduled": 2, "numberAvailable": 2, "numberUnavailable": 2,
                    "observedGeneration": 2})
         );
+    }
+
+    fn with_selector(selector: Option<Value>, labels: Value) -> Value {
+        let mut ds = json!({"spec": {"template": {"metadata": {"labels": labels}}}});
+        if let Some(sel) = selector {
+            ds["spec"]["selector"] = sel;
+        }
+        ds
+    }
+
+    #[rstest]
+    #[case::selector_selecting_the_template(
+        with_selector(Some(json!({"matchLabels": {"app": "a"}})), json!({"app": "a", "x": "y"})),
+        vec![])]
+    #[case::missing_selector_is_required(
+        with_selector(None, json!({"app": "a"})),
+        vec!["spec.selector: Required value"])]
+    #[case::empty_selector_is_invalid(
+        with_selector(Some(json!({})), json!({"app": "a"})),
+        vec!["spec.selector: Invalid value: {}: empty selector is invalid for daemonset"])]
+    #[case::empty_match_labels_is_an_empty_selector(
+        with_selector(Some(json!({"matchLabels": {}})), json!({"app": "a"})),
+        vec!["spec.selector: Invalid value: {\"matchLabels\":{}}: empty selector is invalid for daemonset"])]
+    #[case::selector_not_selecting_the_template(
+        with_selector(Some(json!({"matchLabels": {"app": "b"}})), json!({"app": "a"})),
+        vec!["spec.template.metadata.labels: Invalid value: {\"app\":\"a\"}: `selector` does not match template `labels`"])]
+    #[case::expressions_count(
+        with_selector(Some(json!({"matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["a"]}]})), json!({"app": "a"})),
+        vec![])]
+    fn selector_rules(#[case] ds: Value, #[case] want: Vec<&str>) {
+        let got: Vec<String> = validate(ds_info(), &ds)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_selector_is_immutable() {
+        let old = with_selector(
+            Some(json!({"matchLabels": {"app": "a"}})),
+            json!({"app": "a", "b": "c"}),
+        );
+        let new = with_selector(
+            Some(json!({"matchLabels": {"app": "a", "b": "c"}})),
+            json!({"app": "a", "b": "c"}),
+        );
+        let got: Vec<String> = validate_update(ds_info(), &old, &new)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(
+            got,
+            ["spec.selector: Invalid value: {\"matchLabels\":{\"app\":\"a\",\"b\":\"c\"}}: field is immutable"]
+        );
+        assert!(validate_update(ds_info(), &old, &old).is_empty());
     }
 
     fn ds_info() -> &'static ResourceInfo {

@@ -52,6 +52,7 @@ use crate::pv_controller::str_at;
 use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
 use crate::store::{DeleteOptions, EventType, Store};
+use crate::validation::{FieldError, FieldErrorKind};
 
 /// The Events' `source.component`, as upstream's controller names itself.
 pub const COMPONENT: &str = "statefulset-controller";
@@ -135,6 +136,55 @@ pub fn set_defaults(info: &ResourceInfo, obj: &mut Value) {
             set_default(s, "phase", json!("Pending"));
         }
     }
+}
+
+/// The spec fields of a StatefulSet an update may change.
+const UPDATABLE: &[&str] = &[
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "revisionHistoryLimit",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+];
+
+/// The checks upstream's validation makes on a StatefulSet that the controller relies on:
+/// `spec.selector` required and not empty, selecting the template's labels.
+///
+/// Upstream: pkg/apis/apps/validation (ValidateStatefulSetSpec).
+pub fn validate(info: &ResourceInfo, set: &Value) -> Vec<FieldError> {
+    if (info.group, info.kind) != ("apps", "StatefulSet") {
+        return Vec::new();
+    }
+    crate::daemonset::validate_selector(set, "statefulset")
+}
+
+/// [`validate`], and only the fields in [`UPDATABLE`] of the spec may change.
+///
+/// Upstream: pkg/apis/apps/validation (ValidateStatefulSetUpdate).
+pub fn validate_update(info: &ResourceInfo, old: &Value, set: &Value) -> Vec<FieldError> {
+    let mut errs = validate(info, set);
+    if (info.group, info.kind) != ("apps", "StatefulSet") {
+        return errs;
+    }
+    let fixed = |v: &Value| -> serde_json::Map<String, Value> {
+        v.get("spec")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(k, v)| !UPDATABLE.contains(&k.as_str()) && !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    if fixed(old) != fixed(set) {
+        errs.push(FieldError {
+            field: "spec".into(),
+            kind: FieldErrorKind::Forbidden,
+            detail: "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".into(),
+        });
+    }
+    errs
 }
 
 /// The ordinal of a pod named `<set>-<ordinal>`.
@@ -1036,6 +1086,37 @@ mod tests {
                    "currentRevision": "web-r2", "updateRevision": "web-r2",
                    "collisionCount": 0, "observedGeneration": 2})
         );
+    }
+
+    #[rstest]
+    #[case::replicas(json!({"replicas": 5}), true)]
+    #[case::template(json!({"template": {"metadata": {"labels": {"app": "web"}},
+                                         "spec": {"containers": []}}}), true)]
+    #[case::update_strategy(json!({"updateStrategy": {"type": "OnDelete"}}), true)]
+    #[case::min_ready_seconds(json!({"minReadySeconds": 3}), true)]
+    #[case::retention_policy(
+        json!({"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}), true)]
+    #[case::service_name(json!({"serviceName": "other"}), false)]
+    #[case::volume_claim_templates(json!({"volumeClaimTemplates": []}), false)]
+    #[case::pod_management_policy(json!({"podManagementPolicy": "Parallel"}), false)]
+    fn updatable_spec_fields(#[case] change: Value, #[case] allowed: bool) {
+        let info =
+            resources::lookup("apps", "v1", "statefulsets").unwrap_or_else(|| unreachable!());
+        let old = set();
+        let mut new = old.clone();
+        for (k, v) in change.as_object().into_iter().flatten() {
+            new["spec"][k] = v.clone();
+        }
+        let got: Vec<String> = validate_update(info, &old, &new)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        let want: Vec<String> = if allowed {
+            Vec::new()
+        } else {
+            vec!["spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".to_string()]
+        };
+        assert_eq!(got, want);
     }
 
     #[test]

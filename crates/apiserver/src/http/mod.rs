@@ -846,7 +846,9 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::default_storage_phase(info, &mut obj);
         }
     }
-    let errs = validation::validate_resource_quantities(info, &obj);
+    let mut errs = validation::validate_resource_quantities(info, &obj);
+    errs.extend(crate::daemonset::validate(info, &obj));
+    errs.extend(crate::statefulset::validate(info, &obj));
     if !errs.is_empty() {
         let name = obj.pointer("/metadata/name").and_then(Value::as_str);
         return Err(ApiError::invalid_fields(
@@ -970,6 +972,9 @@ fn finish_update(
         }
         _ => validation::validate_resource_quantities(info, &new),
     };
+    let mut errs = errs;
+    errs.extend(crate::daemonset::validate_update(info, current, &new));
+    errs.extend(crate::statefulset::validate_update(info, current, &new));
     if !errs.is_empty() {
         return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
     }

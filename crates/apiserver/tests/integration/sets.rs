@@ -869,3 +869,56 @@ fn revisions_beyond_the_history_limit_are_deleted() {
     wait_for_revisions("agent", vec![(3, "v3".into()), (4, "v4".into())]);
     wait_for_revisions("web", vec![(4, "v4".into())]);
 }
+
+/// What upstream's validation refuses, with its Status: a selector that does not select the
+/// template (the controller would otherwise release every pod it makes), a DaemonSet's
+/// selector changed, a StatefulSet's fixed spec fields changed.
+#[test]
+fn invalid_sets_are_refused_with_upstreams_status() {
+    let c = cluster();
+    let mut ds = daemonset("agent", json!([]));
+    ds["spec"]["selector"] = json!({"matchLabels": {"app": "other"}});
+    let (code, status) = c.post(DSS, &ds);
+    assert_eq!(
+        (code, s(&status, "/reason"), s(&status, "/message")),
+        (
+            422,
+            "Invalid",
+            "DaemonSet.apps \"agent\" is invalid: spec.template.metadata.labels: Invalid value: {\"app\":\"agent\"}: `selector` does not match template `labels`"
+        )
+    );
+    let mut sts = statefulset("web", 1, "Parallel");
+    sts["spec"]["selector"] = json!({});
+    let (code, status) = c.post(STSS, &sts);
+    assert_eq!(
+        (code, s(&status, "/message")),
+        (
+            422,
+            "StatefulSet.apps \"web\" is invalid: spec.selector: Invalid value: {}: empty selector is invalid for statefulset"
+        )
+    );
+    create(&c, DSS, daemonset("agent", json!([])));
+    create(&c, STSS, statefulset("web", 0, "Parallel"));
+    for (path, body, want) in [
+        (
+            format!("{DSS}/agent"),
+            json!({"spec": {"selector": {"matchLabels": {"app": "agent", "tier": "x"}},
+                            "template": {"metadata": {"labels": {"tier": "x"}}}}}),
+            "DaemonSet.apps \"agent\" is invalid: spec.selector: Invalid value: {\"matchLabels\":{\"app\":\"agent\",\"tier\":\"x\"}}: field is immutable",
+        ),
+        (
+            format!("{STSS}/web"),
+            json!({"spec": {"serviceName": "other"}}),
+            "StatefulSet.apps \"web\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+        ),
+    ] {
+        let (code, status) = c.request(
+            "PATCH",
+            &path,
+            Some("application/merge-patch+json"),
+            &body.to_string(),
+        );
+        assert_eq!((code, s(&status, "/message")), (422, want), "{path}");
+    }
+    patch(&c, &format!("{STSS}/web"), json!({"spec": {"replicas": 2}}));
+}

@@ -787,6 +787,78 @@ mod tests {
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
     }
 
+    /// The cells of one object of a kind, without the age (which moves).
+    fn cells_without_age(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
+        let t = table(info, [obj], "5", false);
+        let names: Vec<Value> = t["columnDefinitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].clone())
+            .collect();
+        t["rows"][0]["cells"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .zip(&names)
+            .filter(|(_, name)| *name != "Age")
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
+    #[test]
+    fn sets_and_revisions_rows_as_upstream_prints_them() {
+        let ds = json!({"metadata": {"name": "agent"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                     "template": {"spec": {"nodeSelector": {"zone": "a", "disk": "ssd"},
+                                           "containers": [{"name": "c", "image": "agent:1"}]}}},
+            "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+                       "numberReady": 2, "updatedNumberScheduled": 1, "numberAvailable": 2}});
+        assert_eq!(
+            cells_without_age(lookup("apps", "v1", "daemonsets").expect("ds"), &ds),
+            [
+                json!("agent"),
+                json!(3),
+                json!(3),
+                json!(2),
+                json!(1),
+                json!(2),
+                json!("disk=ssd,zone=a"),
+                json!("c"),
+                json!("agent:1"),
+                json!("app=agent")
+            ]
+        );
+        let sts = json!({"metadata": {"name": "web"},
+            "spec": {"replicas": 3,
+                     "template": {"spec": {"containers": [{"name": "c", "image": "db:1"},
+                                                          {"name": "s", "image": "side:2"}]}}},
+            "status": {"readyReplicas": 2}});
+        assert_eq!(
+            cells_without_age(lookup("apps", "v1", "statefulsets").expect("sts"), &sts),
+            [
+                json!("web"),
+                json!("2/3"),
+                json!("c,s"),
+                json!("db:1,side:2")
+            ]
+        );
+        let rev = json!({"metadata": {"name": "web-abc", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u",
+                 "controller": true}]},
+            "revision": 4});
+        let revisions = lookup("apps", "v1", "controllerrevisions").expect("revisions");
+        assert_eq!(
+            cells_without_age(revisions, &rev),
+            [json!("web-abc"), json!("statefulset.apps/web"), json!(4)]
+        );
+        let orphan = json!({"metadata": {"name": "x"}, "revision": 1});
+        assert_eq!(
+            cells_without_age(revisions, &orphan),
+            [json!("x"), json!("<none>"), json!(1)]
+        );
+    }
+
     #[test]
     fn event_row_names_the_object_and_source() {
         let info = lookup("", "v1", "events").expect("events");

@@ -9,8 +9,8 @@
 //! claim `<template>-web-i`, which is created (with the selector's labels) before the pod.
 //!
 //! `podManagementPolicy: OrderedReady` makes pod `i` only when pods `0..i` are Running and
-//! Ready, and removes surplus pods from the highest ordinal, one at a time, each once the
-//! others are Running and Ready. `Parallel` makes and removes them all at once. A changed
+//! Ready, and removes surplus pods from the highest ordinal, one at a time, once the kept
+//! ones are Running and Ready and the one before has gone. `Parallel` makes and removes them all at once. A changed
 //! template rolls out under `updateStrategy.type: RollingUpdate` from the highest ordinal
 //! down to `partition`, one pod at a time, each replaced once the one before is Running and
 //! Ready; pods below the partition are made from the current revision. Failed pods are
@@ -678,23 +678,15 @@ impl StatefulSetController {
             }
         }
         let condemned: Vec<&Arc<Value>> = pods.range(replicas..).map(|(_, p)| p).rev().collect();
-        for (i, pod) in condemned.iter().enumerate() {
+        // Under OrderedReady the loop above returned unless every kept pod is Running and
+        // Ready; the highest surplus pod then goes, ready or not (upstream's first unhealthy
+        // pod is that one when any is).
+        for pod in &condemned {
             if terminating(pod) {
                 if monotonic {
                     return;
                 }
                 continue;
-            }
-            if monotonic {
-                // The others (kept ones and lower condemned ones) must be healthy first.
-                let lower_unhealthy = pods
-                    .range(..replicas)
-                    .map(|(_, p)| p)
-                    .chain(condemned.iter().skip(i + 1).copied())
-                    .any(|p| !running_and_ready(p));
-                if lower_unhealthy {
-                    return;
-                }
             }
             self.delete_pod(set, pod);
             if monotonic {

@@ -2,7 +2,8 @@
 //! StatefulSet, made, replaced and removed in ordinal order, and the StatefulSet's status,
 //! as kube-controller-manager's does. On with the other workload controllers.
 //!
-//! Pod `i` of StatefulSet `web` is `web-i`, with `hostname` its name, `subdomain` the
+//! Pod `i` of StatefulSet `web` is `web-i` (ordinals from `spec.ordinals.start`, 0 by
+//! default), with `hostname` its name, `subdomain` the
 //! `serviceName`, the template's labels plus `controller-revision-hash` (the name of its
 //! template's ControllerRevision), `statefulset.kubernetes.io/pod-name` and
 //! `apps.kubernetes.io/pod-index`, and one volume per `volumeClaimTemplates` entry naming
@@ -35,6 +36,7 @@
 //! defaults from pkg/apis/apps/v1/defaults.go.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -258,13 +260,13 @@ pub fn claims_for(set: &Value, ordinal: usize) -> Vec<Value> {
 /// The owner references a claim of pod `ordinal` carries under the set's
 /// `persistentVolumeClaimRetentionPolicy` (upstream's updateClaimOwnerRefForSetAndPod), from
 /// its references `refs`: the set's when `whenDeleted: Delete`, unless the pod is beyond
-/// `replicas` and `whenScaled: Delete`, when it is the pod's instead (so that the garbage
+/// the `kept` ordinals and `whenScaled: Delete`, when it is the pod's instead (so that the garbage
 /// collector deletes the claim with its owner). Other owners are kept.
 pub fn claim_owner_refs(
     set: &Value,
     pod: Option<&Value>,
     ordinal: usize,
-    replicas: usize,
+    kept: &Range<usize>,
     refs: &[Value],
 ) -> Vec<Value> {
     let delete = |when: &str| {
@@ -273,7 +275,7 @@ pub fn claim_owner_refs(
             &format!("/spec/persistentVolumeClaimRetentionPolicy/{when}"),
         ) == "Delete"
     };
-    let scaled_down = ordinal >= replicas;
+    let scaled_down = !kept.contains(&ordinal);
     let pod_owns = scaled_down && delete("whenScaled");
     let set_owns = delete("whenDeleted") && !pod_owns;
     let set_ref = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
@@ -484,7 +486,7 @@ impl StatefulSetController {
 
     /// Creates the claims of pod `ordinal` that are missing; false when one could not be
     /// made.
-    fn create_claims(&self, set: &Value, ordinal: usize, replicas: usize) -> bool {
+    fn create_claims(&self, set: &Value, ordinal: usize, kept: &Range<usize>) -> bool {
         let ns = str_at(set, "/metadata/namespace");
         let set_name = str_at(set, "/metadata/name");
         let classes = self.store.list(self.storage_classes, None).0;
@@ -493,7 +495,7 @@ impl StatefulSetController {
             if self.store.get(self.claims, ns, &claim_name).is_some() {
                 continue;
             }
-            let refs = claim_owner_refs(set, None, ordinal, replicas, &[]);
+            let refs = claim_owner_refs(set, None, ordinal, kept, &[]);
             if !refs.is_empty() {
                 claim["metadata"]["ownerReferences"] = Value::Array(refs);
             }
@@ -530,7 +532,7 @@ impl StatefulSetController {
 
     /// Brings the owner references of pod `ordinal`'s claims in line with the retention
     /// policy ([`claim_owner_refs`]).
-    fn update_claim_owners(&self, set: &Value, pod: &Value, ordinal: usize, replicas: usize) {
+    fn update_claim_owners(&self, set: &Value, pod: &Value, ordinal: usize, kept: &Range<usize>) {
         let ns = str_at(set, "/metadata/namespace");
         for claim in claims_for(set, ordinal) {
             let name = str_at(&claim, "/metadata/name");
@@ -538,12 +540,12 @@ impl StatefulSetController {
                 continue;
             };
             let refs = owner_refs(&cur);
-            let want = claim_owner_refs(set, Some(pod), ordinal, replicas, &refs);
+            let want = claim_owner_refs(set, Some(pod), ordinal, kept, &refs);
             if want == refs {
                 continue;
             }
             let written = self.store.update(self.claims, ns, name, false, |cur| {
-                let want = claim_owner_refs(set, Some(pod), ordinal, replicas, &owner_refs(cur));
+                let want = claim_owner_refs(set, Some(pod), ordinal, kept, &owner_refs(cur));
                 Ok(with_owner_refs(cur, want))
             });
             if let Err(e) = written {
@@ -560,9 +562,9 @@ impl StatefulSetController {
         template: &Value,
         revision: &str,
         ordinal: usize,
-        replicas: usize,
+        kept: &Range<usize>,
     ) -> bool {
-        if !self.create_claims(set, ordinal, replicas) {
+        if !self.create_claims(set, ordinal, kept) {
             return false;
         }
         let ns = str_at(set, "/metadata/namespace");
@@ -636,6 +638,15 @@ impl StatefulSetController {
                 .max(0),
         )
         .unwrap_or(0);
+        // The ordinals of the pods to keep: `spec.ordinals.start` onwards.
+        let start = usize::try_from(
+            set.pointer("/spec/ordinals/start")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                .max(0),
+        )
+        .unwrap_or(0);
+        let kept = start..start.saturating_add(replicas);
         let monotonic = str_at(set, "/spec/podManagementPolicy") != "Parallel";
         let rolling = str_at(set, "/spec/updateStrategy/type") == "RollingUpdate";
         let (current_name, update_name) = (
@@ -648,18 +659,18 @@ impl StatefulSetController {
         // Before any pod goes: a condemned pod's claims then go with it when the policy
         // says so.
         for (ordinal, pod) in &pods {
-            self.update_claim_owners(set, pod, *ordinal, replicas);
+            self.update_claim_owners(set, pod, *ordinal, &kept);
         }
-        for ordinal in 0..replicas {
+        for ordinal in kept.clone() {
             match pods.get(&ordinal) {
                 None => {
                     // Below the partition a pod is made as the current revision has it.
-                    let (template, revision) = if rolling && ordinal < partition {
+                    let (template, revision) = if rolling && ordinal < kept.start + partition {
                         (&current_template, current_name)
                     } else {
                         (&update_template, update_name)
                     };
-                    let made = self.create_pod(set, template, revision, ordinal, replicas);
+                    let made = self.create_pod(set, template, revision, ordinal, &kept);
                     if monotonic || !made {
                         return;
                     }
@@ -677,7 +688,12 @@ impl StatefulSetController {
                 Some(_) => {}
             }
         }
-        let condemned: Vec<&Arc<Value>> = pods.range(replicas..).map(|(_, p)| p).rev().collect();
+        let condemned: Vec<&Arc<Value>> = pods
+            .iter()
+            .filter(|(i, _)| !kept.contains(i))
+            .map(|(_, p)| p)
+            .rev()
+            .collect();
         // Under OrderedReady the loop above returned unless every kept pod is Running and
         // Ready; the highest surplus pod then goes, ready or not (upstream's first unhealthy
         // pod is that one when any is).
@@ -696,7 +712,7 @@ impl StatefulSetController {
         if !condemned.is_empty() || !rolling {
             return;
         }
-        for ordinal in (partition..replicas).rev() {
+        for ordinal in (kept.start + partition..kept.end).rev() {
             let Some(pod) = pods.get(&ordinal) else {
                 return;
             };
@@ -1029,7 +1045,7 @@ mod tests {
                 &with_policy(when_deleted, when_scaled),
                 Some(&pod),
                 2,
-                replicas,
+                &(0..replicas),
                 &refs
             ),
             want

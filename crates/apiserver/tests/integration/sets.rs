@@ -574,7 +574,8 @@ fn statefulset_rolling_update_goes_from_the_highest_ordinal_down() {
         }
         let (_, sts) = c.get(&format!("{STSS}/web"));
         let st = &sts["status"];
-        (st["updatedReplicas"] == json!(3)
+        (st["observedGeneration"] == json!(2)
+            && st["updatedReplicas"] == json!(3)
             && st["readyReplicas"] == json!(3)
             && st["currentRevision"] == st["updateRevision"])
             .then(|| st.clone())
@@ -770,8 +771,10 @@ fn sets_created_again_adopt_the_pods_they_orphaned() {
                 .then_some(())
         });
     }
-    let (_, set) = c.get(&format!("{STSS}/web"));
-    assert_eq!(set.pointer("/status/replicas"), Some(&json!(2)));
+    wait_for("the status of the adopted pods", || {
+        let (_, set) = c.get(&format!("{STSS}/web"));
+        (set.pointer("/status/replicas") == Some(&json!(2))).then_some(())
+    });
     assert_eq!((uids("agent"), uids("web")), before);
 }
 
@@ -846,6 +849,10 @@ fn revisions_beyond_the_history_limit_are_deleted() {
         out.sort();
         out
     };
+    // Each template is waited for, so that each gets its revision.
+    wait_for("the first revisions", || {
+        (revisions("agent").len() == 1 && revisions("web").len() == 1).then_some(())
+    });
     for image in ["v2", "v3", "v4"] {
         for path in [format!("{DSS}/agent"), format!("{STSS}/web")] {
             patch(
@@ -862,9 +869,18 @@ fn revisions_beyond_the_history_limit_are_deleted() {
         });
     }
     let wait_for_revisions = |owner: &str, want: Vec<(i64, String)>| {
-        wait_for(&format!("the old revisions of {owner} deleted"), || {
-            (revisions(owner) == want).then_some(())
-        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let now = revisions(owner);
+            if now == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the old revisions of {owner} never deleted: {now:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     };
     wait_for_revisions("agent", vec![(3, "v3".into()), (4, "v4".into())]);
     wait_for_revisions("web", vec![(4, "v4".into())]);
@@ -921,4 +937,30 @@ fn invalid_sets_are_refused_with_upstreams_status() {
         assert_eq!((code, s(&status, "/message")), (422, want), "{path}");
     }
     patch(&c, &format!("{STSS}/web"), json!({"spec": {"replicas": 2}}));
+}
+
+/// `spec.ordinals.start` numbers the pods from there; moving it replaces the pods outside
+/// the new range.
+#[test]
+fn statefulset_ordinals_start_where_the_spec_says() {
+    let c = cluster();
+    let mut sts = statefulset("web", 2, "Parallel");
+    sts["spec"]["ordinals"] = json!({"start": 5});
+    create(&c, STSS, sts);
+    wait_for("web-5 and web-6", || {
+        (names(&pods(&c, "web")) == set_of(&["web-5", "web-6"])).then_some(())
+    });
+    let (_, pod) = c.get(&format!("{PODS}/web-6"));
+    assert_eq!(
+        pod.pointer("/metadata/labels/apps.kubernetes.io~1pod-index"),
+        Some(&json!("6"))
+    );
+    patch(
+        &c,
+        &format!("{STSS}/web"),
+        json!({"spec": {"ordinals": {"start": 0}}}),
+    );
+    wait_for("web-0 and web-1", || {
+        (names(&pods(&c, "web")) == set_of(&["web-0", "web-1"])).then_some(())
+    });
 }

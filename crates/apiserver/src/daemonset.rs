@@ -13,22 +13,22 @@
 //! daemon tolerations, and a required node affinity whose only term is
 //! `matchFields metadata.name In [<node>]`; they carry no `nodeName`, so the scheduler
 //! binds them. Orphan pods the selector selects are adopted, and own pods it no longer
-//! selects released, as the ReplicaSet controller does. Surplus pods on a node (all but the oldest), failed pods, pods on nodes that
-//! are gone and pods on nodes no longer eligible are deleted. A changed template rolls out
-//! under `updateStrategy.type: RollingUpdate`: old pods are deleted while fewer than
-//! `maxUnavailable` nodes lack an available new pod, and the nodes get new ones. `OnDelete`
-//! replaces a pod only when someone deletes it. Each template is kept as a
-//! ControllerRevision ([`crate::history`]).
+//! selects released, as the ReplicaSet controller does. Surplus pods on a node (all but
+//! the oldest, see [`pods_to_keep`]), failed pods, pods on nodes that are gone and pods on
+//! nodes no longer eligible are deleted. Each template is kept as a ControllerRevision
+//! ([`crate::history`]).
+//!
+//! A changed template rolls out under `updateStrategy.type: RollingUpdate`: old pods are
+//! deleted while fewer than `maxUnavailable` nodes lack an available new pod, and the nodes
+//! get new ones; with `maxSurge` above 0 the new pod is made beside the old one instead,
+//! and the old one deleted once the new one is available, with at most `maxSurge` new pods
+//! not yet available at a time. `OnDelete` replaces a pod only when someone deletes it.
 //!
 //! Status: `desiredNumberScheduled` (eligible nodes), `currentNumberScheduled` (eligible
 //! nodes with a pod), `numberMisscheduled` (pods on nodes not eligible), `numberReady`,
 //! `numberAvailable`, `updatedNumberScheduled` (pods of the current template),
 //! `numberUnavailable` and `observedGeneration`, which is what `kubectl rollout status`
 //! reads.
-//!
-//! With `maxSurge` above 0 a new pod is made beside the old one instead, and the old one is
-//! deleted once the new one is available, with at most `maxSurge` new pods not yet
-//! available at a time.
 //!
 //! Where this differs from upstream: failed pods are replaced without backoff, and pods
 //! bound to a node that is gone are deleted here (upstream leaves those to the pod garbage

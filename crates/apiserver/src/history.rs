@@ -43,7 +43,7 @@ fn fnv32a(bytes: &[u8]) -> u32 {
     })
 }
 
-/// Each byte of `s` as one character of [`ALPHANUMS`].
+/// Each byte of `s` as one character of upstream's alphabet (`bcdfghjklmnpqrstvwxz2456789`).
 pub fn safe_encode(s: &str) -> String {
     s.bytes()
         .map(|b| char::from(ALPHANUMS[usize::from(b) % ALPHANUMS.len()]))
@@ -59,7 +59,7 @@ pub fn hash_revision(data: &Value, collision_count: Option<i64>) -> String {
     safe_encode(&fnv32a(&bytes).to_string())
 }
 
-/// `<prefix>-<hash>`, the prefix cut to [`MAX_PREFIX`] characters.
+/// `<prefix>-<hash>`, the prefix cut to 223 characters.
 pub fn revision_name(prefix: &str, hash: &str) -> String {
     let cut: String = prefix.chars().take(MAX_PREFIX).collect();
     format!("{cut}-{hash}")

@@ -3,20 +3,21 @@
 //! as kube-controller-manager's does. On with the other workload controllers.
 //!
 //! Pod `i` of StatefulSet `web` is `web-i` (ordinals from `spec.ordinals.start`, 0 by
-//! default), with `hostname` its name, `subdomain` the
-//! `serviceName`, the template's labels plus `controller-revision-hash` (the name of its
-//! template's ControllerRevision), `statefulset.kubernetes.io/pod-name` and
-//! `apps.kubernetes.io/pod-index`, and one volume per `volumeClaimTemplates` entry naming
-//! claim `<template>-web-i`, which is created (with the selector's labels) before the pod.
+//! default), with `hostname` its name, `subdomain` the `serviceName`, the template's labels
+//! plus `controller-revision-hash` (the name of its template's ControllerRevision),
+//! `statefulset.kubernetes.io/pod-name` and `apps.kubernetes.io/pod-index`, and one volume
+//! per `volumeClaimTemplates` entry naming claim `<template>-web-i`, which is created (with
+//! the selector's labels) before the pod.
 //!
-//! `podManagementPolicy: OrderedReady` makes pod `i` only when pods `0..i` are Running and
-//! Ready, and removes surplus pods from the highest ordinal, one at a time, once the kept
-//! ones are Running and Ready and the one before has gone. `Parallel` makes and removes them all at once. A changed
-//! template rolls out under `updateStrategy.type: RollingUpdate` from the highest ordinal
-//! down to `partition`, one pod at a time, each replaced once the one before is Running and
-//! Ready; pods below the partition are made from the current revision. Failed pods are
-//! deleted and made again. Orphan pods named `<set>-<ordinal>` that the selector selects are
-//! adopted; own pods it no longer selects are released.
+//! `podManagementPolicy: OrderedReady` makes pod `i` only when the pods before it are
+//! Running and Ready, and removes surplus pods from the highest ordinal, one at a time,
+//! once the kept ones are Running and Ready and the one before has gone. `Parallel` makes
+//! and removes them all at once. A changed template rolls out under
+//! `updateStrategy.type: RollingUpdate` from the highest ordinal down to `partition`, one
+//! pod at a time, each replaced once the one before is Running and Ready; pods below the
+//! partition are made from the current revision. Failed pods are deleted and made again.
+//! Orphan pods named `<set>-<ordinal>` that the selector selects are adopted; own pods it
+//! no longer selects are released.
 //!
 //! Status: `replicas` (pods made), `readyReplicas`, `availableReplicas` (ready for
 //! `minReadySeconds`), `currentReplicas` and `updatedReplicas` (pods of the current and the
@@ -162,7 +163,9 @@ pub fn validate(info: &ResourceInfo, set: &Value) -> Vec<FieldError> {
     crate::daemonset::validate_selector(set, "statefulset")
 }
 
-/// [`validate`], and only the fields in [`UPDATABLE`] of the spec may change.
+/// [`validate`], and only `replicas`, `ordinals`, `template`, `updateStrategy`,
+/// `revisionHistoryLimit`, `persistentVolumeClaimRetentionPolicy` and `minReadySeconds` of
+/// the spec may change.
 ///
 /// Upstream: pkg/apis/apps/validation (ValidateStatefulSetUpdate).
 pub fn validate_update(info: &ResourceInfo, old: &Value, set: &Value) -> Vec<FieldError> {

@@ -10,7 +10,7 @@
 //! the selector's labels) before the pod.
 //!
 //! `podManagementPolicy: OrderedReady` makes pod `i` only when the pods before it are
-//! Running and Ready, and removes surplus pods from the highest ordinal, one at a time,
+//! Running and Ready (for `minReadySeconds`, when set), and removes surplus pods from the highest ordinal, one at a time,
 //! once the kept ones are Running and Ready and the one before has gone. `Parallel` makes
 //! and removes them all at once. A changed template rolls out under
 //! `updateStrategy.type: RollingUpdate` from the highest ordinal down to `partition`, one
@@ -651,6 +651,10 @@ impl StatefulSetController {
         .unwrap_or(0);
         let kept = start..start.saturating_add(replicas);
         let monotonic = str_at(set, "/spec/podManagementPolicy") != "Parallel";
+        let min_ready = set
+            .pointer("/spec/minReadySeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         let rolling = str_at(set, "/spec/updateStrategy/type") == "RollingUpdate";
         let (current_name, update_name) = (
             str_at(current, "/metadata/name"),
@@ -685,7 +689,14 @@ impl StatefulSetController {
                         return;
                     }
                 }
-                Some(pod) if monotonic && (terminating(pod) || !running_and_ready(pod)) => {
+                // The next pod waits until this one has been ready for `minReadySeconds`
+                // (the set is looked at again then).
+                Some(pod)
+                    if monotonic
+                        && (terminating(pod)
+                            || !running_and_ready(pod)
+                            || !is_available(pod, min_ready)) =>
+                {
                     return;
                 }
                 Some(_) => {}

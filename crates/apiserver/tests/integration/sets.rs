@@ -964,3 +964,36 @@ fn statefulset_ordinals_start_where_the_spec_says() {
         (names(&pods(&c, "web")) == set_of(&["web-0", "web-1"])).then_some(())
     });
 }
+
+/// Under OrderedReady with `minReadySeconds`, the next pod is made only once the one before
+/// has been ready that long: its creation time is at least that after the other's Ready
+/// time (both RFC 3339 seconds, so the comparison is exact).
+#[test]
+fn statefulset_ordered_ready_waits_min_ready_seconds_between_pods() {
+    let c = cluster();
+    node(&c, "n1", json!([]));
+    let mut sts = statefulset("web", 2, "OrderedReady");
+    sts["spec"]["minReadySeconds"] = json!(2);
+    create(&c, STSS, sts);
+    bind_in_order(&c, "web", 2);
+    let (_, first) = c.get(&format!("{PODS}/web-0"));
+    let (_, second) = c.get(&format!("{PODS}/web-1"));
+    let ready_at = first
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| s(c, "/type") == "Ready")
+        .map(|c| s(c, "/lastTransitionTime").to_string())
+        .unwrap_or_default();
+    let earliest = apiserver::meta::shift_rfc3339(&ready_at, 2).unwrap_or_default();
+    let created = s(&second, "/metadata/creationTimestamp");
+    assert!(
+        !ready_at.is_empty() && created >= earliest.as_str(),
+        "web-1 created {created}, web-0 ready {ready_at}"
+    );
+    wait_for("both available", || {
+        let (_, sts) = c.get(&format!("{STSS}/web"));
+        (sts.pointer("/status/availableReplicas") == Some(&json!(2))).then_some(())
+    });
+}

@@ -101,8 +101,8 @@ enum Command {
     /// stand-ins: claims bind to volumes, and claims of a class whose provisioner is a
     /// --provisioner get a volume; a default StorageClass `standard`, WaitForFirstConsumer,
     /// provisioner rancher.io/local-path, unless a class is the default already; the
-    /// ReplicaSet, Deployment and Job controllers and the garbage collector; a Job's pods
-    /// complete after --job-pod-completion), loads the
+    /// ReplicaSet, Deployment, DaemonSet, StatefulSet and Job controllers and the garbage
+    /// collector; a Job's pods complete after --job-pod-completion), loads the
     /// objects of -f files through the API, and runs the scheduler against it
     /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
     /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
@@ -342,8 +342,9 @@ struct ApiserverArgs {
     /// claims to volumes and the provisioner stand-in creates volumes for claims of the
     /// --provisioner names; a default StorageClass `standard` (WaitForFirstConsumer,
     /// rancher.io/local-path) is created unless a class is the default already. The
-    /// ReplicaSet, Deployment and Job controllers and the garbage collector run too, as
-    /// under `up`, and a Job's running pods complete after --job-pod-completion.
+    /// ReplicaSet, Deployment, DaemonSet, StatefulSet and Job controllers and the garbage
+    /// collector run too, as under `up`, and a Job's running pods complete after
+    /// --job-pod-completion.
     #[arg(long)]
     simulate_kubelets: bool,
 }

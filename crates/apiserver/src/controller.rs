@@ -6,13 +6,17 @@
 //! IsPodAvailable).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use crate::meta;
-use crate::pv_controller::str_at;
+use crate::pv_controller::{selector_matches, str_at};
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+use crate::store::Store;
 
 /// The controller reference of an object: its `ownerReferences` entry with
 /// `controller: true`.
@@ -127,4 +131,69 @@ pub async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// The pods in the owner's namespace it controls, after adopting the orphans its
+/// `spec.selector` selects and `accepts` takes (the controller reference is added) and
+/// releasing its own the selector no longer selects (the reference is removed). A
+/// terminating owner adopts nothing; terminating pods are neither adopted nor released. An
+/// empty or missing selector selects nothing (validation refuses one).
+///
+/// Upstream: pkg/controller/controller_ref_manager.go (PodControllerRefManager.ClaimPods).
+pub fn claim_pods(
+    store: &Store,
+    pods: &'static ResourceInfo,
+    owner: &Value,
+    kind: &str,
+    accepts: impl Fn(&Value) -> bool,
+) -> Vec<Arc<Value>> {
+    let ns = str_at(owner, "/metadata/namespace");
+    let uid = str_at(owner, "/metadata/uid");
+    let selects = |pod: &Value| {
+        owner
+            .pointer("/spec/selector")
+            .filter(|s| s.as_object().is_some_and(|m| !m.is_empty()))
+            .is_some_and(|s| selector_matches(s, pod.pointer("/metadata/labels")))
+    };
+    let mut owned = Vec::new();
+    for pod in store.list(pods, Some(ns)).0 {
+        let name = str_at(&pod, "/metadata/name");
+        match controller_ref(&pod).map(|r| str_at(r, "/uid") == uid) {
+            Some(true) if terminating(&pod) || (selects(&pod) && accepts(&pod)) => {
+                owned.push(pod);
+            }
+            Some(true) => {
+                let released = store.update(pods, ns, name, false, |cur| {
+                    let refs = owner_refs(cur)
+                        .into_iter()
+                        .filter(|r| str_at(r, "/uid") != uid)
+                        .collect();
+                    Ok(with_owner_refs(cur, refs))
+                });
+                if let Err(e) = released {
+                    tracing::debug!(pod = %name, error = %e.message, "pod not released");
+                }
+            }
+            None if !terminating(owner) && !terminating(&pod) && selects(&pod) && accepts(&pod) => {
+                let pod_uid = str_at(&pod, "/metadata/uid");
+                let adopted = store.update(pods, ns, name, false, |cur| {
+                    if str_at(cur, "/metadata/uid") != pod_uid
+                        || controller_ref(cur).is_some()
+                        || terminating(cur)
+                    {
+                        return Err(ApiError::conflict(pods, name, "the pod changed"));
+                    }
+                    let mut refs = owner_refs(cur);
+                    refs.push(owner_reference(owner, "apps/v1", kind));
+                    Ok(with_owner_refs(cur, refs))
+                });
+                match adopted {
+                    Ok(pod) => owned.push(pod),
+                    Err(e) => tracing::debug!(pod = %name, error = %e.message, "pod not adopted"),
+                }
+            }
+            _ => {}
+        }
+    }
+    owned
 }

@@ -6,7 +6,8 @@
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
-//! [`pv_controller`], [`provisioner`], [`replicaset`], [`deployment`], [`job`] and
+//! [`pv_controller`], [`provisioner`], [`replicaset`], [`deployment`], [`daemonset`],
+//! [`statefulset`], [`job`] and
 //! [`garbagecollector`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
@@ -30,9 +31,11 @@
 
 pub mod admission;
 pub mod controller;
+pub mod daemonset;
 pub mod deployment;
 pub mod discovery;
 pub mod garbagecollector;
+pub mod history;
 mod http;
 pub mod job;
 pub mod kubelet;
@@ -50,6 +53,7 @@ pub mod replicaset;
 pub mod resources;
 pub mod selectors;
 mod serve;
+pub mod statefulset;
 pub mod status;
 pub mod store;
 pub mod table;
@@ -176,8 +180,8 @@ pub struct Config {
     /// in [`Config::provisioners`] get a volume.
     pub volume_controllers: bool,
     /// Run the workload controllers: the ReplicaSet ([`replicaset`]), Deployment
-    /// ([`deployment`]) and Job ([`job`]) controllers and the garbage collector
-    /// ([`garbagecollector`]).
+    /// ([`deployment`]), DaemonSet ([`daemonset`]), StatefulSet ([`statefulset`]) and Job
+    /// ([`job`]) controllers and the garbage collector ([`garbagecollector`]).
     pub workload_controllers: bool,
     /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
     /// serves.
@@ -413,6 +417,8 @@ impl Server {
                 tokio::spawn(deployment::run(store.clone())),
                 tokio::spawn(garbagecollector::run(store.clone())),
                 tokio::spawn(job::run(store.clone())),
+                tokio::spawn(daemonset::run(store.clone())),
+                tokio::spawn(statefulset::run(store.clone())),
             ]
         } else {
             Vec::new()

@@ -71,6 +71,32 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
             col("Images", "string", "", 1),
             col("Selector", "string", "", 1),
         ],
+        ("apps", "StatefulSet") => vec![
+            name,
+            col("Ready", "string", "", 0),
+            age,
+            col("Containers", "string", "", 1),
+            col("Images", "string", "", 1),
+        ],
+        ("apps", "DaemonSet") => vec![
+            name,
+            col("Desired", "integer", "", 0),
+            col("Current", "integer", "", 0),
+            col("Ready", "integer", "", 0),
+            col("Up-to-date", "integer", "", 0),
+            col("Available", "integer", "", 0),
+            col("Node Selector", "string", "", 0),
+            age,
+            col("Containers", "string", "", 1),
+            col("Images", "string", "", 1),
+            col("Selector", "string", "", 1),
+        ],
+        ("apps", "ControllerRevision") => vec![
+            name,
+            col("Controller", "string", "", 0),
+            col("Revision", "integer", "", 0),
+            age,
+        ],
         ("", "Event") | ("events.k8s.io", "Event") => vec![
             col("Last Seen", "string", "", 0),
             col("Type", "string", "", 0),
@@ -676,6 +702,99 @@ fn deployment_cells(d: &Value) -> Vec<Value> {
     row
 }
 
+/// The template's container names and images, comma-joined.
+fn template_containers(obj: &Value) -> (String, String) {
+    let containers: Vec<&Value> = obj
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let joined = |field: &str| {
+        containers
+            .iter()
+            .map(|c| s(c, field))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (joined("/name"), joined("/image"))
+}
+
+/// Upstream: printers' printStatefulSet.
+fn statefulset_cells(sts: &Value) -> Vec<Value> {
+    let (names, images) = template_containers(sts);
+    let desired = sts
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let ready = sts
+        .pointer("/status/readyReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    vec![
+        json!(s(sts, "/metadata/name")),
+        json!(format!("{ready}/{desired}")),
+        json!(age(sts)),
+        json!(names),
+        json!(images),
+    ]
+}
+
+/// Upstream: printers' printDaemonSet.
+fn daemonset_cells(ds: &Value) -> Vec<Value> {
+    let int = |p: &str| ds.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let (names, images) = template_containers(ds);
+    let mut node_selector: Vec<String> = ds
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    node_selector.sort();
+    let node_selector = if node_selector.is_empty() {
+        "<none>".to_string()
+    } else {
+        node_selector.join(",")
+    };
+    vec![
+        json!(s(ds, "/metadata/name")),
+        json!(int("/status/desiredNumberScheduled")),
+        json!(int("/status/currentNumberScheduled")),
+        json!(int("/status/numberReady")),
+        json!(int("/status/updatedNumberScheduled")),
+        json!(int("/status/numberAvailable")),
+        json!(node_selector),
+        json!(age(ds)),
+        json!(names),
+        json!(images),
+        json!(format_label_selector(ds.pointer("/spec/selector"))),
+    ]
+}
+
+/// Upstream: printers' printControllerRevision (the controller as `kind.group/name`).
+fn controller_revision_cells(rev: &Value) -> Vec<Value> {
+    let controller = crate::controller::controller_ref(rev).map_or_else(
+        || "<none>".to_string(),
+        |r| {
+            let group = s(r, "/apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
+            let kind = s(r, "/kind").to_lowercase();
+            let kind = if group.is_empty() {
+                kind
+            } else {
+                format!("{kind}.{group}")
+            };
+            format!("{kind}/{}", s(r, "/name"))
+        },
+    );
+    vec![
+        json!(s(rev, "/metadata/name")),
+        json!(controller),
+        json!(rev.get("revision").and_then(Value::as_i64).unwrap_or(0)),
+        json!(age(rev)),
+    ]
+}
+
 fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     let name = json!(s(obj, "/metadata/name"));
     match (info.group, info.kind) {
@@ -696,6 +815,9 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
         ("apps", "ReplicaSet") => replicaset_cells(obj),
         ("batch", "Job") => job_cells(obj),
         ("apps", "Deployment") => deployment_cells(obj),
+        ("apps", "StatefulSet") => statefulset_cells(obj),
+        ("apps", "DaemonSet") => daemonset_cells(obj),
+        ("apps", "ControllerRevision") => controller_revision_cells(obj),
         ("", "Namespace") => vec![name, json!(s(obj, "/status/phase")), json!(age(obj))],
         ("coordination.k8s.io", "Lease") => {
             vec![name, json!(s(obj, "/spec/holderIdentity")), json!(age(obj))]
@@ -823,6 +945,78 @@ mod tests {
         assert_eq!(cells[6], "n1");
         assert_eq!(t["columnDefinitions"].as_array().map(Vec::len), Some(9));
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    /// The cells of one object of a kind, without the age (which moves).
+    fn cells_without_age(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
+        let t = table(info, [obj], "5", false);
+        let names: Vec<Value> = t["columnDefinitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].clone())
+            .collect();
+        t["rows"][0]["cells"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .zip(&names)
+            .filter(|(_, name)| *name != "Age")
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
+    #[test]
+    fn sets_and_revisions_rows_as_upstream_prints_them() {
+        let ds = json!({"metadata": {"name": "agent"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                     "template": {"spec": {"nodeSelector": {"zone": "a", "disk": "ssd"},
+                                           "containers": [{"name": "c", "image": "agent:1"}]}}},
+            "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+                       "numberReady": 2, "updatedNumberScheduled": 1, "numberAvailable": 2}});
+        assert_eq!(
+            cells_without_age(lookup("apps", "v1", "daemonsets").expect("ds"), &ds),
+            [
+                json!("agent"),
+                json!(3),
+                json!(3),
+                json!(2),
+                json!(1),
+                json!(2),
+                json!("disk=ssd,zone=a"),
+                json!("c"),
+                json!("agent:1"),
+                json!("app=agent")
+            ]
+        );
+        let sts = json!({"metadata": {"name": "web"},
+            "spec": {"replicas": 3,
+                     "template": {"spec": {"containers": [{"name": "c", "image": "db:1"},
+                                                          {"name": "s", "image": "side:2"}]}}},
+            "status": {"readyReplicas": 2}});
+        assert_eq!(
+            cells_without_age(lookup("apps", "v1", "statefulsets").expect("sts"), &sts),
+            [
+                json!("web"),
+                json!("2/3"),
+                json!("c,s"),
+                json!("db:1,side:2")
+            ]
+        );
+        let rev = json!({"metadata": {"name": "web-abc", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u",
+                 "controller": true}]},
+            "revision": 4});
+        let revisions = lookup("apps", "v1", "controllerrevisions").expect("revisions");
+        assert_eq!(
+            cells_without_age(revisions, &rev),
+            [json!("web-abc"), json!("statefulset.apps/web"), json!(4)]
+        );
+        let orphan = json!({"metadata": {"name": "x"}, "revision": 1});
+        assert_eq!(
+            cells_without_age(revisions, &orphan),
+            [json!("x"), json!("<none>"), json!(1)]
+        );
     }
 
     #[test]

@@ -564,6 +564,93 @@ fn up_no_scheduler_leaves_pods_to_a_scheduler_brought_along() {
     });
 }
 
+/// `up` runs the DaemonSet and StatefulSet controllers: a DaemonSet's pods are bound by the
+/// scheduler to the nodes their affinity names (not the tainted one), and a StatefulSet's pods
+/// are made by ordinal until it reads 3/3.
+#[test]
+fn up_places_a_daemonsets_pods_on_every_eligible_node_and_readies_a_statefulset() {
+    let scratch = Scratch::new("sets");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let manifest = scratch.path("sets.yaml");
+    let ds = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n  \
+              selector: {matchLabels: {app: agent}}\n  template:\n    \
+              metadata: {labels: {app: agent}}\n    spec:\n      containers:\n      \
+              - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 100m}}}\n";
+    let sts = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: web}\nspec:\n  \
+               replicas: 3\n  serviceName: web\n  selector: {matchLabels: {app: web}}\n  \
+               template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n      \
+               - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 100m}}}\n";
+    std::fs::write(
+        &manifest,
+        [
+            node_yaml("n1", "4", &[], None),
+            node_yaml("n2", "4", &[], None),
+            node_yaml("n3", "4", &[], Some("dedicated")),
+            ds.to_string(),
+            sts.to_string(),
+        ]
+        .join("---\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &manifest.to_string_lossy()]);
+    kubectl_ok(
+        &kubeconfig,
+        &["rollout", "status", "ds/agent", "--timeout=60s"],
+    );
+    // NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE (then node selector and age).
+    let row = kubectl_ok(&kubeconfig, &["get", "ds", "agent", "--no-headers"]);
+    assert_eq!(
+        row.split_whitespace().take(7).collect::<Vec<_>>(),
+        ["agent", "2", "2", "2", "2", "2", "<none>"]
+    );
+    // Each pod is bound by the scheduler to the node its affinity names.
+    let pods = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=agent",
+            "--no-headers",
+            "-o",
+            "custom-columns=NODE:.spec.nodeName,FOR:.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values[0]",
+        ],
+    );
+    let mut placed: Vec<Vec<&str>> = pods
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    placed.sort();
+    assert_eq!(placed, [["n1", "n1"], ["n2", "n2"]]);
+    kubectl_ok(
+        &kubeconfig,
+        &["rollout", "status", "sts/web", "--timeout=60s"],
+    );
+    let row = kubectl_ok(&kubeconfig, &["get", "sts", "web", "--no-headers"]);
+    assert_eq!(
+        row.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["web", "3/3"]
+    );
+    // Named by ordinal, with the index label.
+    let created = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "--no-headers",
+            "-o",
+            "custom-columns=NAME:.metadata.name,INDEX:.metadata.labels.apps\\.kubernetes\\.io/pod-index",
+        ],
+    );
+    let pods: Vec<Vec<&str>> = created
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(pods, [["web-0", "0"], ["web-1", "1"], ["web-2", "2"]]);
+}
+
 /// Starts `kubesched apiserver` on a free port (or `listen`) with `extra` flags; returns it
 /// and its URL, after writing `kubeconfig`.
 fn apiserver(kubeconfig: &Path, listen: &str, extra: &[&str]) -> (Proc, String) {

@@ -936,13 +936,17 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
                 ));
             }
         }
+        ("apps", "DaemonSet") => crate::daemonset::set_defaults(info, &mut obj, None),
+        ("apps", "StatefulSet") => crate::statefulset::set_defaults(info, &mut obj),
         _ => {
             admission::default_storage_spec(info, &mut obj);
             admission::default_storage_phase(info, &mut obj);
             admission::default_workload(info, &mut obj);
         }
     }
-    let errs = validation::validate_resource_quantities(info, &obj);
+    let mut errs = validation::validate_resource_quantities(info, &obj);
+    errs.extend(crate::daemonset::validate(info, &obj));
+    errs.extend(crate::statefulset::validate(info, &obj));
     if !errs.is_empty() {
         let name = obj.pointer("/metadata/name").and_then(Value::as_str);
         return Err(ApiError::invalid_fields(
@@ -1067,6 +1071,8 @@ fn finish_update(
     }
     admission::default_storage_spec(info, &mut new);
     admission::default_workload(info, &mut new);
+    crate::daemonset::set_defaults(info, &mut new, Some(current));
+    crate::statefulset::set_defaults(info, &mut new);
     let errs = match (info.group, info.kind) {
         ("", "PersistentVolumeClaim") => {
             validation::validate_persistent_volume_claim_update(current, &new)
@@ -1090,6 +1096,9 @@ fn finish_update(
         }
         _ => validation::validate_resource_quantities(info, &new),
     };
+    let mut errs = errs;
+    errs.extend(crate::daemonset::validate_update(info, current, &new));
+    errs.extend(crate::statefulset::validate_update(info, current, &new));
     if !errs.is_empty() {
         return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
     }

@@ -18,6 +18,7 @@ mod kubectl;
 mod openapi;
 mod protobuf;
 mod python;
+mod sets;
 mod storage;
 mod validation;
 mod volumes;

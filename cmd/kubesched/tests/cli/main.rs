@@ -7,3 +7,4 @@ mod simulate;
 mod support;
 mod up;
 mod volumes;
+mod workloads;

@@ -1,22 +1,30 @@
 //! What the workload controller stand-ins share: controller references, pod readiness and
 //! availability as upstream's controllers judge them, pods made from an owner's template,
-//! and the timers of owners to look at again.
+//! and the loop that drives each of them ([`run`] over a [`Reconcile`]).
+//!
+//! The loop reads the store's event stream in-process: it subscribes, then syncs every owner
+//! (and again from a fresh list whenever it falls behind the stream); the events already
+//! there are taken together (up to [`COALESCE`]), so that an owner whose pods changed many
+//! times (its own burst of creates) is synced once for all of them; and an owner whose sync
+//! asked to be looked at again after some time (a pod ready but not yet available, a
+//! progress deadline) is synced then without an event.
 //!
 //! Upstream: pkg/controller/controller_utils.go and pkg/api/v1/pod (IsPodReady,
 //! IsPodAvailable).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
+use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::meta;
 use crate::pv_controller::{selector_matches, str_at};
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
-use crate::store::Store;
+use crate::store::{Store, WatchEvent};
 
 /// The controller reference of an object: its `ownerReferences` entry with
 /// `controller: true`.
@@ -118,10 +126,96 @@ pub fn owner_refs(obj: &Value) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Schedules `key` to be synced again `after` from now, when given.
-pub fn requeue<K: Ord>(later: &mut BTreeMap<K, Instant>, key: K, after: Option<Duration>) {
-    if let Some(after) = after {
-        later.insert(key, Instant::now() + after);
+/// An owner's namespace and name.
+pub type Key = (String, String);
+
+/// Events taken together at most before the owners they concern are synced.
+pub const COALESCE: usize = 1024;
+
+/// The key of an object: its namespace and name.
+pub fn key_of(obj: &Value) -> Key {
+    (
+        str_at(obj, "/metadata/namespace").to_string(),
+        str_at(obj, "/metadata/name").to_string(),
+    )
+}
+
+/// One workload controller, as [`run`] drives it.
+pub trait Reconcile {
+    /// The owners' resource; the loop's watch starts from it.
+    fn owners(&self) -> &'static ResourceInfo;
+
+    /// Every owner to sync: at start, and after falling behind the event stream.
+    fn relist(&self) -> Vec<Key>;
+
+    /// Adds to `keys` the owners a write concerns.
+    fn keys_of(&self, ev: &WatchEvent, keys: &mut BTreeSet<Key>);
+
+    /// Brings one owner to its spec and writes its status. Returns when to look at it again
+    /// without an event, if ever.
+    fn sync(&self, ns: &str, name: &str) -> Option<Duration>;
+}
+
+/// Runs a controller until the store's event stream closes.
+pub async fn run(store: &Store, c: &impl Reconcile) {
+    // Owners to look at again, by when.
+    let mut later: BTreeMap<Key, Instant> = BTreeMap::new();
+    let sync = |later: &mut BTreeMap<Key, Instant>, key: Key| match c.sync(&key.0, &key.1) {
+        Some(after) => {
+            later.insert(key, Instant::now() + after);
+        }
+        None => {
+            later.remove(&key);
+        }
+    };
+    loop {
+        // Subscribe first, then list: nothing written in between is missed.
+        let Ok(start) = store.watch(c.owners().storage, None) else {
+            return;
+        };
+        let mut live = start.live;
+        for key in c.relist() {
+            sync(&mut later, key);
+        }
+        'watch: loop {
+            let next = later.values().min().copied();
+            let ev = tokio::select! {
+                ev = live.recv() => ev,
+                () = sleep_until(next) => {
+                    let now = Instant::now();
+                    let due: Vec<Key> = later
+                        .iter()
+                        .filter(|(_, at)| **at <= now)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for key in due {
+                        later.remove(&key);
+                        sync(&mut later, key);
+                    }
+                    continue;
+                }
+            };
+            let mut keys: BTreeSet<Key> = BTreeSet::new();
+            let mut next = Some(ev);
+            let mut taken = 0;
+            while let Some(ev) = next.take() {
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    // Fell behind: relist.
+                    Err(RecvError::Lagged(_)) => break 'watch,
+                    Err(RecvError::Closed) => return,
+                };
+                c.keys_of(&ev, &mut keys);
+                taken += 1;
+                if taken < COALESCE {
+                    // A zero timeout polls once: an event that is ready now, or none.
+                    next = tokio::time::timeout(Duration::ZERO, live.recv()).await.ok();
+                }
+            }
+            for key in keys {
+                sync(&mut later, key);
+            }
+        }
     }
 }
 

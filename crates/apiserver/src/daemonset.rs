@@ -45,19 +45,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
-use tokio::time::Instant;
 
 use crate::admission;
 use crate::controller::{
-    claim_pods, controller_ref, is_available, is_ready, owner_reference, pod_from_template,
-    ready_for, requeue, sleep_until, terminating,
+    self, claim_pods, controller_ref, is_available, is_ready, key_of, owner_reference,
+    pod_from_template, ready_for, terminating, Key, Reconcile,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
 use crate::pv_controller::{selector_matches, str_at};
 use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
-use crate::store::{DeleteOptions, EventType, Store};
+use crate::store::{DeleteOptions, EventType, Store, WatchEvent};
 use crate::validation::{FieldError, FieldErrorKind};
 
 /// The Events' `source.component`, as upstream's controller names itself.
@@ -68,12 +66,6 @@ pub const POD_TEMPLATE_GENERATION: &str = "pod-template-generation";
 
 /// The annotation the API server keeps the template generation in (apps/v1 has no field).
 pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
-
-/// Events taken together at most before the DaemonSets they concern are synced.
-const COALESCE: usize = 1024;
-
-/// A DaemonSet's namespace and name.
-type Key = (String, String);
 
 /// API defaults of a DaemonSet: `updateStrategy` RollingUpdate with `maxUnavailable: 1` and
 /// `maxSurge: 0`, `revisionHistoryLimit: 10`, and the template generation annotation: 1 on
@@ -951,83 +943,39 @@ pub async fn run(store: Arc<Store>) {
         priority_classes,
         recorder,
     };
-    // DaemonSets to look at again, by when: pods ready but not yet available.
-    let mut later: BTreeMap<Key, Instant> = BTreeMap::new();
-    loop {
-        // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = c.store.watch(daemonsets.storage, None) else {
-            return;
-        };
-        let mut live = start.live;
-        for key in c.all_keys() {
-            let after = c.sync(&key.0, &key.1);
-            requeue(&mut later, key, after);
+    controller::run(&c.store.clone(), &c).await;
+}
+
+impl Reconcile for DaemonSetController {
+    fn owners(&self) -> &'static ResourceInfo {
+        self.daemonsets
+    }
+
+    fn relist(&self) -> Vec<Key> {
+        self.all_keys()
+    }
+
+    fn keys_of(&self, ev: &WatchEvent, keys: &mut BTreeSet<Key>) {
+        if ev.storage == self.daemonsets.storage && ev.kind != EventType::Deleted {
+            keys.insert(key_of(&ev.object()));
+        } else if ev.storage == self.pods.storage {
+            let pod = ev.object();
+            if let Some(r) = controller_ref(&pod).filter(|r| {
+                str_at(r, "/kind") == "DaemonSet" && str_at(r, "/apiVersion") == "apps/v1"
+            }) {
+                keys.insert((
+                    str_at(&pod, "/metadata/namespace").to_string(),
+                    str_at(r, "/name").to_string(),
+                ));
+            }
+        } else if ev.storage == self.nodes.storage {
+            // A node added, changed or gone may change which nodes every DaemonSet runs on.
+            keys.extend(self.all_keys());
         }
-        'watch: loop {
-            let next = later.values().min().copied();
-            let ev = tokio::select! {
-                ev = live.recv() => ev,
-                () = sleep_until(next) => {
-                    let now = Instant::now();
-                    let due: Vec<Key> = later
-                        .iter()
-                        .filter(|(_, at)| **at <= now)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for key in due {
-                        later.remove(&key);
-                        let after = c.sync(&key.0, &key.1);
-                        requeue(&mut later, key, after);
-                    }
-                    continue;
-                }
-            };
-            // The events already there are taken together, so that a DaemonSet whose pods
-            // changed many times is synced once for all of them.
-            let mut keys: BTreeSet<Key> = BTreeSet::new();
-            let mut nodes_changed = false;
-            let mut next = Some(ev);
-            let mut taken = 0;
-            while let Some(ev) = next.take() {
-                let ev = match ev {
-                    Ok(ev) => ev,
-                    // Fell behind: relist.
-                    Err(RecvError::Lagged(_)) => break 'watch,
-                    Err(RecvError::Closed) => return,
-                };
-                if ev.storage == daemonsets.storage && ev.kind != EventType::Deleted {
-                    let ds = ev.object();
-                    keys.insert((
-                        str_at(&ds, "/metadata/namespace").to_string(),
-                        str_at(&ds, "/metadata/name").to_string(),
-                    ));
-                } else if ev.storage == pods.storage {
-                    let pod = ev.object();
-                    if let Some(r) = controller_ref(&pod).filter(|r| {
-                        str_at(r, "/kind") == "DaemonSet" && str_at(r, "/apiVersion") == "apps/v1"
-                    }) {
-                        keys.insert((
-                            str_at(&pod, "/metadata/namespace").to_string(),
-                            str_at(r, "/name").to_string(),
-                        ));
-                    }
-                } else if ev.storage == nodes.storage {
-                    nodes_changed = true;
-                }
-                taken += 1;
-                if taken < COALESCE {
-                    // A zero timeout polls once: an event that is ready now, or none.
-                    next = tokio::time::timeout(Duration::ZERO, live.recv()).await.ok();
-                }
-            }
-            if nodes_changed {
-                keys.extend(c.all_keys());
-            }
-            for key in keys {
-                let after = c.sync(&key.0, &key.1);
-                requeue(&mut later, key, after);
-            }
-        }
+    }
+
+    fn sync(&self, ns: &str, name: &str) -> Option<Duration> {
+        DaemonSetController::sync(self, ns, name)
     }
 }
 

@@ -50,23 +50,22 @@
 //! Upstream: pkg/controller/deployment (syncDeployment, rolling.go, recreate.go, sync.go,
 //! progress.go) and pkg/controller/deployment/util/deployment_util.go.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast::error::RecvError;
-use tokio::time::Instant;
 
 use crate::controller::{
-    controller_ref, owner_reference, owner_refs, requeue, sleep_until, terminating, with_owner_refs,
+    self, controller_ref, key_of, owner_reference, owner_refs, terminating, with_owner_refs, Key,
+    Reconcile,
 };
 use crate::meta;
 use crate::pv_controller::str_at;
 use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
 use crate::status::ApiError;
-use crate::store::{DeleteOptions, EventType, Store};
+use crate::store::{DeleteOptions, EventType, Store, WatchEvent};
 
 pub mod util;
 
@@ -86,14 +85,8 @@ pub const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
 /// `spec.replicas + maxSurge` when the ReplicaSet was last scaled.
 pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
 
-/// Events taken together at most before the Deployments they concern are synced.
-const COALESCE: usize = 1024;
-
 /// A sync that failed (a name collision, a refused write) is tried again after this.
 const RETRY: Duration = Duration::from_secs(1);
-
-/// A Deployment's namespace and name.
-type Key = (String, String);
 
 /// A Deployment's ReplicaSets: the new one, if there is one, and the old ones.
 #[derive(Debug, Default)]
@@ -985,72 +978,36 @@ pub async fn run(store: Arc<Store>) {
         pods,
         recorder,
     };
-    // Deployments to look at again, by when: progress deadlines and failed syncs.
-    let mut later: BTreeMap<Key, Instant> = BTreeMap::new();
-    loop {
-        // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = c.store.watch(deployments.storage, None) else {
-            return;
-        };
-        let mut live = start.live;
-        for d in &start.initial {
-            let key = DeploymentController::key_of(&crate::store::decode(d));
-            let after = c.sync(&key.0, &key.1);
-            requeue(&mut later, key, after);
+    controller::run(&c.store.clone(), &c).await;
+}
+
+impl Reconcile for DeploymentController {
+    fn owners(&self) -> &'static ResourceInfo {
+        self.deployments
+    }
+
+    fn relist(&self) -> Vec<Key> {
+        self.store
+            .list(self.deployments, None)
+            .0
+            .iter()
+            .map(|d| key_of(d))
+            .collect()
+    }
+
+    fn keys_of(&self, ev: &WatchEvent, keys: &mut BTreeSet<Key>) {
+        if ev.storage == self.deployments.storage {
+            // A deleted Deployment's sync finds nothing and drops its timer.
+            keys.insert(key_of(&ev.object()));
+        } else if ev.storage == self.replicasets.storage {
+            keys.extend(self.deployments_of_replicaset(&ev.object()));
+        } else if ev.storage == self.pods.storage && ev.kind == EventType::Deleted {
+            keys.extend(self.deployment_of_pod(&ev.object()));
         }
-        'watch: loop {
-            let next = later.values().min().copied();
-            let ev = tokio::select! {
-                ev = live.recv() => ev,
-                () = sleep_until(next) => {
-                    let now = Instant::now();
-                    let due: Vec<Key> = later
-                        .iter()
-                        .filter(|(_, at)| **at <= now)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for key in due {
-                        later.remove(&key);
-                        let after = c.sync(&key.0, &key.1);
-                        requeue(&mut later, key, after);
-                    }
-                    continue;
-                }
-            };
-            // The events already there are taken together, so that a Deployment whose
-            // ReplicaSets changed many times is synced once for all of them.
-            let mut keys: BTreeSet<Key> = BTreeSet::new();
-            let mut next = Some(ev);
-            let mut taken = 0;
-            while let Some(ev) = next.take() {
-                let ev = match ev {
-                    Ok(ev) => ev,
-                    // Fell behind: relist.
-                    Err(RecvError::Lagged(_)) => break 'watch,
-                    Err(RecvError::Closed) => return,
-                };
-                if ev.storage == deployments.storage {
-                    if ev.kind == EventType::Deleted {
-                        later.remove(&DeploymentController::key_of(&ev.object()));
-                    } else {
-                        keys.insert(DeploymentController::key_of(&ev.object()));
-                    }
-                } else if ev.storage == replicasets.storage {
-                    keys.extend(c.deployments_of_replicaset(&ev.object()));
-                } else if ev.storage == pods.storage && ev.kind == EventType::Deleted {
-                    keys.extend(c.deployment_of_pod(&ev.object()));
-                }
-                taken += 1;
-                if taken < COALESCE {
-                    // A zero timeout polls once: an event that is ready now, or none.
-                    next = tokio::time::timeout(Duration::ZERO, live.recv()).await.ok();
-                }
-            }
-            for key in keys {
-                let after = c.sync(&key.0, &key.1);
-                requeue(&mut later, key, after);
-            }
-        }
+    }
+
+    fn sync(&self, ns: &str, name: &str) -> Option<Duration> {
+        DeploymentController::sync(self, ns, name)
     }
 }
 

@@ -37,25 +37,24 @@
 //! pkg/apis/batch/validation, pkg/controller/job (syncJob, manageJob,
 //! trackJobStatusAndRemoveFinalizers) and pkg/controller/ttlafterfinished.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::admission;
 use crate::controller::{
-    controller_ref, is_active, is_ready, owner_reference, pod_from_template, requeue, sleep_until,
-    terminating,
+    self, controller_ref, is_active, is_ready, key_of, owner_reference, pod_from_template,
+    terminating, Key, Reconcile,
 };
 use crate::meta;
 use crate::pv_controller::{selector_matches, str_at};
 use crate::recorder::Recorder;
 use crate::replicaset::deletion_order;
 use crate::resources::{self, ResourceInfo};
-use crate::store::{DeleteOptions, EventType, Store};
+use crate::store::{DeleteOptions, EventType, Store, WatchEvent};
 use crate::validation::{FieldError, FieldErrorKind};
 
 /// The Events' `source.component`, as upstream's controller names itself.
@@ -82,12 +81,6 @@ pub const POD_FAILURE_BACKOFF: Duration = Duration::from_secs(10);
 pub const MAX_POD_FAILURE_BACKOFF: Duration = Duration::from_secs(600);
 /// Indexed Jobs' `completions` and `parallelism` at most.
 const MAX_INDEXED_COMPLETIONS: i64 = 100_000;
-
-/// Events taken together at most before the Jobs they concern are synced.
-const COALESCE: usize = 1024;
-
-/// A Job's namespace and name.
-type Key = (String, String);
 
 fn int_at(obj: &Value, p: &str) -> Option<i64> {
     obj.pointer(p).and_then(Value::as_i64)
@@ -1249,80 +1242,39 @@ pub async fn run(store: Arc<Store>) {
         recorder,
         backoff: Mutex::new(HashMap::new()),
     };
-    // Jobs to look at again, by when: backoff, deadlines, TTLs.
-    let mut later: BTreeMap<Key, Instant> = BTreeMap::new();
-    loop {
-        // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = c.store.watch(jobs.storage, None) else {
-            return;
-        };
-        let mut live = start.live;
-        for job in &start.initial {
-            let job = crate::store::decode(job);
-            let key = (
-                str_at(&job, "/metadata/namespace").to_string(),
-                str_at(&job, "/metadata/name").to_string(),
-            );
-            let after = c.sync(&key.0, &key.1);
-            requeue(&mut later, key, after);
-        }
+    controller::run(&c.store.clone(), &c).await;
+}
+
+impl Reconcile for JobController {
+    fn owners(&self) -> &'static ResourceInfo {
+        self.jobs
+    }
+
+    fn relist(&self) -> Vec<Key> {
         // Pods whose Job went while the controller was not watching are let go.
-        for pod in c.store.list(pods, None).0 {
+        for pod in self.store.list(self.pods, None).0 {
             if has_finalizer(&pod) {
-                c.job_of_pod(&pod);
+                self.job_of_pod(&pod);
             }
         }
-        'watch: loop {
-            let next = later.values().min().copied();
-            let ev = tokio::select! {
-                ev = live.recv() => ev,
-                () = sleep_until(next) => {
-                    let now = Instant::now();
-                    let due: Vec<Key> = later
-                        .iter()
-                        .filter(|(_, at)| **at <= now)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for key in due {
-                        later.remove(&key);
-                        let after = c.sync(&key.0, &key.1);
-                        requeue(&mut later, key, after);
-                    }
-                    continue;
-                }
-            };
-            // The events already there are taken together, so that a Job whose pods changed
-            // many times is synced once for all of them.
-            let mut keys: BTreeSet<Key> = BTreeSet::new();
-            let mut next = Some(ev);
-            let mut taken = 0;
-            while let Some(ev) = next.take() {
-                let ev = match ev {
-                    Ok(ev) => ev,
-                    // Fell behind: relist.
-                    Err(RecvError::Lagged(_)) => break 'watch,
-                    Err(RecvError::Closed) => return,
-                };
-                if ev.storage == jobs.storage && ev.kind != EventType::Deleted {
-                    let job = ev.object();
-                    keys.insert((
-                        str_at(&job, "/metadata/namespace").to_string(),
-                        str_at(&job, "/metadata/name").to_string(),
-                    ));
-                } else if ev.storage == pods.storage {
-                    keys.extend(c.job_of_pod(&ev.object()));
-                }
-                taken += 1;
-                if taken < COALESCE {
-                    // A zero timeout polls once: an event that is ready now, or none.
-                    next = tokio::time::timeout(Duration::ZERO, live.recv()).await.ok();
-                }
-            }
-            for key in keys {
-                let after = c.sync(&key.0, &key.1);
-                requeue(&mut later, key, after);
-            }
+        self.store
+            .list(self.jobs, None)
+            .0
+            .iter()
+            .map(|job| key_of(job))
+            .collect()
+    }
+
+    fn keys_of(&self, ev: &WatchEvent, keys: &mut BTreeSet<Key>) {
+        if ev.storage == self.jobs.storage && ev.kind != EventType::Deleted {
+            keys.insert(key_of(&ev.object()));
+        } else if ev.storage == self.pods.storage {
+            keys.extend(self.job_of_pod(&ev.object()));
         }
+    }
+
+    fn sync(&self, ns: &str, name: &str) -> Option<Duration> {
+        JobController::sync(self, ns, name)
     }
 }
 

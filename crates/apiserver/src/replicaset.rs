@@ -26,23 +26,21 @@
 //! calculateStatus) and pkg/controller/controller_ref_manager.go (adoption and release).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
-use tokio::time::Instant;
 
 use crate::admission;
 use crate::controller::{
-    controller_ref, is_active, is_available, is_ready, owner_reference, owner_refs,
-    pod_from_template, ready_for, requeue, sleep_until, terminating, with_owner_refs,
+    self, controller_ref, is_active, is_available, is_ready, key_of, owner_reference, owner_refs,
+    pod_from_template, ready_for, terminating, with_owner_refs, Key, Reconcile,
 };
 use crate::pv_controller::{selector_matches, str_at};
 use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
-use crate::store::{DeleteOptions, EventType, Store};
+use crate::store::{DeleteOptions, EventType, Store, WatchEvent};
 
 /// The Events' `source.component`, as upstream's controller names itself.
 pub const COMPONENT: &str = "replicaset-controller";
@@ -50,12 +48,6 @@ pub const COMPONENT: &str = "replicaset-controller";
 /// Pods created or deleted in one sync at most (upstream's `BurstReplicas`); the rest
 /// follow in the next syncs, which the writes' own events bring.
 pub const BURST_REPLICAS: usize = 500;
-
-/// Events taken together at most before the ReplicaSets they concern are synced.
-const COALESCE: usize = 1024;
-
-/// A ReplicaSet's namespace and name.
-type Key = (String, String);
 
 /// Upstream's order of pods to delete first (ActivePods' Less): unscheduled before
 /// scheduled, Pending before Unknown before Running, not ready before ready, ready for less
@@ -362,74 +354,33 @@ pub async fn run(store: Arc<Store>) {
         priority_classes,
         recorder,
     };
-    // ReplicaSets to look at again, by when: pods ready but not yet available.
-    let mut later: BTreeMap<Key, Instant> = BTreeMap::new();
-    loop {
-        // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = c.store.watch(replicasets.storage, None) else {
-            return;
-        };
-        let mut live = start.live;
-        for rs in &start.initial {
-            let rs = crate::store::decode(rs);
-            let key = (
-                str_at(&rs, "/metadata/namespace").to_string(),
-                str_at(&rs, "/metadata/name").to_string(),
-            );
-            let after = c.sync(&key.0, &key.1);
-            requeue(&mut later, key, after);
+    controller::run(&c.store.clone(), &c).await;
+}
+
+impl Reconcile for ReplicaSetController {
+    fn owners(&self) -> &'static ResourceInfo {
+        self.replicasets
+    }
+
+    fn relist(&self) -> Vec<Key> {
+        self.store
+            .list(self.replicasets, None)
+            .0
+            .iter()
+            .map(|rs| key_of(rs))
+            .collect()
+    }
+
+    fn keys_of(&self, ev: &WatchEvent, keys: &mut BTreeSet<Key>) {
+        if ev.storage == self.replicasets.storage && ev.kind != EventType::Deleted {
+            keys.insert(key_of(&ev.object()));
+        } else if ev.storage == self.pods.storage {
+            keys.extend(self.replicasets_of_pod(&ev.object()));
         }
-        'watch: loop {
-            let next = later.values().min().copied();
-            let ev = tokio::select! {
-                ev = live.recv() => ev,
-                () = sleep_until(next) => {
-                    let now = Instant::now();
-                    let due: Vec<Key> = later
-                        .iter()
-                        .filter(|(_, at)| **at <= now)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for key in due {
-                        later.remove(&key);
-                        let after = c.sync(&key.0, &key.1);
-                        requeue(&mut later, key, after);
-                    }
-                    continue;
-                }
-            };
-            // The events already there are taken together, so that a ReplicaSet whose pods
-            // changed many times (its own burst of creates) is synced once for all of them.
-            let mut keys: BTreeSet<Key> = BTreeSet::new();
-            let mut next = Some(ev);
-            let mut taken = 0;
-            while let Some(ev) = next.take() {
-                let ev = match ev {
-                    Ok(ev) => ev,
-                    // Fell behind: relist.
-                    Err(RecvError::Lagged(_)) => break 'watch,
-                    Err(RecvError::Closed) => return,
-                };
-                if ev.storage == replicasets.storage && ev.kind != EventType::Deleted {
-                    let rs = ev.object();
-                    keys.insert((
-                        str_at(&rs, "/metadata/namespace").to_string(),
-                        str_at(&rs, "/metadata/name").to_string(),
-                    ));
-                } else if ev.storage == pods.storage {
-                    keys.extend(c.replicasets_of_pod(&ev.object()));
-                }
-                taken += 1;
-                if taken < COALESCE {
-                    // A zero timeout polls once: an event that is ready now, or none.
-                    next = tokio::time::timeout(Duration::ZERO, live.recv()).await.ok();
-                }
-            }
-            for key in keys {
-                let after = c.sync(&key.0, &key.1);
-                requeue(&mut later, key, after);
-            }
-        }
+    }
+
+    fn sync(&self, ns: &str, name: &str) -> Option<Duration> {
+        ReplicaSetController::sync(self, ns, name)
     }
 }
 

@@ -42,19 +42,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
-use tokio::time::Instant;
 
 use crate::admission;
 use crate::controller::{
-    claim_pods, controller_ref, is_available, is_ready, owner_reference, owner_refs,
-    pod_from_template, ready_for, requeue, sleep_until, terminating, with_owner_refs,
+    self, claim_pods, controller_ref, is_available, is_ready, key_of, owner_reference, owner_refs,
+    pod_from_template, ready_for, terminating, with_owner_refs, Key, Reconcile,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
 use crate::pv_controller::str_at;
 use crate::recorder::Recorder;
 use crate::resources::{self, ResourceInfo};
-use crate::store::{DeleteOptions, EventType, Store};
+use crate::store::{DeleteOptions, EventType, Store, WatchEvent};
 use crate::validation::{FieldError, FieldErrorKind};
 
 /// The Events' `source.component`, as upstream's controller names itself.
@@ -65,12 +63,6 @@ pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 
 /// The label carrying a StatefulSet pod's ordinal.
 pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
-
-/// Events taken together at most before the StatefulSets they concern are synced.
-const COALESCE: usize = 1024;
-
-/// A StatefulSet's namespace and name.
-type Key = (String, String);
 
 fn set_default(map: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
     if map.get(key).is_none_or(Value::is_null) {
@@ -865,82 +857,41 @@ pub async fn run(store: Arc<Store>) {
         storage_classes,
         recorder,
     };
-    // StatefulSets to look at again, by when: pods ready but not yet available.
-    let mut later: BTreeMap<Key, Instant> = BTreeMap::new();
-    loop {
-        // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = c.store.watch(statefulsets.storage, None) else {
-            return;
-        };
-        let mut live = start.live;
-        for set in &start.initial {
-            let set = crate::store::decode(set);
-            let key = (
-                str_at(&set, "/metadata/namespace").to_string(),
-                str_at(&set, "/metadata/name").to_string(),
-            );
-            let after = c.sync(&key.0, &key.1);
-            requeue(&mut later, key, after);
-        }
-        'watch: loop {
-            let next = later.values().min().copied();
-            let ev = tokio::select! {
-                ev = live.recv() => ev,
-                () = sleep_until(next) => {
-                    let now = Instant::now();
-                    let due: Vec<Key> = later
-                        .iter()
-                        .filter(|(_, at)| **at <= now)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for key in due {
-                        later.remove(&key);
-                        let after = c.sync(&key.0, &key.1);
-                        requeue(&mut later, key, after);
-                    }
-                    continue;
-                }
-            };
-            // The events already there are taken together, so that a StatefulSet whose
-            // pods changed many times is synced once for all of them.
-            let mut keys: BTreeSet<Key> = BTreeSet::new();
-            let mut next = Some(ev);
-            let mut taken = 0;
-            while let Some(ev) = next.take() {
-                let ev = match ev {
-                    Ok(ev) => ev,
-                    // Fell behind: relist.
-                    Err(RecvError::Lagged(_)) => break 'watch,
-                    Err(RecvError::Closed) => return,
-                };
-                if ev.storage == statefulsets.storage && ev.kind != EventType::Deleted {
-                    let set = ev.object();
-                    keys.insert((
-                        str_at(&set, "/metadata/namespace").to_string(),
-                        str_at(&set, "/metadata/name").to_string(),
-                    ));
-                } else if ev.storage == pods.storage {
-                    let pod = ev.object();
-                    if let Some(r) = controller_ref(&pod).filter(|r| {
-                        str_at(r, "/kind") == "StatefulSet" && str_at(r, "/apiVersion") == "apps/v1"
-                    }) {
-                        keys.insert((
-                            str_at(&pod, "/metadata/namespace").to_string(),
-                            str_at(r, "/name").to_string(),
-                        ));
-                    }
-                }
-                taken += 1;
-                if taken < COALESCE {
-                    // A zero timeout polls once: an event that is ready now, or none.
-                    next = tokio::time::timeout(Duration::ZERO, live.recv()).await.ok();
-                }
-            }
-            for key in keys {
-                let after = c.sync(&key.0, &key.1);
-                requeue(&mut later, key, after);
+    controller::run(&c.store.clone(), &c).await;
+}
+
+impl Reconcile for StatefulSetController {
+    fn owners(&self) -> &'static ResourceInfo {
+        self.statefulsets
+    }
+
+    fn relist(&self) -> Vec<Key> {
+        self.store
+            .list(self.statefulsets, None)
+            .0
+            .iter()
+            .map(|set| key_of(set))
+            .collect()
+    }
+
+    fn keys_of(&self, ev: &WatchEvent, keys: &mut BTreeSet<Key>) {
+        if ev.storage == self.statefulsets.storage && ev.kind != EventType::Deleted {
+            keys.insert(key_of(&ev.object()));
+        } else if ev.storage == self.pods.storage {
+            let pod = ev.object();
+            if let Some(r) = controller_ref(&pod).filter(|r| {
+                str_at(r, "/kind") == "StatefulSet" && str_at(r, "/apiVersion") == "apps/v1"
+            }) {
+                keys.insert((
+                    str_at(&pod, "/metadata/namespace").to_string(),
+                    str_at(r, "/name").to_string(),
+                ));
             }
         }
+    }
+
+    fn sync(&self, ns: &str, name: &str) -> Option<Duration> {
+        StatefulSetController::sync(self, ns, name)
     }
 }
 

@@ -219,6 +219,41 @@ pub async fn run(store: &Store, c: &impl Reconcile) {
     }
 }
 
+/// [`Store::update`] of an object a controller read, unless it was deleted and made again
+/// since (it has another uid now): the write is about the object that was read.
+pub fn update_same(
+    store: &Store,
+    info: &'static ResourceInfo,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    f: impl FnOnce(&Value) -> Result<Value, ApiError>,
+) -> Result<Arc<Value>, ApiError> {
+    store.update(info, ns, name, false, |cur| {
+        if str_at(cur, "/metadata/uid") != uid {
+            return Err(ApiError::conflict(info, name, "the object was recreated"));
+        }
+        f(cur)
+    })
+}
+
+/// How long until the first of `pods` that is ready, but not yet for the owner's
+/// `spec.minReadySeconds`, becomes available; None when no pod is waiting for that.
+pub fn until_available<'a>(
+    owner: &Value,
+    pods: impl IntoIterator<Item = &'a Value>,
+) -> Option<Duration> {
+    let min_ready = owner
+        .pointer("/spec/minReadySeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    pods.into_iter()
+        .filter_map(ready_for)
+        .filter(|secs| *secs < min_ready)
+        .map(|secs| Duration::from_secs((min_ready - secs).unsigned_abs()))
+        .min()
+}
+
 /// Sleeps until `at`, or forever when there is nothing to wait for.
 pub async fn sleep_until(at: Option<Instant>) {
     match at {

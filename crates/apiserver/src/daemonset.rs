@@ -49,7 +49,7 @@ use serde_json::{json, Value};
 use crate::admission;
 use crate::controller::{
     self, claim_pods, controller_ref, is_available, is_ready, key_of, owner_reference,
-    pod_from_template, ready_for, terminating, Key, Reconcile,
+    pod_from_template, terminating, Key, Reconcile,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
 use crate::pv_controller::{selector_matches, str_at};
@@ -800,33 +800,22 @@ impl DaemonSetController {
         if history.collision_count > 0 {
             status["collisionCount"] = json!(history.collision_count);
         }
-        let written = self.store.update(self.daemonsets, ns, name, false, |cur| {
-            if str_at(cur, "/metadata/uid") != uid {
-                return Err(crate::status::ApiError::conflict(
-                    self.daemonsets,
-                    name,
-                    "the object was recreated",
-                ));
-            }
-            let mut new = cur.clone();
-            new["status"] = status;
-            Ok(new)
-        });
+        let written =
+            controller::update_same(&self.store, self.daemonsets, ns, name, &uid, |cur| {
+                let mut new = cur.clone();
+                new["status"] = status;
+                Ok(new)
+            });
         if let Err(e) = written {
             tracing::debug!(daemonset = %name, error = %e.message,
                 "daemonset controller: status not written");
         }
-        let min_ready = ds
-            .pointer("/spec/minReadySeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        per_node
-            .iter()
-            .flat_map(|(_, pods)| pods.iter())
-            .filter_map(|p| ready_for(p))
-            .filter(|secs| *secs < min_ready)
-            .map(|secs| Duration::from_secs((min_ready - secs).unsigned_abs()))
-            .min()
+        controller::until_available(
+            &ds,
+            per_node
+                .iter()
+                .flat_map(|(_, pods)| pods.iter().map(|p| &**p)),
+        )
     }
 
     /// One step of a rolling update: the old pods to delete and the nodes to make a new pod

@@ -335,16 +335,13 @@ impl DeploymentController {
                 let annotations = copy.pointer("/metadata/annotations").cloned();
                 let uid = str_at(&rs, "/metadata/uid").to_string();
                 let (ns, name) = Self::key_of(&rs);
-                let written = self
-                    .store
-                    .update(self.replicasets, &ns, &name, false, |cur| {
-                        if str_at(cur, "/metadata/uid") != uid {
-                            return Err(ApiError::conflict(
-                                self.replicasets,
-                                &name,
-                                "the object was recreated",
-                            ));
-                        }
+                let written = controller::update_same(
+                    &self.store,
+                    self.replicasets,
+                    &ns,
+                    &name,
+                    &uid,
+                    |cur| {
                         let mut new = cur.clone();
                         if let Some(a) = &annotations {
                             new["metadata"]["annotations"] = a.clone();
@@ -360,8 +357,9 @@ impl DeploymentController {
                             }
                         }
                         Ok(new)
-                    })
-                    .map_err(|e| self.write_failed(&name, &e))?;
+                    },
+                )
+                .map_err(|e| self.write_failed(&name, &e))?;
                 return Ok(Some((*written).clone()));
             }
             let rev = annotation(&copy, REVISION).unwrap_or("").to_string();
@@ -677,16 +675,8 @@ impl DeploymentController {
         }
         let uid = str_at(rs, "/metadata/uid").to_string();
         let (ns, name) = Self::key_of(rs);
-        let written = self
-            .store
-            .update(self.replicasets, &ns, &name, false, |cur| {
-                if str_at(cur, "/metadata/uid") != uid {
-                    return Err(ApiError::conflict(
-                        self.replicasets,
-                        &name,
-                        "the object was recreated",
-                    ));
-                }
+        let written =
+            controller::update_same(&self.store, self.replicasets, &ns, &name, &uid, |cur| {
                 let mut new = cur.clone();
                 new["spec"]["replicas"] = json!(size);
                 set_annotation(&mut new, DESIRED_REPLICAS, &desired);

@@ -720,14 +720,7 @@ impl JobController {
             str_at(job, "/metadata/name"),
         );
         let uid = str_at(job, "/metadata/uid");
-        let written = self.store.update(self.jobs, ns, name, false, |cur| {
-            if str_at(cur, "/metadata/uid") != uid {
-                return Err(crate::status::ApiError::conflict(
-                    self.jobs,
-                    name,
-                    "the object was recreated",
-                ));
-            }
+        let written = controller::update_same(&self.store, self.jobs, ns, name, uid, |cur| {
             let mut new = cur.clone();
             new["status"] = status.clone();
             Ok(new)
@@ -1177,36 +1170,27 @@ impl JobController {
         let uid = str_at(job, "/metadata/uid");
         // Foreground, as upstream's TTL controller deletes: the garbage collector's
         // finalizer first, then the delete that marks the Job.
-        let deleted = self
-            .store
-            .update(self.jobs, ns, name, false, |cur| {
-                if str_at(cur, "/metadata/uid") != uid {
-                    return Err(crate::status::ApiError::conflict(
-                        self.jobs,
-                        name,
-                        "the object was recreated",
-                    ));
-                }
-                let mut new = cur.clone();
-                let mut finalizers: Vec<Value> = cur
-                    .pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let foreground = json!(crate::garbagecollector::FINALIZER_FOREGROUND);
-                if !finalizers.contains(&foreground) {
-                    finalizers.push(foreground);
-                }
-                new["metadata"]["finalizers"] = Value::Array(finalizers);
-                Ok(new)
-            })
-            .and_then(|_| {
-                let opts = DeleteOptions {
-                    uid: Some(uid),
-                    ..DeleteOptions::default()
-                };
-                self.store.delete(self.jobs, ns, name, opts)
-            });
+        let deleted = controller::update_same(&self.store, self.jobs, ns, name, uid, |cur| {
+            let mut new = cur.clone();
+            let mut finalizers: Vec<Value> = cur
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let foreground = json!(crate::garbagecollector::FINALIZER_FOREGROUND);
+            if !finalizers.contains(&foreground) {
+                finalizers.push(foreground);
+            }
+            new["metadata"]["finalizers"] = Value::Array(finalizers);
+            Ok(new)
+        })
+        .and_then(|_| {
+            let opts = DeleteOptions {
+                uid: Some(uid),
+                ..DeleteOptions::default()
+            };
+            self.store.delete(self.jobs, ns, name, opts)
+        });
         if let Err(e) = deleted {
             tracing::debug!(job = %name, error = %e.message, "ttl-after-finished: job not deleted");
         }

@@ -181,32 +181,17 @@ impl ReplicaSetController {
             .filter(|p| is_active(p))
             .collect();
         let status = calculate_status(&rs, &active);
-        let written = self.store.update(self.replicasets, ns, name, false, |cur| {
-            if str_at(cur, "/metadata/uid") != uid {
-                return Err(crate::status::ApiError::conflict(
-                    self.replicasets,
-                    name,
-                    "the object was recreated",
-                ));
-            }
-            let mut new = cur.clone();
-            new["status"] = status;
-            Ok(new)
-        });
+        let written =
+            controller::update_same(&self.store, self.replicasets, ns, name, &uid, |cur| {
+                let mut new = cur.clone();
+                new["status"] = status;
+                Ok(new)
+            });
         if let Err(e) = written {
             tracing::debug!(replicaset = %name, error = %e.message,
                 "replicaset controller: status not written");
         }
-        let min_ready = rs
-            .pointer("/spec/minReadySeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        active
-            .iter()
-            .filter_map(|p| ready_for(p))
-            .filter(|secs| *secs < min_ready)
-            .map(|secs| Duration::from_secs((min_ready - secs).unsigned_abs()))
-            .min()
+        controller::until_available(&rs, active.iter().copied())
     }
 
     fn manage<'a>(&self, rs: &Value, active: impl Iterator<Item = &'a Value>) {

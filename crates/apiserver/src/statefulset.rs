@@ -46,7 +46,7 @@ use serde_json::{json, Value};
 use crate::admission;
 use crate::controller::{
     self, claim_pods, controller_ref, is_available, is_ready, key_of, owner_reference, owner_refs,
-    pod_from_template, ready_for, terminating, with_owner_refs, Key, Reconcile,
+    pod_from_template, terminating, with_owner_refs, Key, Reconcile,
 };
 use crate::history::{self, CONTROLLER_REVISION_HASH};
 use crate::pv_controller::str_at;
@@ -794,16 +794,8 @@ impl StatefulSetController {
         .chain(pods.iter().map(|p| revision_of(p)))
         .collect();
         history::truncate_history(&self.store, self.revisions, &set, &history.revisions, &live);
-        let written = self
-            .store
-            .update(self.statefulsets, ns, name, false, |cur| {
-                if str_at(cur, "/metadata/uid") != uid {
-                    return Err(crate::status::ApiError::conflict(
-                        self.statefulsets,
-                        name,
-                        "the object was recreated",
-                    ));
-                }
+        let written =
+            controller::update_same(&self.store, self.statefulsets, ns, name, &uid, |cur| {
                 let mut new = cur.clone();
                 new["status"] = status.clone();
                 Ok(new)
@@ -812,15 +804,7 @@ impl StatefulSetController {
             tracing::debug!(statefulset = %name, error = %e.message,
                 "statefulset controller: status not written");
         }
-        let min_ready = set
-            .pointer("/spec/minReadySeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        pods.iter()
-            .filter_map(|p| ready_for(p))
-            .filter(|secs| *secs < min_ready)
-            .map(|secs| Duration::from_secs((min_ready - secs).unsigned_abs()))
-            .min()
+        controller::until_available(&set, pods.iter().map(|p| &**p))
     }
 }
 

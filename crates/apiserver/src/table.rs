@@ -583,19 +583,7 @@ pub(crate) fn format_label_selector(sel: Option<&Value>) -> String {
 /// Upstream: printers' printReplicaSet.
 fn replicaset_cells(rs: &Value) -> Vec<Value> {
     let int = |p: &str| rs.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-    let containers: Vec<&Value> = rs
-        .pointer("/spec/template/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .collect();
-    let joined = |field: &str| {
-        containers
-            .iter()
-            .map(|c| s(c, field))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let (names, images) = template_containers(rs);
     vec![
         json!(s(rs, "/metadata/name")),
         // An unset `spec.replicas` means 1, as upstream's defaulting writes it.
@@ -606,8 +594,8 @@ fn replicaset_cells(rs: &Value) -> Vec<Value> {
         json!(int("/status/replicas")),
         json!(int("/status/readyReplicas")),
         json!(age(rs)),
-        json!(joined("/name")),
-        json!(joined("/image")),
+        json!(names),
+        json!(images),
         json!(format_label_selector(rs.pointer("/spec/selector"))),
     ]
 }
@@ -654,27 +642,15 @@ fn job_cells(job: &Value) -> Vec<Value> {
     } else {
         "Running"
     };
-    let containers: Vec<&Value> = job
-        .pointer("/spec/template/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .collect();
-    let joined = |field: &str| {
-        containers
-            .iter()
-            .map(|c| s(c, field))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let (names, images) = template_containers(job);
     vec![
         json!(s(job, "/metadata/name")),
         json!(status),
         json!(completions),
         json!(duration),
         json!(age(job)),
-        json!(joined("/name")),
-        json!(joined("/image")),
+        json!(names),
+        json!(images),
         json!(format_label_selector(job.pointer("/spec/selector"))),
     ]
 }

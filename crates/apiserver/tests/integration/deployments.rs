@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use apiserver::Config;
 use serde_json::{json, Value};
 
-use crate::harness::Cluster;
+use crate::harness::{s, wait_for, Cluster};
 
 const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
 const RSS: &str = "/apis/apps/v1/namespaces/default/replicasets";
@@ -30,24 +30,8 @@ fn cluster() -> Cluster {
     c
 }
 
-fn s<'a>(obj: &'a Value, p: &str) -> &'a str {
-    obj.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
-
 fn i(obj: &Value, p: &str) -> i64 {
     obj.pointer(p).and_then(Value::as_i64).unwrap_or(0)
-}
-
-/// Polls until `f` returns Some (30 s at most).
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn deployment(name: &str, replicas: i64, image: &str, strategy: Value) -> Value {

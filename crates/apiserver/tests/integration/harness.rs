@@ -303,3 +303,20 @@ impl Lines {
         }
     }
 }
+
+/// The string at JSON pointer `p` of `obj` (`""` when absent).
+pub fn s<'a>(obj: &'a Value, p: &str) -> &'a str {
+    obj.pointer(p).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Polls until `f` returns Some (30 s at most, then fails the test naming `what`).
+pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -5,13 +5,13 @@
 //! scheduler here: the tests bind the pods, as a scheduler would.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apiserver::Config;
 use rstest::rstest;
 use serde_json::{json, Value};
 
-use crate::harness::Cluster;
+use crate::harness::{s, wait_for, Cluster};
 
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -38,22 +38,6 @@ fn create(c: &Cluster, path: &str, obj: &Value) -> Value {
     let (code, body) = c.post(path, obj);
     assert_eq!(code, 201, "create {path}: {body}");
     body
-}
-
-fn s<'a>(obj: &'a Value, p: &str) -> &'a str {
-    obj.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
-
-/// Polls until `f` returns Some (20 s at most).
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The pods of the Job `name` (by the generated `job-name` label).

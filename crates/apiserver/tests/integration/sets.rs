@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use apiserver::Config;
 use serde_json::{json, Value};
 
-use crate::harness::Cluster;
+use crate::harness::{s, wait_for, Cluster};
 
 const DSS: &str = "/apis/apps/v1/namespaces/default/daemonsets";
 const STSS: &str = "/apis/apps/v1/namespaces/default/statefulsets";
@@ -41,22 +41,6 @@ fn patch(c: &Cluster, path: &str, body: Value) -> Value {
     );
     assert_eq!(code, 200, "patch {path}: {out}");
     out
-}
-
-fn s<'a>(obj: &'a Value, p: &str) -> &'a str {
-    obj.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
-
-/// Polls until `f` returns Some (20 s at most).
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn items(c: &Cluster, path: &str) -> Vec<Value> {

@@ -5,12 +5,11 @@
 //! (names, uids, resourceVersions, timestamps) masked.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 use apiserver::Config;
 use serde_json::{json, Value};
 
-use crate::harness::Cluster;
+use crate::harness::{s, wait_for, Cluster};
 
 const RSS: &str = "/apis/apps/v1/namespaces/default/replicasets";
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -36,22 +35,6 @@ fn replicaset(name: &str, replicas: i64) -> Value {
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}},
                               "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}}})
-}
-
-fn s<'a>(obj: &'a Value, p: &str) -> &'a str {
-    obj.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
-
-/// Polls until `f` returns Some (20 s at most).
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The pods labelled `app=<app>`.

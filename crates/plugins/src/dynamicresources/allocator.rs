@@ -105,7 +105,7 @@ pub trait Selectors: Send + Sync {
 }
 
 /// The DeviceClasses by name.
-pub trait DeviceClassLister {
+pub trait DeviceClassLister: Send + Sync {
     fn get(&self, name: &str) -> Option<&DeviceClass>;
 }
 
@@ -116,7 +116,7 @@ impl DeviceClassLister for Vec<DeviceClass> {
     }
 }
 
-impl<T: std::borrow::Borrow<DeviceClass>> DeviceClassLister
+impl<T: std::borrow::Borrow<DeviceClass> + Send + Sync> DeviceClassLister
     for std::collections::BTreeMap<String, T>
 {
     fn get(&self, name: &str) -> Option<&DeviceClass> {
@@ -323,7 +323,7 @@ impl<'a> Allocator<'a> {
         claims: &[&ResourceClaim],
     ) -> Result<Outcome, AllocateError> {
         let pools = pools::gather_pools(&self.slices, node)?;
-        let candidates = candidates(&pools);
+        let candidates = candidates(&pools, self.in_use);
         let mut claim_data = Vec::with_capacity(claims.len());
         for claim in claims {
             claim_data.push(self.prepare_claim(claim, &pools, &candidates, node)?);
@@ -606,10 +606,12 @@ pub(super) struct Candidate<'a> {
     id: DeviceId,
     device: &'a Device,
     slice: &'a ResourceSlice,
+    /// In the allocator's `in_use` set, looked up once per call rather than on every try.
+    allocated: bool,
 }
 
 /// The devices of complete, valid pools, pool by pool, slice by slice.
-fn candidates<'a>(pools: &[Pool<'a>]) -> Vec<Candidate<'a>> {
+fn candidates<'a>(pools: &[Pool<'a>], in_use: &HashSet<DeviceId>) -> Vec<Candidate<'a>> {
     let mut out = Vec::new();
     for pool in pools {
         if pool.incomplete || pool.invalid.is_some() {
@@ -617,8 +619,10 @@ fn candidates<'a>(pools: &[Pool<'a>]) -> Vec<Candidate<'a>> {
         }
         for slice in &pool.slices {
             for device in slice.spec.devices.iter().flatten() {
+                let id = DeviceId::new(pool.driver, pool.name, &device.name);
                 out.push(Candidate {
-                    id: DeviceId::new(pool.driver, pool.name, &device.name),
+                    allocated: in_use.contains(&id),
+                    id,
                     device,
                     slice,
                 });
@@ -942,10 +946,7 @@ impl<'s, 'a> Search<'s, 'a> {
     }
 
     fn in_use(&self, candidate: usize) -> bool {
-        self.allocator
-            .in_use
-            .contains(&self.candidates[candidate].id)
-            || !self.allocating[candidate].is_empty()
+        self.candidates[candidate].allocated || !self.allocating[candidate].is_empty()
     }
 
     fn selectable(&mut self, p: Position, candidate: usize) -> Result<Selectable, AllocateError> {

@@ -172,9 +172,7 @@ pub(super) fn explain(
                         }),
                         Selectable::OtherNode => Some(Rejection::OtherNode),
                         Selectable::Yes => {
-                            if !request.admin_access()
-                                && search.allocator.in_use.contains(&device.id)
-                            {
+                            if !request.admin_access() && device.allocated {
                                 Some(Rejection::InUse)
                             } else if search.allocator.features.device_taints {
                                 untolerated_taint(device.device, request.spec.tolerations).map(

@@ -364,6 +364,14 @@ enum Reach {
     Selector(NodeSelector),
 }
 
+/// A slice whose devices each say which nodes they reach.
+fn per_device_slice(devices: Vec<Device>) -> ResourceSlice {
+    let mut slice = slice(SLICE1, Reach::All, pool(POOL1), DRIVER_A, devices);
+    slice.spec.all_nodes = None;
+    slice.spec.per_device_node_selection = Some(true);
+    slice
+}
+
 /// A pool with one slice of generation 1.
 fn pool(name: &str) -> ResourcePool {
     resource_pool(name, 1)
@@ -1295,6 +1303,97 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     vec![],
     Expect::Error("claim claim-0: number of requested devices 500 exceeds the claim limit of 32"),
 ))]
+#[case::many_devices_okay(case(
+    vec![claim(CLAIM0, vec![], vec![request(REQ0, CLASS_A, 32, vec![])])],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![],
+    Expect::Unschedulable("claim claim-0, request req-0: wants 32 devices, 0 usable"),
+))]
+#[case::too_many_devices_total(case(
+    vec![claim(CLAIM0, vec![], vec![request(REQ0, CLASS_A, 32, vec![]), request(REQ1, CLASS_A, 1, vec![])])],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![slice(
+        SLICE1,
+        Reach::Node(NODE1),
+        pool(POOL1),
+        DRIVER_A,
+        (0..33).map(|i| device(&format!("device-{i}"))).collect(),
+    )],
+    Expect::Error("claim claim-0: number of requested devices 33 exceeds the claim limit of 32"),
+))]
+#[case::prioritized_list_first_unavailable(case(
+    vec![claim(CLAIM0, vec![], vec![prioritized(REQ0, vec![
+        sub_request(SUB_REQ0, CLASS_B, 1, vec![]),
+        sub_request(SUB_REQ1, CLASS_A, 1, vec![]),
+    ])])],
+    vec![class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
+    one_device_slice(),
+    Expect::Allocated(vec![on_node1(vec![result(REQ0_SUB_REQ1, DRIVER_A, POOL1, DEVICE1, false)])]),
+))]
+#[case::prioritized_list_non_available(case(
+    vec![claim(CLAIM0, vec![], vec![prioritized(REQ0, vec![
+        sub_request(SUB_REQ0, CLASS_B, 2, vec![]),
+        sub_request(SUB_REQ1, CLASS_A, 2, vec![]),
+    ])])],
+    vec![class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
+    vec![
+        slice_with_one_device(SLICE1, Reach::Node(NODE1), POOL1, DRIVER_A),
+        slice_with_one_device(SLICE2, Reach::Node(NODE1), POOL2, DRIVER_B),
+    ],
+    Expect::Unschedulable("claim claim-0, request req-0/subReq-0: wants 2 devices, 1 usable; 1 device: class class-b selector #0 (device.driver == \"driver-b\") is false\nclaim claim-0, request req-0/subReq-1: wants 2 devices, 1 usable; 1 device: class class-a selector #0 (device.driver == \"driver-a\") is false"),
+))]
+// A claim configuration naming a sub-request applies only when that sub-request is chosen.
+#[case::prioritized_list_device_config(case(
+    vec![{
+        let mut c = claim(CLAIM0, vec![], vec![prioritized(REQ0, vec![
+            sub_request(SUB_REQ0, CLASS_A, 1, vec![]),
+            sub_request(SUB_REQ1, CLASS_B, 2, vec![]),
+        ])]);
+        if let Some(devices) = c.spec.devices.as_mut() {
+            devices.config = Some(vec![
+                DeviceClaimConfiguration {
+                    opaque: Some(opaque(DRIVER_A, "foo")),
+                    requests: Some(vec!["req-0/subReq-0".to_string()]),
+                },
+                DeviceClaimConfiguration {
+                    opaque: Some(opaque(DRIVER_B, "bar")),
+                    requests: Some(vec![REQ0_SUB_REQ1.to_string()]),
+                },
+            ]);
+        }
+        c
+    }],
+    vec![class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_B, vec![device(DEVICE1), device(DEVICE2)])],
+    Expect::Allocated(vec![allocation_with_configs(
+        Some(local_node_selector(NODE1)),
+        vec![
+            result(REQ0_SUB_REQ1, DRIVER_B, POOL1, DEVICE1, false),
+            result(REQ0_SUB_REQ1, DRIVER_B, POOL1, DEVICE2, false),
+        ],
+        vec![config(CONFIG_SOURCE_CLAIM, &[REQ0_SUB_REQ1], DRIVER_B, "bar")],
+    )]),
+))]
+// With per-device node selection only the devices for this node count, and the
+// allocation is for the node the chosen device names.
+#[case::per_device_node_selection_uses_devices_of_this_node(case(
+    vec![claim_with_request(CLAIM0, REQ0, CLASS_A)],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![per_device_slice(vec![
+        Device { node_name: Some(NODE2.to_string()), ..device(DEVICE1) },
+        Device { node_name: Some(NODE1.to_string()), ..device(DEVICE2) },
+    ])],
+    Expect::Allocated(vec![on_node1(vec![result(REQ0, DRIVER_A, POOL1, DEVICE2, false)])]),
+))]
+#[case::per_device_node_selection_explains_devices_of_other_nodes(case(
+    vec![claim(CLAIM0, vec![], vec![request(REQ0, CLASS_A, 2, vec![])])],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![per_device_slice(vec![
+        Device { node_name: Some(NODE2.to_string()), ..device(DEVICE1) },
+        Device { node_name: Some(NODE1.to_string()), ..device(DEVICE2) },
+    ])],
+    Expect::Unschedulable("claim claim-0, request req-0: wants 2 devices, 1 usable; 1 device: not available on this node"),
+))]
 #[case::prioritized_list_class_config(case(
     vec![claim(CLAIM0, vec![], vec![prioritized(REQ0, vec![
         sub_request(SUB_REQ0, CLASS_A, 2, vec![]),
@@ -1643,4 +1742,11 @@ fn one_allocator_serves_several_nodes() {
             )])),
         ]
     );
+}
+
+/// Filter runs on many nodes at once, all with the same allocator.
+#[test]
+fn allocator_is_shared_between_threads() {
+    fn assert_sync<T: Sync + Send>() {}
+    assert_sync::<Allocator<'static>>();
 }

@@ -784,6 +784,28 @@ enum Selectable {
     ClassSelector(usize),
     RequestSelector(usize),
     OtherNode,
+    /// It needs something this allocator does not do (see [`Unsupported`]).
+    Unsupported(Unsupported),
+}
+
+/// Device features this allocator does not allocate, as upstream's allocator with the
+/// feature gates DRADeviceBindingConditions and DRAPartitionableDevices' shared counters
+/// off: such devices are skipped, never handed out half-supported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsupported {
+    /// `bindingConditions`: the device is only ready once the driver says so.
+    BindingConditions,
+    /// `consumesCounters`: the device shares counters with other devices of its pool.
+    SharedCounters,
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Unsupported::BindingConditions => "binding conditions",
+            Unsupported::SharedCounters => "shared counters",
+        })
+    }
 }
 
 fn selectable(
@@ -793,6 +815,21 @@ fn selectable(
     candidate: &Candidate<'_>,
     node: &Node,
 ) -> Result<Selectable, AllocateError> {
+    let device = candidate.device;
+    if device
+        .binding_conditions
+        .as_ref()
+        .is_some_and(|c| !c.is_empty())
+    {
+        return Ok(Selectable::Unsupported(Unsupported::BindingConditions));
+    }
+    if device
+        .consumes_counters
+        .as_ref()
+        .is_some_and(|c| !c.is_empty())
+    {
+        return Ok(Selectable::Unsupported(Unsupported::SharedCounters));
+    }
     let class_name = request.class.metadata.name.as_deref().unwrap_or_default();
     let class_selectors = request.class.spec.selectors.as_deref().unwrap_or(&[]);
     for (index, selector) in class_selectors.iter().enumerate() {

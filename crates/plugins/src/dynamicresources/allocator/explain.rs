@@ -8,7 +8,7 @@
 use std::fmt;
 
 use super::pools::Pool;
-use super::{untolerated_taint, AllocateError, Position, Search, Selectable};
+use super::{untolerated_taint, AllocateError, Position, Search, Selectable, Unsupported};
 
 /// Why claims could not be allocated on one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +60,8 @@ pub enum Rejection {
     RequestSelector { index: usize, expression: String },
     /// Its slice selects nodes per device, and not this node.
     OtherNode,
+    /// It uses something the allocator does not allocate.
+    Unsupported(Unsupported),
     /// Allocated to another claim, or being allocated to another pod.
     InUse,
     /// It has a NoSchedule or NoExecute taint the request does not tolerate, shown as
@@ -79,6 +81,7 @@ impl fmt::Display for Rejection {
                 write!(f, "request selector #{index} ({expression}) is false")
             }
             Rejection::OtherNode => f.write_str("not available on this node"),
+            Rejection::Unsupported(what) => write!(f, "uses {what}, which are not supported"),
             Rejection::InUse => f.write_str("already in use"),
             Rejection::Tainted { taint } => write!(f, "untolerated taint {taint}"),
         }
@@ -171,6 +174,7 @@ pub(super) fn explain(
                                 .unwrap_or_default(),
                         }),
                         Selectable::OtherNode => Some(Rejection::OtherNode),
+                        Selectable::Unsupported(what) => Some(Rejection::Unsupported(what)),
                         Selectable::Yes => {
                             if !request.admin_access() && device.allocated {
                                 Some(Rejection::InUse)

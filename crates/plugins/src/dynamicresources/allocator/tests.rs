@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, No
 use k8s_openapi::api::resource::v1::{
     AllocationResult, CELDeviceSelector, Device, DeviceAllocationConfiguration,
     DeviceAllocationResult, DeviceAttribute, DeviceCapacity, DeviceClaim, DeviceClaimConfiguration,
-    DeviceClass, DeviceClassConfiguration, DeviceClassSpec, DeviceConstraint, DeviceRequest,
-    DeviceRequestAllocationResult, DeviceSelector, DeviceSubRequest, DeviceTaint, DeviceToleration,
-    ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec, ResourcePool,
-    ResourceSlice, ResourceSliceSpec,
+    DeviceClass, DeviceClassConfiguration, DeviceClassSpec, DeviceConstraint,
+    DeviceCounterConsumption, DeviceRequest, DeviceRequestAllocationResult, DeviceSelector,
+    DeviceSubRequest, DeviceTaint, DeviceToleration, ExactDeviceRequest, OpaqueDeviceConfiguration,
+    ResourceClaim, ResourceClaimSpec, ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -1645,6 +1645,23 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     vec![class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
     one_device_slice(),
     Expect::Unschedulable("claim claim-0, request req-0/subReq-0: wants 2 devices, 1 usable\nclaim claim-0, request req-0/subReq-1: wants 1 device, 0 usable; 1 device: class class-b selector #0 (device.driver == \"driver-b\") is false"),
+))]
+// Devices with binding conditions or shared counters are skipped, as upstream's allocator
+// does with those features off.
+#[case::devices_with_binding_conditions_or_counters_are_skipped(case(
+    vec![claim_with_request(CLAIM0, REQ0, CLASS_A)],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_A, vec![
+        Device { binding_conditions: Some(vec!["attached".to_string()]), ..device(DEVICE1) },
+        Device {
+            consumes_counters: Some(vec![DeviceCounterConsumption {
+                counter_set: "counter-set-1".to_string(),
+                counters: BTreeMap::new(),
+            }]),
+            ..device(DEVICE2)
+        },
+    ])],
+    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 0 usable; 1 device: uses binding conditions, which are not supported; 1 device: uses shared counters, which are not supported"),
 ))]
 #[case::cel_runtime_error_names_device(case(
     vec![claim(CLAIM0, vec![], vec![request(REQ0, CLASS_A, 1, vec![cel("device.attributes[\"driver-a\"].model == \"b\"")])])],

@@ -602,7 +602,7 @@ fn object_name(claim: &ResourceClaim) -> String {
 
 /// A device the node can reach in a usable pool.
 #[derive(Debug)]
-pub(super) struct Candidate<'a> {
+struct Candidate<'a> {
     id: DeviceId,
     device: &'a Device,
     slice: &'a ResourceSlice,
@@ -691,11 +691,12 @@ impl MatchAttribute {
         if self.requests.is_empty() {
             return true;
         }
+        // A name is the request's (covering whichever sub-request is chosen) or one
+        // sub-request's, `request/subrequest`.
         self.requests.iter().any(|r| {
             r == base
-                || sub.is_some_and(|s| {
-                    r.len() == base.len() + 1 + s.len() && *r == format!("{base}/{s}")
-                })
+                || (sub.is_some()
+                    && r.strip_prefix(base).and_then(|rest| rest.strip_prefix('/')) == sub)
         })
     }
 }
@@ -945,11 +946,14 @@ struct Chosen {
     candidate: usize,
 }
 
-/// A search ran into the per-claim result limit: only another sub-request (with fewer
-/// devices) can help, not another device for an earlier request.
+/// Why a branch of the search stopped early.
 #[derive(Debug)]
 enum Stop {
+    /// The claim would hold more than [`ALLOCATION_RESULTS_MAX_SIZE`] devices: only another
+    /// sub-request (one with fewer devices) can help, not another device for an earlier
+    /// request, so the search backs out to the nearest `firstAvailable` request.
     MaxSizeExceeded,
+    /// Ends the whole allocation.
     Error(AllocateError),
 }
 

@@ -93,8 +93,18 @@ pub enum SelectorError {
     Runtime(String),
 }
 
-/// Evaluates one CEL device selector on one device. The scheduler implements it with
-/// `kubesched-cel`'s `SelectorCache` (compile once, evaluate many).
+/// Evaluates one CEL device selector on one device. With `kubesched-cel`'s `SelectorCache`
+/// (compile once, evaluate many) it is:
+///
+/// ```text
+/// impl Selectors for SelectorCache {
+///     fn matches(&self, expression: &str, driver: &str, device: &Device)
+///         -> Result<bool, SelectorError> {
+///         let selector = self.get(expression).map_err(|e| SelectorError::Compile(e.to_string()))?;
+///         selector.matches(driver, device).map_err(|e| SelectorError::Runtime(e.to_string()))
+///     }
+/// }
+/// ```
 pub trait Selectors: Send + Sync {
     fn matches(
         &self,

@@ -1609,6 +1609,63 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     ])],
     Expect::Allocated(vec![on_node1(vec![result(REQ0, DRIVER_A, POOL1, DEVICE1, false)])]),
 ).features(Features { device_taints: false, ..Features::ALL }))]
+#[case::tainted_prioritized_list(case(
+    vec![claim(CLAIM0, vec![], vec![prioritized(REQ0, vec![
+        sub_request(SUB_REQ0, CLASS_B, 1, vec![]),
+        sub_request(SUB_REQ1, CLASS_A, 1, vec![]),
+    ])])],
+    vec![class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_A, vec![
+        with_taints(device(DEVICE1), vec![taint_no_schedule()]),
+    ])],
+    Expect::Unschedulable("claim claim-0, request req-0/subReq-0: wants 1 device, 0 usable; 1 device: class class-b selector #0 (device.driver == \"driver-b\") is false\nclaim claim-0, request req-0/subReq-1: wants 1 device, 0 usable; 1 device: untolerated taint taint-key=taint-value:NoSchedule"),
+))]
+#[case::tainted_prioritized_list_disabled(case(
+    vec![claim(CLAIM0, vec![], vec![prioritized(REQ0, vec![
+        sub_request(SUB_REQ0, CLASS_B, 1, vec![]),
+        sub_request(SUB_REQ1, CLASS_A, 1, vec![]),
+    ])])],
+    vec![class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_A, vec![
+        with_taints(device(DEVICE1), vec![taint_no_schedule()]),
+    ])],
+    Expect::Allocated(vec![on_node1(vec![result(REQ0_SUB_REQ1, DRIVER_A, POOL1, DEVICE1, false)])]),
+).features(Features { device_taints: false, ..Features::ALL }))]
+// Admin access may share a device in use, but not ignore its taints.
+#[case::tainted_admin_access(case(
+    vec![claim(CLAIM0, vec![], vec![admin(request(REQ0, CLASS_A, 1, vec![]))])],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_A, vec![
+        with_taints(device(DEVICE1), vec![taint_no_schedule()]),
+    ])],
+    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 0 usable; 1 device: untolerated taint taint-key=taint-value:NoSchedule"),
+).allocated(vec![id(DRIVER_A, POOL1, DEVICE1), id(DRIVER_A, POOL1, DEVICE2)]))]
+#[case::tainted_admin_access_disabled(case(
+    vec![claim(CLAIM0, vec![], vec![admin(request(REQ0, CLASS_A, 1, vec![]))])],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_A, vec![
+        with_taints(device(DEVICE1), vec![taint_no_schedule()]),
+    ])],
+    Expect::Allocated(vec![on_node1(vec![result(REQ0, DRIVER_A, POOL1, DEVICE1, true)])]),
+)
+.allocated(vec![id(DRIVER_A, POOL1, DEVICE1), id(DRIVER_A, POOL1, DEVICE2)])
+.features(Features { device_taints: false, ..Features::ALL }))]
+#[case::tainted_all_devices_single(case(
+    vec![claim(CLAIM0, vec![], vec![all_request(REQ0, CLASS_A)])],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_A, vec![
+        with_taints(device(DEVICE1), vec![taint_no_schedule()]),
+    ])],
+    Expect::Unschedulable("claim claim-0, request req-0: wants all 1 matching device, 0 usable; 1 device: untolerated taint taint-key=taint-value:NoSchedule"),
+))]
+#[case::tainted_all_devices_single_disabled(case(
+    vec![claim(CLAIM0, vec![], vec![all_request(REQ0, CLASS_A)])],
+    vec![class(CLASS_A, DRIVER_A)],
+    vec![slice(SLICE1, Reach::Node(NODE1), pool(POOL1), DRIVER_A, vec![
+        with_taints(device(DEVICE1), vec![taint_no_schedule()]),
+    ])],
+    Expect::Allocated(vec![on_node1(vec![result(REQ0, DRIVER_A, POOL1, DEVICE1, false)])]),
+).features(Features { device_taints: false, ..Features::ALL }))]
 // A taint with effect None never keeps a device from being allocated.
 #[case::taint_with_effect_none_is_ignored(case(
     vec![claim_with_request(CLAIM0, REQ0, CLASS_A)],

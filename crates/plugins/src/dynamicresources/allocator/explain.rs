@@ -25,6 +25,13 @@ pub struct ClaimExplanation {
     pub claim: String,
     /// One entry per request, or per sub-request of a `firstAvailable` request.
     pub requests: Vec<RequestExplanation>,
+    /// Every request (one of the sub-requests of a `firstAvailable` request) has enough
+    /// usable devices on its own: what failed is the combination, the claim's constraints
+    /// or the devices other requests and claims took.
+    pub enough_alone: bool,
+    /// The claim's `matchAttribute` constraints, named in the note when every claim has
+    /// `enough_alone`.
+    pub match_attributes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,22 +118,39 @@ impl fmt::Display for RequestExplanation {
 }
 
 impl fmt::Display for Explanation {
-    /// One line per request, prefixed by its claim; then the incomplete pools.
+    /// One line per request, prefixed by its claim; a note when every request would fit on
+    /// its own; then the incomplete pools.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
+        let mut line = |f: &mut fmt::Formatter<'_>| {
+            let newline = if first { "" } else { "\n" };
+            first = false;
+            f.write_str(newline)
+        };
         for claim in &self.claims {
             for request in &claim.requests {
-                if !first {
-                    f.write_str("\n")?;
-                }
-                first = false;
+                line(f)?;
                 write!(f, "claim {}, {request}", claim.claim)?;
             }
         }
-        if !self.incomplete_pools.is_empty() {
-            if !first {
-                f.write_str("\n")?;
+        let any_request = self.claims.iter().any(|c| !c.requests.is_empty());
+        if any_request && self.claims.iter().all(|c| c.enough_alone) {
+            line(f)?;
+            f.write_str(
+                "every request has enough usable devices on its own, but not all together",
+            )?;
+            let mut attributes: Vec<&str> = Vec::new();
+            for attribute in self.claims.iter().flat_map(|c| &c.match_attributes) {
+                if !attributes.contains(&attribute.as_str()) {
+                    attributes.push(attribute);
+                }
             }
+            if !attributes.is_empty() {
+                write!(f, " (matchAttribute {})", attributes.join(", "))?;
+            }
+        }
+        if !self.incomplete_pools.is_empty() {
+            line(f)?;
             write!(
                 f,
                 "resource pools being updated: {}",
@@ -145,7 +169,9 @@ pub(super) fn explain(
     let mut out = Vec::with_capacity(claims.len());
     for (c, claim) in claims.iter().enumerate() {
         let mut requests = Vec::new();
+        let mut enough_alone = true;
         for (r, slot) in claim.requests.iter().enumerate() {
+            let mut slot_fits = false;
             for (s, request) in slot.alternatives.iter().enumerate() {
                 let p = Position {
                     claim: c,
@@ -202,6 +228,11 @@ pub(super) fn explain(
                         },
                     }
                 }
+                slot_fits |= if request.all {
+                    request.num_devices > 0 && usable == request.num_devices
+                } else {
+                    usable >= request.num_devices
+                };
                 requests.push(RequestExplanation {
                     request: request.spec.name.clone(),
                     wanted: if request.all {
@@ -213,10 +244,17 @@ pub(super) fn explain(
                     rejected,
                 });
             }
+            enough_alone &= slot_fits;
         }
         out.push(ClaimExplanation {
             claim: claim.name.clone(),
             requests,
+            enough_alone,
+            match_attributes: claim
+                .constraints
+                .iter()
+                .map(|c| c.attribute.clone())
+                .collect(),
         });
     }
     Ok(Explanation {

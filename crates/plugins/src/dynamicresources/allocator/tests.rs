@@ -645,11 +645,13 @@ fn attribute_pair(
     )]
 }
 
+/// Two devices whose attribute differs, a claim for two devices sharing it.
 fn not_matching(
     attribute: &str,
     name: &str,
     first: DeviceAttribute,
     second: DeviceAttribute,
+    expect: &'static str,
 ) -> Case {
     case(
         vec![claim(
@@ -659,7 +661,7 @@ fn not_matching(
         )],
         vec![class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
         attribute_pair(name, first, second),
-        Expect::Unschedulable("claim claim-0, request req-0: wants 2 devices, 2 usable"),
+        Expect::Unschedulable(expect),
     )
 }
 
@@ -774,7 +776,7 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     vec![claim_with_request(CLAIM0, REQ0, CLASS_A), claim_with_request(CLAIM0, REQ1, CLASS_A)],
     vec![class(CLASS_A, DRIVER_A)],
     one_device_slice(),
-    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 1 usable\nclaim claim-0, request req-1: wants 1 device, 1 usable"),
+    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 1 usable\nclaim claim-0, request req-1: wants 1 device, 1 usable\nevery request has enough usable devices on its own, but not all together"),
 ))]
 #[case::no_classes(case(
     vec![claim_with_request(CLAIM0, REQ0, CLASS_A)],
@@ -879,7 +881,7 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     ],
     vec![class(CLASS_A, DRIVER_A)],
     one_device_slice(),
-    Expect::Unschedulable("claim claim-1, request req-0: wants 1 device, 1 usable\nclaim claim-0, request req-0: wants all 1 matching device, 1 usable"),
+    Expect::Unschedulable("claim claim-1, request req-0: wants 1 device, 1 usable\nclaim claim-0, request req-0: wants all 1 matching device, 1 usable\nevery request has enough usable devices on its own, but not all together"),
 ))]
 #[case::all_devices_no_solution_reversed(case(
     vec![
@@ -888,7 +890,7 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     ],
     vec![class(CLASS_A, DRIVER_A)],
     one_device_slice(),
-    Expect::Unschedulable("claim claim-0, request req-0: wants all 1 matching device, 1 usable\nclaim claim-1, request req-0: wants 1 device, 1 usable"),
+    Expect::Unschedulable("claim claim-0, request req-0: wants all 1 matching device, 1 usable\nclaim claim-1, request req-0: wants 1 device, 1 usable\nevery request has enough usable devices on its own, but not all together"),
 ))]
 #[case::all_devices_slice_without_devices(case(
     vec![claim(CLAIM0, vec![], vec![all_request(REQ0, CLASS_A)])],
@@ -926,7 +928,7 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     ])],
     vec![class(CLASS_A, DRIVER_A)],
     two_device_slice(),
-    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 2 usable\nclaim claim-0, request req-1: wants all 2 matching devices, 2 usable"),
+    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 2 usable\nclaim claim-0, request req-1: wants all 2 matching devices, 2 usable\nevery request has enough usable devices on its own, but not all together"),
 ))]
 #[case::count_devices_some_allocated_admin_access(case(
     vec![claim(CLAIM0, vec![], vec![admin(request(REQ0, CLASS_A, 2, vec![]))])],
@@ -1121,31 +1123,35 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     )],
     vec![class(CLASS_A, DRIVER_A)],
     one_device_slice(),
-    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 1 usable"),
+    Expect::Unschedulable("claim claim-0, request req-0: wants 1 device, 1 usable\nevery request has enough usable devices on its own, but not all together (matchAttribute driver-a/NonExistentAttribute)"),
 ))]
 #[case::with_constraint_not_matching_int_attribute(not_matching(
     INT_ATTRIBUTE,
     "numa",
     int(1),
-    int(2)
+    int(2),
+    "claim claim-0, request req-0: wants 2 devices, 2 usable\nevery request has enough usable devices on its own, but not all together (matchAttribute driver-a/numa)",
 ))]
 #[case::with_constraint_not_matching_string_attribute(not_matching(
     STRING_ATTRIBUTE,
     "stringAttribute",
     string("stringAttributeValue"),
     string("stringAttributeValue2"),
+    "claim claim-0, request req-0: wants 2 devices, 2 usable\nevery request has enough usable devices on its own, but not all together (matchAttribute driver-a/stringAttribute)",
 ))]
 #[case::with_constraint_not_matching_bool_attribute(not_matching(
     BOOL_ATTRIBUTE,
     "boolAttribute",
     boolean(true),
-    boolean(false)
+    boolean(false),
+    "claim claim-0, request req-0: wants 2 devices, 2 usable\nevery request has enough usable devices on its own, but not all together (matchAttribute driver-a/boolAttribute)",
 ))]
 #[case::with_constraint_not_matching_version_attribute(not_matching(
     VERSION_ATTRIBUTE,
     "driverVersion",
     version("1.0.0"),
     version("2.0.0"),
+    "claim claim-0, request req-0: wants 2 devices, 2 usable\nevery request has enough usable devices on its own, but not all together (matchAttribute driver-a/driverVersion)",
 ))]
 #[case::with_constraint_not_matching_int_attribute_all_devices(case(
     vec![claim(CLAIM0, vec![match_attribute(INT_ATTRIBUTE, &[])], vec![all_request(REQ0, CLASS_A)])],
@@ -1767,6 +1773,8 @@ fn explanation_is_structured_per_claim_and_request() {
                     usable: 1,
                     rejected: vec![(Rejection::InUse, 1)],
                 }],
+                enough_alone: false,
+                match_attributes: vec![],
             }],
             incomplete_pools: vec![],
         }))

@@ -14,6 +14,7 @@ pub mod registry;
 
 pub mod defaultbinder;
 pub mod defaultpreemption;
+pub mod dynamicresources;
 pub mod imagelocality;
 pub mod interpodaffinity;
 pub mod nodeaffinity;

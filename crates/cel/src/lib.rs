@@ -1,0 +1,250 @@
+//! CEL device selectors of Dynamic Resource Allocation: `CELDeviceSelector.expression` in a
+//! DeviceClass or a ResourceClaim's request, compiled once and matched against devices.
+//!
+//! Upstream: staging/src/k8s.io/dynamic-resource-allocation/cel (compile.go), with the
+//! Kubernetes CEL libraries a selector can call (staging/src/k8s.io/apiserver/pkg/cel/library).
+//!
+//! An expression sees one variable, `device`:
+//! - `device.driver`: the driver's name;
+//! - `device.attributes`: domain → attribute name → value. `gpu.example.com/model` is
+//!   `device.attributes["gpu.example.com"].model`, a name without a domain belongs to the
+//!   driver's domain, and a domain the device has nothing in is an empty map (so a missing
+//!   attribute is "no such key", not a missing domain). Values are bool, int, string or
+//!   `semver` (a `version` attribute);
+//! - `device.capacity`: domain → capacity name → `quantity`, with the same domain rules;
+//! - `device.allowMultipleAllocations`: whether the device may be allocated several times.
+//!
+//! Besides standard CEL (with `matches`), the libraries device selectors use are here:
+//! `quantity` and `semver` (see [`quantity`] and [`semver`]), cel-go's strings extension
+//! (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
+//! `substring`, `trim`, `join`, `format`) and `cel.bind`.
+//!
+//! The `cel` crate parses and interprets; it has no type checker and no cost accounting, so
+//! [`DeviceSelector::compile`] runs a check of its own over the parsed expression (see
+//! `check.rs`): undeclared variables, fields `device` does not have, a result type known not
+//! to be bool, and a worst-case cost estimate refused above upstream's limit. Evaluation is
+//! not metered: the estimate, made with the API's bounds on a device's attributes and
+//! strings, is what keeps a selector's evaluation bounded.
+
+mod check;
+mod device;
+pub mod quantity;
+pub mod semver;
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use cel::common::types::CelBool;
+use cel::{Context, Env, ExecutionError, Program, Value};
+use k8s_openapi::api::resource::v1::Device;
+
+/// Upstream `resource.CELSelectorExpressionMaxLength`: longer expressions are refused before
+/// they are parsed.
+pub const CEL_SELECTOR_EXPRESSION_MAX_LENGTH: usize = 10 * 1024;
+
+/// Upstream `resource.CELSelectorExpressionMaxCost`, in CEL cost units: an expression whose
+/// worst-case estimate is above it is refused.
+pub const CEL_SELECTOR_EXPRESSION_MAX_COST: u64 = 1_000_000;
+
+/// Why an expression is not a device selector. The texts are upstream's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// Longer than [`CEL_SELECTOR_EXPRESSION_MAX_LENGTH`] bytes (upstream's `field.TooLong`).
+    #[error("may not be more than {max} bytes")]
+    TooLong {
+        /// The limit, [`CEL_SELECTOR_EXPRESSION_MAX_LENGTH`].
+        max: usize,
+    },
+    /// Does not parse, or names a variable, function or field that does not exist; the
+    /// detail is cel-go's issue text (`ERROR: <input>:line:column: ...`).
+    #[error("compilation failed: {0}")]
+    Invalid(String),
+    /// The result type is known and is not `bool`.
+    #[error("must evaluate to bool or the unknown type, not {0}")]
+    ResultType(String),
+    /// The worst-case cost estimate is above [`CEL_SELECTOR_EXPRESSION_MAX_COST`].
+    #[error("too complex, exceeds cost limit")]
+    CostLimit {
+        /// The estimate.
+        estimated: u64,
+    },
+}
+
+/// Why a compiled selector could not say whether a device matches. The texts are upstream's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    /// A map lookup found nothing: an attribute or capacity the device does not have.
+    #[error("no such key: {0}")]
+    NoSuchKey(String),
+    /// A device attribute whose value the selector cannot be given.
+    #[error("attribute {name}: {reason}")]
+    Attribute {
+        /// The attribute's name as the device lists it.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The expression evaluated to something other than a bool.
+    #[error("CEL result of type {0} could not be converted to bool")]
+    NotBool(String),
+    /// Any other evaluation error (no matching overload, a function's own error, ...).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// The environment every selector is compiled and evaluated in: standard CEL, the strings
+/// extension, the Kubernetes quantity and semver libraries and `cel.bind`.
+static ENV: LazyLock<Result<Arc<Env>, String>> = LazyLock::new(|| {
+    let mut env = Env::stdlib();
+    let declared = env
+        .add_extension(cel::extensions::strings)
+        .and_then(|()| env.add_extension(quantity::library))
+        .and_then(|()| env.add_extension(semver::library))
+        .and_then(|()| env.add_macro(check::bind_macro()));
+    match declared {
+        Ok(()) => Ok(Arc::new(env)),
+        Err(e) => Err(format!("unexpected error loading CEL environment: {e}")),
+    }
+});
+
+fn env() -> Result<&'static Arc<Env>, CompileError> {
+    ENV.as_ref().map_err(|e| CompileError::Invalid(e.clone()))
+}
+
+/// One compiled device selector.
+///
+/// Upstream: dynamic-resource-allocation/cel `CompilationResult`.
+pub struct DeviceSelector {
+    program: Program,
+    env: Arc<Env>,
+    max_cost: u64,
+}
+
+impl std::fmt::Debug for DeviceSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceSelector")
+            .field("expression", &self.program.source_info().source)
+            .field("max_cost", &self.max_cost)
+            .finish()
+    }
+}
+
+impl DeviceSelector {
+    /// Parses and checks `expression` as upstream's `CompileCELExpression` and the API's
+    /// validation do: its length, its syntax, the names it uses, its result type where that
+    /// is known, and its worst-case cost.
+    pub fn compile(expression: &str) -> Result<DeviceSelector, CompileError> {
+        if expression.len() > CEL_SELECTOR_EXPRESSION_MAX_LENGTH {
+            return Err(CompileError::TooLong {
+                max: CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
+            });
+        }
+        let env = env()?;
+        let program = env
+            .compile(expression)
+            .map_err(|e| CompileError::Invalid(e.to_string()))?;
+        let checked = check::check(&program, expression)?;
+        if let Some(ty) = checked.result_type.filter(|t| !t.is_bool_or_dyn()) {
+            return Err(CompileError::ResultType(ty.to_string()));
+        }
+        if checked.max_cost > CEL_SELECTOR_EXPRESSION_MAX_COST {
+            return Err(CompileError::CostLimit {
+                estimated: checked.max_cost,
+            });
+        }
+        Ok(DeviceSelector {
+            program,
+            env: Arc::clone(env),
+            max_cost: checked.max_cost,
+        })
+    }
+
+    /// The worst-case cost estimate of the expression, in CEL cost units.
+    pub fn max_cost(&self) -> u64 {
+        self.max_cost
+    }
+
+    /// Whether the device `device` of driver `driver` is selected.
+    ///
+    /// Upstream: `CompilationResult.DeviceMatches`.
+    pub fn matches(&self, driver: &str, device: &Device) -> Result<bool, EvalError> {
+        let value = device::device_value(driver, device)?;
+        let mut context = Context::with_env(Arc::clone(&self.env));
+        context.add_variable_as_val("device", Box::new(value));
+        let result = Value::resolve_val(self.program.expression(), &context).map_err(eval_error)?;
+        match result.downcast_ref::<CelBool>() {
+            Some(b) => Ok(*b.inner()),
+            None => Err(EvalError::NotBool(result.get_type().name().to_string())),
+        }
+    }
+}
+
+/// The cel crate's error as upstream words it.
+fn eval_error(e: ExecutionError) -> EvalError {
+    match e {
+        ExecutionError::NoSuchKey(key) => EvalError::NoSuchKey(key.to_string()),
+        ExecutionError::FunctionError { message, .. } => EvalError::Runtime(message),
+        other => EvalError::Runtime(other.to_string()),
+    }
+}
+
+/// Compiled selectors by expression, shared by every caller: a class's or request's
+/// selector is compiled once, not once per device or per scheduling cycle.
+///
+/// Upstream: dynamic-resource-allocation/cel `Cache` (an LRU of compilation results). Here the
+/// bound is kept by emptying the cache when it is full: selectors come from the few
+/// DeviceClasses and claims a cluster has, so a full cache means churn, and recompiling the
+/// expressions in use costs less than tracking recency on every lookup.
+#[derive(Debug)]
+pub struct SelectorCache {
+    capacity: usize,
+    entries: Mutex<HashMap<String, Arc<DeviceSelector>>>,
+}
+
+impl SelectorCache {
+    /// A cache that holds at most `capacity` compiled expressions (at least one).
+    pub fn new(capacity: usize) -> Self {
+        SelectorCache {
+            capacity: capacity.max(1),
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The compiled `expression`, compiled now if it is not cached. Errors are not cached:
+    /// an invalid selector is refused by the API server, so it is rare here.
+    pub fn get(&self, expression: &str) -> Result<Arc<DeviceSelector>, CompileError> {
+        if let Some(found) = self.lock().get(expression) {
+            return Ok(Arc::clone(found));
+        }
+        // Compiled without the lock held, so lookups of other expressions are not held up;
+        // two threads may compile the same expression, and the second insert wins.
+        let compiled = Arc::new(DeviceSelector::compile(expression)?);
+        let mut entries = self.lock();
+        if entries.len() >= self.capacity && !entries.contains_key(expression) {
+            entries.clear();
+        }
+        entries.insert(expression.to_string(), Arc::clone(&compiled));
+        Ok(compiled)
+    }
+
+    /// How many compiled expressions the cache holds.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<DeviceSelector>>> {
+        // A panic while the lock was held cannot leave the map half-updated (every update
+        // is one insert or clear), so a poisoned lock is still usable.
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -53,12 +53,16 @@ impl Ty {
         matches!(self, Ty::Bool | Ty::Dyn)
     }
 
-    /// The type both `a` and `b` are, or `dyn`.
+    /// The type both `a` and `b` are, or `dyn`. An empty list literal's element type is
+    /// open (cel-go gives it a type parameter), so it joins with any list.
     fn join(a: Ty, b: Ty) -> Ty {
-        if a == b {
-            a
-        } else {
-            Ty::Dyn
+        match (a, b) {
+            (a, b) if a == b => a,
+            (Ty::List(e), other) | (other, Ty::List(e)) if *e == Ty::Dyn => match other {
+                Ty::List(_) => other,
+                _ => Ty::Dyn,
+            },
+            _ => Ty::Dyn,
         }
     }
 }
@@ -333,8 +337,12 @@ impl Checker<'_> {
             | "isGreaterThan"
             | "isLessThan"
             | "isInteger" => Ty::Bool,
-            "_+_" | "_-_" | "_*_" | "_/_" | "_%_" => match (arg_ty(0), arg_ty(1)) {
-                (a, b) if a == b && !matches!(a, Ty::Dyn | Ty::Null | Ty::Bool) => a,
+            "_+_" => match Ty::join(arg_ty(0), arg_ty(1)) {
+                t @ (Ty::Int | Ty::Uint | Ty::Double | Ty::String | Ty::Bytes | Ty::List(_)) => t,
+                _ => Ty::Dyn,
+            },
+            "_-_" | "_*_" | "_/_" | "_%_" => match (arg_ty(0), arg_ty(1)) {
+                (a, b) if a == b && matches!(a, Ty::Int | Ty::Uint | Ty::Double) => a,
                 _ => Ty::Dyn,
             },
             "-_" => match arg_ty(0) {
@@ -398,14 +406,22 @@ impl Checker<'_> {
         self.scope.push((c.accu_var.clone(), init.clone()));
         let body = self.expr(&c.loop_cond).and_then(|cond| {
             let step = self.expr(&c.loop_step)?;
-            Ok(cond.cost.saturating_add(step.cost))
+            Ok((cond.cost.saturating_add(step.cost), step.ty))
         });
-        // The result sees the accumulator, not the iteration variables.
+        // The result sees the accumulator, not the iteration variables; its type is what
+        // both the initial value and the step give (`map` starts from `[]`).
         self.scope.truncate(bound);
-        self.scope.push((c.accu_var.clone(), init.clone()));
+        let accu = match &body {
+            Ok((_, step)) => Info {
+                ty: Ty::join(init.ty.clone(), step.clone()),
+                ..init.clone()
+            },
+            Err(_) => init.clone(),
+        };
+        self.scope.push((c.accu_var.clone(), accu));
         let result = self.expr(&c.result);
         self.scope.truncate(bound);
-        let (body, result) = (body?, result?);
+        let ((body, _), result) = (body?, result?);
         let cost = range
             .cost
             .saturating_add(init.cost)

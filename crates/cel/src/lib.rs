@@ -184,6 +184,9 @@ fn eval_error(e: ExecutionError) -> EvalError {
     match e {
         ExecutionError::NoSuchKey(key) => EvalError::NoSuchKey(key.to_string()),
         ExecutionError::FunctionError { message, .. } => EvalError::Runtime(message),
+        ExecutionError::UnexpectedType { got, want } if want == "iterable" => {
+            EvalError::Runtime(format!("got '{got}', expected iterable type"))
+        }
         other => EvalError::Runtime(other.to_string()),
     }
 }

@@ -367,10 +367,10 @@ impl Checker<'_> {
             "uint" => Ty::Uint,
             "double" | "asApproximateFloat" => Ty::Double,
             "string" | "charAt" | "lowerAscii" | "upperAscii" | "replace" | "substring"
-            | "trim" | "join" | "format" | "reverse" | "quote" => Ty::String,
+            | "trim" | "join" | "format" | "reverse" | "quote" | "find" => Ty::String,
             "bytes" => Ty::Bytes,
             "bool" => Ty::Bool,
-            "split" => Ty::List(Box::new(Ty::String)),
+            "split" | "findAll" => Ty::List(Box::new(Ty::String)),
             "quantity" => Ty::Quantity,
             "semver" => Ty::Semver,
             "add" | "sub" if target.as_ref().is_some_and(|t| t.ty == Ty::Quantity) => Ty::Quantity,

@@ -15,7 +15,8 @@
 //! - `device.allowMultipleAllocations`: whether the device may be allocated several times.
 //!
 //! Besides standard CEL (with `matches`), the libraries device selectors use are here:
-//! `quantity` and `semver` (see [`quantity`] and [`semver`]), cel-go's strings extension
+//! `quantity` and `semver` (see [`quantity`] and [`semver`]), `find` and `findAll`
+//! (Kubernetes' regex library), cel-go's strings extension
 //! (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
 //! `substring`, `trim`, `join`, `format`) and `cel.bind`.
 //!
@@ -29,6 +30,7 @@
 mod check;
 mod device;
 pub mod quantity;
+mod regex_library;
 pub mod semver;
 
 use std::collections::HashMap;
@@ -93,13 +95,14 @@ pub enum EvalError {
 }
 
 /// The environment every selector is compiled and evaluated in: standard CEL, the strings
-/// extension, the Kubernetes quantity and semver libraries and `cel.bind`.
+/// extension, the Kubernetes quantity, semver and regex libraries and `cel.bind`.
 static ENV: LazyLock<Result<Arc<Env>, String>> = LazyLock::new(|| {
     let mut env = Env::stdlib();
     let declared = env
         .add_extension(cel::extensions::strings)
         .and_then(|()| env.add_extension(quantity::library))
         .and_then(|()| env.add_extension(semver::library))
+        .and_then(|()| env.add_extension(regex_library::library))
         .and_then(|()| env.add_macro(check::bind_macro()));
     match declared {
         Ok(()) => Ok(Arc::new(env)),

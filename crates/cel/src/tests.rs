@@ -280,6 +280,24 @@ fn all_device() -> Device {
     device(&[], &[("memory", "1Mi")]),
     Ok(true)
 )]
+#[case::has_present(
+    r#"has(device.attributes["dra.example.com"].model)"#,
+    DRIVER,
+    device(&[("model", string_attr("a100"))], &[]),
+    Ok(true)
+)]
+#[case::has_absent(
+    r#"has(device.attributes["dra.example.com"].model)"#,
+    DRIVER,
+    no_device(),
+    Ok(false)
+)]
+#[case::find_on_an_attribute(
+    r#"int(device.attributes["dra.example.com"].name.find('[0-9]+')) >= 80"#,
+    DRIVER,
+    device(&[("name", string_attr("a100-80gb"))], &[]),
+    Ok(true)
+)]
 #[case::allow_multiple_allocations(
     "device.allowMultipleAllocations == true",
     DRIVER,
@@ -323,6 +341,8 @@ const EXPENSIVE: &str = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, [1, 2, 3, 4, 5, 
 #[case::type_error("1", CompileError::ResultType("int".to_string()))]
 #[case::string_result("device.driver", CompileError::ResultType("string".to_string()))]
 #[case::list_result("[1, 2]", CompileError::ResultType("list(int)".to_string()))]
+#[case::find_result("'a'.find('a')", CompileError::ResultType("string".to_string()))]
+#[case::find_all_result("'a'.findAll('a')", CompileError::ResultType("list(string)".to_string()))]
 #[case::quantity_result(
     r#"quantity("1")"#,
     CompileError::ResultType("kubernetes.Quantity".to_string())
@@ -371,6 +391,7 @@ fn compile_refuses_as_upstream(#[case] expression: &str, #[case] want: CompileEr
 #[case::at_the_length_limit(&format!("true{}", " ".repeat(CEL_SELECTOR_EXPRESSION_MAX_LENGTH - 4)))]
 #[case::unknown_type_is_accepted(r#"device.attributes["dra.example.com"].name"#)]
 #[case::type_identifier("type(1) == int")]
+#[case::has_on_an_attribute(r#"has(device.attributes["dra.example.com"].model)"#)]
 #[case::namespaced_function(r#"strings.quote("a") == "\"a\"""#)]
 #[case::comprehension_variables_are_declared("[1, 2].exists(x, x == 2)")]
 #[case::nested_comprehensions_within_the_limit(
@@ -571,6 +592,12 @@ fn semver_library(#[case] expression: &str, #[case] want: Result<bool, &str>) {
 )]
 #[case::format(r#"'%s-%d'.format(['gpu', 1]) == 'gpu-1'"#, Ok(true))]
 #[case::matches(r#"'gpu-a100'.matches('^gpu-[a-z][0-9]+$')"#, Ok(true))]
+#[case::find(r#"'abc 123 456'.find('[0-9]+') == '123'"#, Ok(true))]
+#[case::find_no_match(r#"'abc'.find('[0-9]+') == ''"#, Ok(true))]
+#[case::find_all(r#"'abc 123 456'.findAll('[0-9]+') == ['123', '456']"#, Ok(true))]
+#[case::find_all_n(r#"'1 2 3'.findAll('[0-9]', 2) == ['1', '2']"#, Ok(true))]
+#[case::find_all_zero(r#"'1 2 3'.findAll('[0-9]', 0) == []"#, Ok(true))]
+#[case::find_all_negative_is_every(r#"'1 2 3'.findAll('[0-9]', -1).size() == 3"#, Ok(true))]
 fn strings_library(#[case] expression: &str, #[case] want: Result<bool, &str>) {
     assert_eq!(eval(expression), want.map_err(str::to_string));
 }

@@ -315,6 +315,19 @@ impl Checker<'_> {
                 &format!("undeclared reference to '{name}' (in container '')"),
             ));
         }
+        if target.is_none() && namespace.is_none() {
+            let types: Vec<Ty> = args.iter().map(|a| a.ty.clone()).collect();
+            if library_overload_missing(name, &types) {
+                let types: Vec<String> = types.iter().map(Ty::to_string).collect();
+                return Err(self.issue(
+                    id,
+                    &format!(
+                        "found no matching overload for '{name}' applied to '({})'",
+                        types.join(", ")
+                    ),
+                ));
+            }
+        }
         let arg_ty = |i: usize| args.get(i).map_or(Ty::Dyn, |a: &Info| a.ty.clone());
         let ty = match name {
             "_==_"
@@ -488,6 +501,21 @@ fn element_size(operand: &Info) -> u64 {
         Ty::Device => MAX_ATTRIBUTES_PER_DEVICE,
         Ty::Map(_, v) if matches!(**v, Ty::Map(..)) => MAX_ATTRIBUTES_PER_DEVICE,
         _ => UNKNOWN_SIZE,
+    }
+}
+
+/// Whether a call of the quantity or semver library's global function `name` with
+/// arguments of the known types `args` matches none of its overloads. Calls with an
+/// argument of unknown type are left to evaluation, as are other functions.
+fn library_overload_missing(name: &str, args: &[Ty]) -> bool {
+    if args.contains(&Ty::Dyn) {
+        return false;
+    }
+    match name {
+        "quantity" | "isQuantity" => args != [Ty::String],
+        "semver" | "isSemver" => args != [Ty::String] && args != [Ty::String, Ty::Bool],
+        "sign" => args != [Ty::Quantity],
+        _ => false,
     }
 }
 

@@ -57,20 +57,17 @@ impl Quantity {
     }
 }
 
-/// Whether `s` has the shape of upstream's quantity regular expression, which tells a bad
-/// suffix (`10Mm`) from a string that is no quantity at all (`10Mo`) in the error.
+/// Whether `s` gets past apimachinery's scan of a quantity (sign, digits, at most one
+/// point, suffix letters, a signed exponent), which tells a bad suffix (`10Mm`) from a
+/// string that is no quantity at all (`10Mo`, `1.5.5`) in the error.
 fn matches_quantity_shape(s: &str) -> bool {
-    let rest = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let number_end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    if number_end == 0 {
-        return false;
+    fn after_digits(s: &str) -> &str {
+        s.trim_start_matches(|c: char| c.is_ascii_digit())
     }
-    let rest = &rest[number_end..];
+    let rest = after_digits(s.strip_prefix(['+', '-']).unwrap_or(s));
+    let rest = after_digits(rest.strip_prefix('.').unwrap_or(rest));
     let rest = rest.trim_start_matches(|c: char| "eEinumkKMGTP".contains(c));
-    let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
-    rest.bytes().all(|b| b.is_ascii_digit())
+    !s.is_empty() && after_digits(rest.strip_prefix(['+', '-']).unwrap_or(rest)).is_empty()
 }
 
 impl Val for Quantity {

@@ -458,6 +458,16 @@ const QUANTITY_REGEX_ERROR: &str =
     r#"quantity("10Mm") == quantity("1")"#,
     Err("unable to parse quantity's suffix")
 )]
+#[case::parse_two_points(r#"quantity("1.5.5") == quantity("1")"#, Err(QUANTITY_REGEX_ERROR))]
+#[case::parse_empty(r#"quantity("") == quantity("1")"#, Err(QUANTITY_REGEX_ERROR))]
+#[case::parse_lower_binary_suffix(
+    r#"quantity("1ki") == quantity("1")"#,
+    Err("unable to parse quantity's suffix")
+)]
+#[case::parse_exponent_without_digits(
+    r#"quantity("1e") == quantity("1")"#,
+    Err("unable to parse quantity's suffix")
+)]
 #[case::is_quantity(r#"isQuantity("20")"#, Ok(true))]
 #[case::is_quantity_megabytes(r#"isQuantity("20M")"#, Ok(true))]
 #[case::is_quantity_mebibytes(r#"isQuantity("20Mi")"#, Ok(true))]

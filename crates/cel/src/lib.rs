@@ -137,6 +137,11 @@ impl DeviceSelector {
     /// validation do: its length, its syntax, the names it uses, its result type where that
     /// is known, and its worst-case cost.
     pub fn compile(expression: &str) -> Result<DeviceSelector, CompileError> {
+        DeviceSelector::compile_with(expression, true)
+    }
+
+    /// [`DeviceSelector::compile`], with the cost limit applied or not.
+    fn compile_with(expression: &str, limit_cost: bool) -> Result<DeviceSelector, CompileError> {
         if expression.len() > CEL_SELECTOR_EXPRESSION_MAX_LENGTH {
             return Err(CompileError::TooLong {
                 max: CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
@@ -150,7 +155,7 @@ impl DeviceSelector {
         if let Some(ty) = checked.result_type.filter(|t| !t.is_bool_or_dyn()) {
             return Err(CompileError::ResultType(ty.to_string()));
         }
-        if checked.max_cost > CEL_SELECTOR_EXPRESSION_MAX_COST {
+        if limit_cost && checked.max_cost > CEL_SELECTOR_EXPRESSION_MAX_COST {
             return Err(CompileError::CostLimit {
                 estimated: checked.max_cost,
             });
@@ -197,14 +202,23 @@ fn eval_error(e: ExecutionError) -> EvalError {
 /// Compiled selectors by expression, shared by every caller: a class's or request's
 /// selector is compiled once, not once per device or per scheduling cycle.
 ///
-/// Upstream: dynamic-resource-allocation/cel `Cache` (an LRU of compilation results). Here the
-/// bound is kept by emptying the cache when it is full: selectors come from the few
-/// DeviceClasses and claims a cluster has, so a full cache means churn, and recompiling the
-/// expressions in use costs less than tracking recency on every lookup.
+/// Upstream: dynamic-resource-allocation/cel `Cache`: least recently used entries are
+/// dropped first, compile errors are not kept, and the cost estimate does not refuse an
+/// expression: the API server did that when the object was written, and upstream's
+/// estimate and this crate's differ in detail, so a selector the cluster accepted is never
+/// refused here.
 #[derive(Debug)]
 pub struct SelectorCache {
     capacity: usize,
-    entries: Mutex<HashMap<String, Arc<DeviceSelector>>>,
+    entries: Mutex<CacheEntries>,
+}
+
+#[derive(Debug, Default)]
+struct CacheEntries {
+    /// The compiled selector and when it was last used.
+    by_expression: HashMap<String, (Arc<DeviceSelector>, u64)>,
+    /// Ticks once per lookup.
+    clock: u64,
 }
 
 impl SelectorCache {
@@ -212,30 +226,48 @@ impl SelectorCache {
     pub fn new(capacity: usize) -> Self {
         SelectorCache {
             capacity: capacity.max(1),
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(CacheEntries::default()),
         }
     }
 
-    /// The compiled `expression`, compiled now if it is not cached. Errors are not cached:
-    /// an invalid selector is refused by the API server, so it is rare here.
+    /// The compiled `expression`, compiled now if it is not cached.
     pub fn get(&self, expression: &str) -> Result<Arc<DeviceSelector>, CompileError> {
-        if let Some(found) = self.lock().get(expression) {
-            return Ok(Arc::clone(found));
+        {
+            let mut entries = self.lock();
+            entries.clock += 1;
+            let now = entries.clock;
+            if let Some((found, used)) = entries.by_expression.get_mut(expression) {
+                *used = now;
+                return Ok(Arc::clone(found));
+            }
         }
         // Compiled without the lock held, so lookups of other expressions are not held up;
         // two threads may compile the same expression, and the second insert wins.
-        let compiled = Arc::new(DeviceSelector::compile(expression)?);
+        let compiled = Arc::new(DeviceSelector::compile_with(expression, false)?);
         let mut entries = self.lock();
-        if entries.len() >= self.capacity && !entries.contains_key(expression) {
-            entries.clear();
+        if entries.by_expression.len() >= self.capacity
+            && !entries.by_expression.contains_key(expression)
+        {
+            // A linear scan: the cache holds the selectors of a few classes and claims.
+            let oldest = entries
+                .by_expression
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(e, _)| e.clone());
+            if let Some(oldest) = oldest {
+                entries.by_expression.remove(&oldest);
+            }
         }
-        entries.insert(expression.to_string(), Arc::clone(&compiled));
+        let now = entries.clock;
+        entries
+            .by_expression
+            .insert(expression.to_string(), (Arc::clone(&compiled), now));
         Ok(compiled)
     }
 
     /// How many compiled expressions the cache holds.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().by_expression.len()
     }
 
     /// Whether the cache holds nothing.
@@ -243,9 +275,14 @@ impl SelectorCache {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<DeviceSelector>>> {
-        // A panic while the lock was held cannot leave the map half-updated (every update
-        // is one insert or clear), so a poisoned lock is still usable.
+    /// Whether `expression` is cached (without counting as a use).
+    pub fn contains(&self, expression: &str) -> bool {
+        self.lock().by_expression.contains_key(expression)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheEntries> {
+        // Every update is one insert, remove or counter step, none of which can panic
+        // half-way, so a lock poisoned by a panic elsewhere still guards a sound map.
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

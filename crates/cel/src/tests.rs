@@ -662,13 +662,28 @@ fn cache_returns_the_same_compiled_selector() {
 }
 
 #[test]
-fn cache_stays_within_capacity() {
+fn cache_drops_the_least_recently_used_selector() {
     let cache = SelectorCache::new(2);
-    let results: Vec<bool> = ["true", "false", "1 == 1", "2 == 2"]
+    let results: Vec<bool> = ["true", "false", "true", "1 == 1"]
         .iter()
         .map(|e| cache.get(e).is_ok())
         .collect();
-    assert_eq!((results, cache.len() <= 2), (vec![true; 4], true));
+    assert_eq!(
+        (
+            results,
+            cache.len(),
+            cache.contains("true"),
+            cache.contains("false"),
+            cache.contains("1 == 1")
+        ),
+        (vec![true; 4], 2, true, false, true)
+    );
+}
+
+#[test]
+fn cache_does_not_refuse_on_the_cost_estimate() {
+    let cache = SelectorCache::new(2);
+    assert_eq!(cache.get(EXPENSIVE).map(|s| s.max_cost()), Ok(86_666_661));
 }
 
 #[test]

@@ -187,9 +187,6 @@ impl Checker<'_> {
             Expr::Select(select) => {
                 let operand = self.expr(&select.operand)?;
                 let cost = operand.cost.saturating_add(1);
-                if select.test {
-                    return Ok(Info::new(Ty::Bool, cost));
-                }
                 let ty = match &operand.ty {
                     Ty::Device => match device_field(&select.field) {
                         Some(ty) => ty,
@@ -202,6 +199,9 @@ impl Checker<'_> {
                     Ty::Map(_, v) => (**v).clone(),
                     _ => Ty::Dyn,
                 };
+                if select.test {
+                    return Ok(Info::new(Ty::Bool, cost));
+                }
                 Ok(Info {
                     size: element_size(&operand),
                     ty,

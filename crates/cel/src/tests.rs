@@ -298,6 +298,18 @@ fn all_device() -> Device {
     device(&[("name", string_attr("a100-80gb"))], &[]),
     Ok(true)
 )]
+#[case::optional_field_present(
+    r#"device.attributes["dra.example.com"].?model.orValue("") == "a100""#,
+    DRIVER,
+    device(&[("model", string_attr("a100"))], &[]),
+    Ok(true)
+)]
+#[case::optional_field_absent(
+    r#"device.attributes["dra.example.com"].?model.orValue("none") == "none""#,
+    DRIVER,
+    no_device(),
+    Ok(true)
+)]
 #[case::allow_multiple_allocations(
     "device.allowMultipleAllocations == true",
     DRIVER,
@@ -356,6 +368,12 @@ const EXPENSIVE: &str = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, [1, 2, 3, 4, 5, 
     CompileError::Invalid(
         "ERROR: <input>:1:1: undeclared reference to 'foo' (in container '')\n | foo == 1\n | ^"
             .to_string()
+    )
+)]
+#[case::has_undefined_device_field(
+    "has(device.foo)",
+    CompileError::Invalid(
+        "ERROR: <input>:1:4: undefined field 'foo'\n | has(device.foo)\n | ...^".to_string()
     )
 )]
 #[case::is_quantity_no_overload(

@@ -24,8 +24,10 @@
 //! [`DeviceSelector::compile`] runs a check of its own over the parsed expression (see
 //! `check.rs`): undeclared variables, fields `device` does not have, a result type known not
 //! to be bool, and a worst-case cost estimate refused above upstream's limit. Evaluation is
-//! not metered: the estimate, made with the API's bounds on a device's attributes and
-//! strings, is what keeps a selector's evaluation bounded.
+//! not metered (upstream also stops an evaluation at the limit; the `cel` crate has no way to
+//! count): what keeps a selector's evaluation bounded is the API server refusing, when the
+//! object is written, a selector whose estimate, made with the API's bounds on a device's
+//! attributes and strings, is above the limit.
 
 mod check;
 mod device;
@@ -70,6 +72,9 @@ pub enum CompileError {
         /// The estimate.
         estimated: u64,
     },
+    /// The environment could not be built: a fault of this crate, not of the expression.
+    #[error("{0}")]
+    Internal(String),
 }
 
 /// Why a compiled selector could not say whether a device matches. The texts are upstream's.
@@ -111,7 +116,7 @@ static ENV: LazyLock<Result<Arc<Env>, String>> = LazyLock::new(|| {
 });
 
 fn env() -> Result<&'static Arc<Env>, CompileError> {
-    ENV.as_ref().map_err(|e| CompileError::Invalid(e.clone()))
+    ENV.as_ref().map_err(|e| CompileError::Internal(e.clone()))
 }
 
 /// One compiled device selector.

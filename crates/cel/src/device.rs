@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use cel::common::traits::{Container, Indexer, Iterable, Sizer};
 use cel::common::types::{CelBool, CelInt, CelMap, CelMapKey, CelString, Type, MAP_TYPE};
 use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 use cel::ExecutionError;
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 
@@ -16,8 +17,27 @@ use crate::EvalError;
 
 type Entries = HashMap<CelMapKey<'static>, Box<dyn Val>>;
 
-/// The value of `device` for `device` of driver `driver`.
-pub(crate) fn device_value(driver: &str, device: &Device) -> Result<CelMap<'static>, EvalError> {
+/// A device as a selector sees it: the `device` variable.
+#[derive(Debug)]
+pub struct DeviceValue {
+    device: CelMap<'static>,
+}
+
+impl DeviceValue {
+    /// The `device` variable for `device` of driver `driver`. Fails as a match does when an
+    /// attribute has no value a selector can be given (a version that is not semver).
+    pub fn new(driver: &str, device: &Device) -> Result<DeviceValue, EvalError> {
+        device_value(driver, device).map(|device| DeviceValue { device })
+    }
+}
+
+impl VariableResolver for DeviceValue {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        (variable == "device").then_some(CowVal::Borrowed(&self.device))
+    }
+}
+
+fn device_value(driver: &str, device: &Device) -> Result<CelMap<'static>, EvalError> {
     let mut attributes: HashMap<String, Entries> = HashMap::new();
     for (name, attribute) in device.attributes.iter().flatten() {
         let value = attribute_value(attribute).map_err(|reason| EvalError::Attribute {

@@ -31,6 +31,8 @@
 
 mod check;
 mod device;
+
+pub use device::DeviceValue;
 pub mod quantity;
 mod regex_library;
 pub mod semver;
@@ -181,9 +183,15 @@ impl DeviceSelector {
     ///
     /// Upstream: `CompilationResult.DeviceMatches`.
     pub fn matches(&self, driver: &str, device: &Device) -> Result<bool, EvalError> {
-        let value = device::device_value(driver, device)?;
+        self.matches_value(&DeviceValue::new(driver, device)?)
+    }
+
+    /// [`DeviceSelector::matches`] for a device already made into the selector's input:
+    /// building that input is most of the work of a match, so a caller matching one device
+    /// against several selectors builds it once.
+    pub fn matches_value(&self, device: &DeviceValue) -> Result<bool, EvalError> {
         let mut context = Context::with_env(Arc::clone(&self.env));
-        context.add_variable_as_val("device", Box::new(value));
+        context.set_variable_resolver(device);
         let result = Value::resolve_val(self.program.expression(), &context).map_err(eval_error)?;
         match result.downcast_ref::<CelBool>() {
             Some(b) => Ok(*b.inner()),

@@ -743,3 +743,36 @@ fn cache_is_shared_across_threads() {
     let want: Vec<Result<bool, String>> = (0..50).map(|i| Ok(i % 2 == 0)).collect();
     assert_eq!(results, vec![want; 4]);
 }
+
+#[test]
+fn one_device_value_serves_several_selectors() {
+    let device = all_device();
+    let expressions = [
+        ALL,
+        r#"device.attributes["dra.example.com"].int == 2"#,
+        r#"device.attributes["dra.example.com"].missing"#,
+    ];
+    let value = DeviceValue::new(DRIVER, &device).map_err(|e| e.to_string());
+    let by_value: Vec<Result<bool, String>> = expressions
+        .iter()
+        .map(|e| {
+            let selector = DeviceSelector::compile(e).map_err(|e| e.to_string())?;
+            let value = value.as_ref().map_err(Clone::clone)?;
+            selector.matches_value(value).map_err(|e| e.to_string())
+        })
+        .collect();
+    let by_device: Vec<Result<bool, String>> = expressions
+        .iter()
+        .map(|e| {
+            let selector = DeviceSelector::compile(e).map_err(|e| e.to_string())?;
+            selector.matches(DRIVER, &device).map_err(|e| e.to_string())
+        })
+        .collect();
+    assert_eq!(
+        (by_value.clone(), by_device),
+        (
+            vec![Ok(true), Ok(false), Err("no such key: missing".to_string())],
+            by_value
+        )
+    );
+}

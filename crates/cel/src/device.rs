@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use cel::common::traits::{Container, Indexer, Iterable, Sizer};
 use cel::common::types::{CelBool, CelInt, CelMap, CelMapKey, CelString, Type, MAP_TYPE};
-use cel::common::value::{CowVal, Val};
+use cel::common::value::{CowVal, StaticVal, Val};
 use cel::context::VariableResolver;
 use cel::ExecutionError;
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
@@ -168,7 +168,14 @@ impl Val for DomainMap {
     }
 
     fn equals(&self, other: &dyn Val) -> bool {
-        self.domains.equals(other)
+        match other.downcast_ref::<DomainMap>() {
+            Some(other) => self.domains.equals(&other.domains),
+            None => self.domains.equals(other),
+        }
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
@@ -178,6 +185,8 @@ impl Val for DomainMap {
         Box::new(self.clone())
     }
 }
+
+impl StaticVal for DomainMap {}
 
 impl Indexer for DomainMap {
     fn get<'b, 'v>(&'b self, idx: &dyn Val) -> Result<CowVal<'b, 'v>, ExecutionError>

@@ -310,6 +310,18 @@ fn all_device() -> Device {
     no_device(),
     Ok(true)
 )]
+#[case::attribute_domains_equal_themselves(
+    "device.attributes == device.attributes && device.capacity != device.attributes",
+    DRIVER,
+    device(&[("model", string_attr("a100"))], &[("memory", "1Gi")]),
+    Ok(true)
+)]
+#[case::heterogeneous_equality_is_false(
+    r#"device.attributes["dra.example.com"].model == 1"#,
+    DRIVER,
+    device(&[("model", string_attr("a100"))], &[]),
+    Ok(false)
+)]
 #[case::allow_multiple_allocations(
     "device.allowMultipleAllocations == true",
     DRIVER,

@@ -16,7 +16,8 @@
 //!
 //! Besides standard CEL (with `matches`), the libraries device selectors use are here:
 //! `quantity` and `semver` (see [`quantity`] and [`semver`]), `find` and `findAll`
-//! (Kubernetes' regex library), cel-go's strings extension
+//! (Kubernetes' regex library), `isSorted`, `sum`, `min`, `max`, `indexOf` and
+//! `lastIndexOf` on lists (Kubernetes' lists library), cel-go's strings extension
 //! (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
 //! `substring`, `trim`, `join`, `format`) and `cel.bind`.
 //!
@@ -31,6 +32,7 @@
 
 mod check;
 mod device;
+mod lists_library;
 
 pub use device::DeviceValue;
 pub mod quantity;
@@ -52,7 +54,10 @@ pub const CEL_SELECTOR_EXPRESSION_MAX_LENGTH: usize = 10 * 1024;
 /// worst-case estimate is above it is refused.
 pub const CEL_SELECTOR_EXPRESSION_MAX_COST: u64 = 1_000_000;
 
-/// Why an expression is not a device selector. The texts are upstream's.
+/// Why an expression is not a device selector. The texts are upstream's; the API's
+/// validation reports them on the `expression` field as upstream does: `TooLong` as a
+/// "Too long" error, `Invalid` and `ResultType` as "Invalid value" with the expression,
+/// `CostLimit` as "Forbidden", `Internal` as "Internal error".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
     /// Longer than [`CEL_SELECTOR_EXPRESSION_MAX_LENGTH`] bytes (upstream's `field.TooLong`).
@@ -102,7 +107,7 @@ pub enum EvalError {
 }
 
 /// The environment every selector is compiled and evaluated in: standard CEL, the strings
-/// extension, the Kubernetes quantity, semver and regex libraries and `cel.bind`.
+/// extension, the Kubernetes quantity, semver, regex and lists libraries and `cel.bind`.
 static ENV: LazyLock<Result<Arc<Env>, String>> = LazyLock::new(|| {
     let mut env = Env::stdlib();
     let declared = env
@@ -110,6 +115,7 @@ static ENV: LazyLock<Result<Arc<Env>, String>> = LazyLock::new(|| {
         .and_then(|()| env.add_extension(quantity::library))
         .and_then(|()| env.add_extension(semver::library))
         .and_then(|()| env.add_extension(regex_library::library))
+        .and_then(|()| env.add_extension(lists_library::library))
         .and_then(|()| env.add_macro(check::bind_macro()));
     match declared {
         Ok(()) => Ok(Arc::new(env)),

@@ -677,6 +677,29 @@ fn strings_library(#[case] expression: &str, #[case] want: Result<bool, &str>) {
     assert_eq!(eval(expression), want.map_err(str::to_string));
 }
 
+#[rstest]
+#[case::is_sorted_ints("[1, 2, 3].isSorted()", Ok(true))]
+#[case::is_sorted_strings("['a', 'b', 'b', 'c'].isSorted()", Ok(true))]
+#[case::is_sorted_false("[2.0, 1.0].isSorted()", Ok(false))]
+#[case::is_sorted_one("[1].isSorted()", Ok(true))]
+#[case::is_sorted_empty("[].isSorted()", Ok(true))]
+#[case::sum_ints("[1, 3].sum() == 4", Ok(true))]
+#[case::sum_doubles("[1.0, 3.0].sum() == 4.0", Ok(true))]
+#[case::sum_empty("[].sum() == 0", Ok(true))]
+#[case::min("[1, 3].min() == 1", Ok(true))]
+#[case::max("[1, 3].max() == 3", Ok(true))]
+#[case::min_empty("[].min() == 0", Err("min called on empty list"))]
+#[case::min_one("[1].min() == 1", Ok(true))]
+#[case::min_of_concatenation("([0] + []).min() == 0", Ok(true))]
+#[case::index_of("[1, 2, 2, 3].indexOf(2) == 1", Ok(true))]
+#[case::last_index_of("['a', 'b', 'b', 'c'].lastIndexOf('b') == 2", Ok(true))]
+#[case::index_of_missing("[1.0].indexOf(1.1) == -1", Ok(true))]
+#[case::index_of_empty("[].indexOf('string') == -1", Ok(true))]
+#[case::max_of_split_attribute("'3,10,7'.split(',').map(s, int(s)).max() == 10", Ok(true))]
+fn lists_library(#[case] expression: &str, #[case] want: Result<bool, &str>) {
+    assert_eq!(eval(expression), want.map_err(str::to_string));
+}
+
 #[test]
 fn cache_returns_the_same_compiled_selector() {
     let cache = SelectorCache::new(4);

@@ -95,6 +95,9 @@ pub(crate) struct Checked {
     pub(crate) result_type: Option<Ty>,
     /// The worst-case cost.
     pub(crate) max_cost: u64,
+    /// How deeply the expression nests (a literal is 1), which is how deeply evaluating
+    /// it recurses.
+    pub(crate) depth: usize,
 }
 
 /// What is known of one sub-expression.
@@ -122,6 +125,8 @@ pub(crate) fn check(program: &Program, source: &str) -> Result<Checked, CompileE
         source,
         source_info: program.source_info(),
         scope: Vec::new(),
+        depth: 0,
+        max_depth: 0,
     };
     let info = checker.expr(program.expression())?;
     Ok(Checked {
@@ -130,6 +135,7 @@ pub(crate) fn check(program: &Program, source: &str) -> Result<Checked, CompileE
             ty => Some(ty),
         },
         max_cost: info.cost,
+        depth: checker.max_depth,
     })
 }
 
@@ -177,10 +183,21 @@ struct Checker<'a> {
     source_info: &'a SourceInfo,
     /// Variables bound by comprehensions and `cel.bind`, innermost last.
     scope: Vec<(String, Info)>,
+    /// The depth of the expression being checked, and the deepest seen.
+    depth: usize,
+    max_depth: usize,
 }
 
 impl Checker<'_> {
     fn expr(&mut self, e: &IdedExpr) -> Result<Info, CompileError> {
+        self.depth += 1;
+        self.max_depth = self.max_depth.max(self.depth);
+        let info = self.expr_at_depth(e);
+        self.depth -= 1;
+        info
+    }
+
+    fn expr_at_depth(&mut self, e: &IdedExpr) -> Result<Info, CompileError> {
         match &e.expr {
             Expr::Literal(l) => Ok(Info::new(literal_type(l), 0)),
             Expr::Ident(name) => self.ident(e.id, name),

@@ -29,6 +29,11 @@
 //! count): what keeps a selector's evaluation bounded is the API server refusing, when the
 //! object is written, a selector whose estimate, made with the API's bounds on a device's
 //! attributes and strings, is above the limit.
+//!
+//! The `cel` crate's parser and interpreter recurse per level of nesting, deeply enough that
+//! an expression of a few hundred bytes would overflow an ordinary thread's stack and abort
+//! the process; compiling, and evaluating an expression that nests deeply, run on a thread
+//! with a large stack (see `DEEP_STACK_SIZE`).
 
 mod check;
 mod device;
@@ -134,6 +139,33 @@ pub struct DeviceSelector {
     program: Program,
     env: Arc<Env>,
     max_cost: u64,
+    /// How deeply the expression nests; see [`INLINE_EVALUATION_DEPTH`].
+    depth: usize,
+}
+
+/// The stack the `cel` crate gets to parse, check and evaluate a deep expression on. Its
+/// parser and interpreter recurse several frames per level of nesting (about 30 KiB a level
+/// in a debug build), so an expression well within the length limit (fifty nested
+/// parentheses, a hundred terms added up) overflows an ordinary 2 MiB thread stack and
+/// aborts the process. Only the pages a parse touches are ever committed.
+const DEEP_STACK_SIZE: usize = 256 << 20;
+
+/// Expressions nesting deeper than this are evaluated on a thread of their own with a
+/// [`DEEP_STACK_SIZE`] stack; shallower ones, which is every selector written by hand, on
+/// the caller's.
+const INLINE_EVALUATION_DEPTH: usize = 16;
+
+/// Runs `f` on a thread with a [`DEEP_STACK_SIZE`] stack and returns what it returns.
+fn on_deep_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel".to_string())
+            .stack_size(DEEP_STACK_SIZE)
+            .spawn_scoped(scope, f)
+            .map_err(|e| format!("cannot start a thread for a CEL expression: {e}"))?
+            .join()
+            .map_err(|_| "a CEL expression's thread panicked".to_string())
+    })
 }
 
 impl std::fmt::Debug for DeviceSelector {
@@ -160,6 +192,18 @@ impl DeviceSelector {
                 max: CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
             });
         }
+        // Compiling is rare (the API server validating a write, a cache miss), so it always
+        // gets a deep stack rather than guessing from the text how deep the parse will go.
+        on_deep_stack(|| DeviceSelector::compile_here(expression, limit_cost))
+            .map_err(CompileError::Internal)?
+    }
+
+    fn compile_here(expression: &str, limit_cost: bool) -> Result<DeviceSelector, CompileError> {
+        if expression.len() > CEL_SELECTOR_EXPRESSION_MAX_LENGTH {
+            return Err(CompileError::TooLong {
+                max: CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
+            });
+        }
         let env = env()?;
         let program = env
             .compile(expression)
@@ -177,6 +221,7 @@ impl DeviceSelector {
             program,
             env: Arc::clone(env),
             max_cost: checked.max_cost,
+            depth: checked.depth,
         })
     }
 
@@ -196,6 +241,13 @@ impl DeviceSelector {
     /// building that input is most of the work of a match, so a caller matching one device
     /// against several selectors builds it once.
     pub fn matches_value(&self, device: &DeviceValue) -> Result<bool, EvalError> {
+        if self.depth > INLINE_EVALUATION_DEPTH {
+            return on_deep_stack(|| self.evaluate(device)).map_err(EvalError::Runtime)?;
+        }
+        self.evaluate(device)
+    }
+
+    fn evaluate(&self, device: &DeviceValue) -> Result<bool, EvalError> {
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.set_variable_resolver(device);
         let result = Value::resolve_val(self.program.expression(), &context).map_err(eval_error)?;

@@ -811,3 +811,32 @@ fn one_device_value_serves_several_selectors() {
         )
     );
 }
+
+fn nested(open: &str, inner: &str, close: &str, depth: usize) -> String {
+    format!("{}{inner}{}", open.repeat(depth), close.repeat(depth))
+}
+
+/// Each of these aborted the whole process with a stack overflow on an ordinary 2 MiB
+/// thread (a test thread's, a tokio worker's) before compiling and evaluating got a deep
+/// stack: the cel crate's parser and interpreter recurse once or more per level.
+#[rstest]
+#[case::nested_parentheses(nested("(", "true", ")", 90), Ok(Ok(true)))]
+#[case::nested_lists(format!("{} == [1]", nested("[", "1", "]", 90)), Ok(Ok(false)))]
+#[case::long_sum(format!("1{} == 2501", " + 1".repeat(2500)), Ok(Ok(true)))]
+#[case::long_field_chain(
+    format!("device.driver{} == ''", ".x".repeat(3000)),
+    Ok(Err("found no matching overload for '_._' applied to '(string, string)'".to_string()))
+)]
+#[case::parentheses_beyond_the_parser_limit(
+    nested("(", "true", ")", 5000),
+    Err("compilation failed: ERROR: <input>:1:97: Syntax error: OtherError(ParseError { source: None, pos: (96, -1), msg: \"Recursion limit of 96 exceeded\", expr_id: 0, source_info: None })".to_string())
+)]
+fn deep_expression_does_not_overflow_the_stack(
+    #[case] expression: String,
+    #[case] want: Result<Result<bool, String>, String>,
+) {
+    let got = DeviceSelector::compile(&expression)
+        .map(|s| s.matches(DRIVER, &no_device()).map_err(|e| e.to_string()))
+        .map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string());
+    assert_eq!(got, want);
+}

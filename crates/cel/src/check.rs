@@ -158,6 +158,9 @@ const GLOBAL_FUNCTIONS: &[&str] = &[
     "semver",
     "isSemver",
     "strings.quote",
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
     "optional.of",
     "optional.ofNonZeroValue",
     "optional.none",
@@ -366,7 +369,10 @@ impl Checker<'_> {
             | "contains"
             | "isGreaterThan"
             | "isLessThan"
-            | "isInteger" => Ty::Bool,
+            | "isInteger"
+            | "isSorted"
+            | "equivalent"
+            | "intersects" => Ty::Bool,
             "_+_" => match Ty::join(arg_ty(0), arg_ty(1)) {
                 t @ (Ty::Int | Ty::Uint | Ty::Double | Ty::String | Ty::Bytes | Ty::List(_)) => t,
                 _ => Ty::Dyn,
@@ -403,6 +409,10 @@ impl Checker<'_> {
             "split" | "findAll" => Ty::List(Box::new(Ty::String)),
             "quantity" => Ty::Quantity,
             "semver" => Ty::Semver,
+            "sum" | "min" | "max" => match target.as_ref().map(|t| &t.ty) {
+                Some(Ty::List(e)) if **e != Ty::Dyn => (**e).clone(),
+                _ => Ty::Dyn,
+            },
             "add" | "sub" if target.as_ref().is_some_and(|t| t.ty == Ty::Quantity) => Ty::Quantity,
             _ => Ty::Dyn,
         };

@@ -17,7 +17,8 @@
 //! Besides standard CEL (with `matches`), the libraries device selectors use are here:
 //! `quantity` and `semver` (see [`quantity`] and [`semver`]), `find` and `findAll`
 //! (Kubernetes' regex library), `isSorted`, `sum`, `min`, `max`, `indexOf` and
-//! `lastIndexOf` on lists (Kubernetes' lists library), cel-go's strings extension
+//! `lastIndexOf` on lists (Kubernetes' lists library), `sets.contains`, `sets.equivalent`
+//! and `sets.intersects` (cel-go's sets extension), cel-go's strings extension
 //! (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
 //! `substring`, `trim`, `join`, `format`) and `cel.bind`.
 //!

@@ -1,9 +1,13 @@
 //! The Kubernetes lists library: `isSorted()`, `sum()`, `min()`, `max()`, `indexOf(x)` and
-//! `lastIndexOf(x)` on a list.
+//! `lastIndexOf(x)` on a list; and cel-go's sets extension, which Kubernetes' base
+//! environment also has: `sets.contains(a, b)` (every element of `b` is in `a`),
+//! `sets.equivalent(a, b)` (each contains the other) and `sets.intersects(a, b)` (an element
+//! in both).
 //!
-//! Upstream: staging/src/k8s.io/apiserver/pkg/cel/library/lists.go. Upstream declares them
-//! for lists of comparable (or, for `sum`, numeric) types and its checker refuses others;
-//! here a list whose elements cannot be compared or added fails when evaluated.
+//! Upstream: staging/src/k8s.io/apiserver/pkg/cel/library/lists.go and cel-go's ext/sets.go.
+//! Upstream declares them for lists of comparable (or, for `sum`, numeric) types and its
+//! checker refuses others; here a list whose elements cannot be compared or added fails
+//! when evaluated. Elements are equal as `==` says (`1 == 1.0`).
 
 use std::cmp::Ordering;
 
@@ -31,13 +35,40 @@ pub(crate) fn library(env: &mut Env) -> Result<(), DeclarationError> {
         vec![cel::common::types::DYN_TYPE],
         last_index_of,
     )?;
+    let lists = || vec![LIST_TYPE, LIST_TYPE];
+    env.add_overload(
+        "sets.contains",
+        "list_sets_contains_list",
+        lists(),
+        sets_contains,
+    )?;
+    env.add_overload(
+        "sets.equivalent",
+        "list_sets_equivalent_list",
+        lists(),
+        sets_equivalent,
+    )?;
+    env.add_overload(
+        "sets.intersects",
+        "list_sets_intersects_list",
+        lists(),
+        sets_intersects,
+    )?;
     Ok(())
 }
 
 /// The elements of the list a member function is called on (its first argument).
 fn elements<'a, 'v>(args: &'a [CowVal<'_, 'v>]) -> Result<Vec<&'a (dyn Val + 'v)>, ExecutionError> {
+    elements_of(args, 0)
+}
+
+/// The elements of the list that is argument `index`.
+fn elements_of<'a, 'v>(
+    args: &'a [CowVal<'_, 'v>],
+    index: usize,
+) -> Result<Vec<&'a (dyn Val + 'v)>, ExecutionError> {
     let list = args
-        .first()
+        .get(index)
         .ok_or_else(ExecutionError::missing_argument_or_target)?;
     let iterable = list
         .as_iterable()
@@ -160,4 +191,28 @@ fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Ex
     let items = elements(&args)?;
     let found = position(&args, (0..items.len()).rev(), &items)?;
     Ok(CowVal::owned(CelInt::from(found)))
+}
+
+/// Whether every element of `b` is equal to an element of `a`.
+fn contains_all(a: &[&dyn Val], b: &[&dyn Val]) -> bool {
+    b.iter().all(|x| a.iter().any(|y| y.equals(*x)))
+}
+
+fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = (elements_of(&args, 0)?, elements_of(&args, 1)?);
+    Ok(CowVal::owned(CelBool::from(contains_all(&a, &b))))
+}
+
+fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = (elements_of(&args, 0)?, elements_of(&args, 1)?);
+    Ok(CowVal::owned(CelBool::from(
+        contains_all(&a, &b) && contains_all(&b, &a),
+    )))
+}
+
+fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = (elements_of(&args, 0)?, elements_of(&args, 1)?);
+    Ok(CowVal::owned(CelBool::from(
+        b.iter().any(|x| a.iter().any(|y| y.equals(*x))),
+    )))
 }

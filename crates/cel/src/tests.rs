@@ -365,6 +365,12 @@ const EXPENSIVE: &str = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, [1, 2, 3, 4, 5, 
 #[case::type_error("1", CompileError::ResultType("int".to_string()))]
 #[case::string_result("device.driver", CompileError::ResultType("string".to_string()))]
 #[case::list_result("[1, 2]", CompileError::ResultType("list(int)".to_string()))]
+#[case::is_sorted_result("[1].isSorted() ? 1 : 2", CompileError::ResultType("int".to_string()))]
+#[case::sets_result(
+    "[sets.contains([1], [1]), sets.intersects([1], [1])]",
+    CompileError::ResultType("list(bool)".to_string())
+)]
+#[case::list_max_result("[1, 2].max()", CompileError::ResultType("int".to_string()))]
 #[case::find_result("'a'.find('a')", CompileError::ResultType("string".to_string()))]
 #[case::find_all_result("'a'.findAll('a')", CompileError::ResultType("list(string)".to_string()))]
 #[case::quantity_result(
@@ -696,6 +702,14 @@ fn strings_library(#[case] expression: &str, #[case] want: Result<bool, &str>) {
 #[case::index_of_missing("[1.0].indexOf(1.1) == -1", Ok(true))]
 #[case::index_of_empty("[].indexOf('string') == -1", Ok(true))]
 #[case::max_of_split_attribute("'3,10,7'.split(',').map(s, int(s)).max() == 10", Ok(true))]
+#[case::sets_contains("sets.contains([1, 2, 3], [3, 1])", Ok(true))]
+#[case::sets_contains_empty("sets.contains([1], [])", Ok(true))]
+#[case::sets_contains_missing("sets.contains([1, 2], [3])", Ok(false))]
+#[case::sets_contains_numeric_equality("sets.contains([1], [1.0, 1u])", Ok(true))]
+#[case::sets_equivalent("sets.equivalent([1, 2, 2], [2, 1])", Ok(true))]
+#[case::sets_not_equivalent("sets.equivalent([1, 2], [1])", Ok(false))]
+#[case::sets_intersects("sets.intersects(['a', 'b'], ['c', 'b'])", Ok(true))]
+#[case::sets_intersects_empty("sets.intersects([1], [])", Ok(false))]
 fn lists_library(#[case] expression: &str, #[case] want: Result<bool, &str>) {
     assert_eq!(eval(expression), want.map_err(str::to_string));
 }

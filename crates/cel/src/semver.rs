@@ -121,8 +121,17 @@ fn number(s: &str, name: &str, capitalized: &str) -> Result<u64, String> {
             "{capitalized} number must not contain leading zeroes {s:?}"
         ));
     }
-    s.parse::<u64>()
-        .map_err(|_| format!("strconv.ParseUint: parsing {s:?}: invalid syntax"))
+    s.parse::<u64>().map_err(|_| parse_uint_error(s))
+}
+
+/// Go's `strconv.ParseUint` error for a string of digits (or nothing) that is no `u64`.
+fn parse_uint_error(s: &str) -> String {
+    let reason = if s.is_empty() {
+        "invalid syntax"
+    } else {
+        "value out of range"
+    };
+    format!("strconv.ParseUint: parsing {s:?}: {reason}")
 }
 
 fn is_alphanumeric(b: u8) -> bool {
@@ -135,12 +144,14 @@ fn pre_release(s: &str) -> Result<PreRelease, String> {
     }
     if s.bytes().all(|b| b.is_ascii_digit()) {
         if s.len() > 1 && s.starts_with('0') {
-            return Err(format!("Version contains leading zeroes: {s:?}"));
+            return Err(format!(
+                "Numeric PreRelease version must not contain leading zeroes {s:?}"
+            ));
         }
         return s
             .parse()
             .map(PreRelease::Numeric)
-            .map_err(|_| format!("strconv.ParseUint: parsing {s:?}: value out of range"));
+            .map_err(|_| parse_uint_error(s));
     }
     if !s.bytes().all(is_alphanumeric) {
         return Err(format!("Invalid character(s) found in prerelease {s:?}"));

@@ -622,7 +622,15 @@ fn quantity_library(#[case] expression: &str, #[case] want: Result<bool, &str>) 
 )]
 #[case::parse_prerelease_leading_zero(
     r#"semver("1.0.0-01") == semver("1.0.0")"#,
-    Err(r#"Version contains leading zeroes: "01""#)
+    Err(r#"Numeric PreRelease version must not contain leading zeroes "01""#)
+)]
+#[case::parse_empty_minor(
+    r#"semver("1..0") == semver("1.0.0")"#,
+    Err(r#"strconv.ParseUint: parsing "": invalid syntax"#)
+)]
+#[case::parse_major_out_of_range(
+    r#"semver("99999999999999999999.0.0") == semver("1.0.0")"#,
+    Err(r#"strconv.ParseUint: parsing "99999999999999999999": value out of range"#)
 )]
 #[case::parse_bad_build(
     r#"semver("1.0.0+a_b") == semver("1.0.0")"#,

@@ -558,6 +558,23 @@ const QUANTITY_REGEX_ERROR: &str =
 )]
 #[case::is_integer(r#"quantity("50").isInteger()"#, Ok(true))]
 #[case::fraction_is_no_integer(r#"quantity("500m").isInteger()"#, Ok(false))]
+#[case::one_point_zero_is_held_as_a_fraction(r#"quantity("1.0").isInteger()"#, Ok(false))]
+#[case::milli_thousand_is_held_as_a_fraction(r#"quantity("1000m").isInteger()"#, Ok(false))]
+#[case::fraction_with_decimal_suffix(r#"quantity("1.5k").asInteger() == 1500"#, Ok(true))]
+#[case::binary_suffix(r#"quantity("1Gi").asInteger() == 1073741824"#, Ok(true))]
+#[case::binary_suffix_with_fraction(r#"quantity("1.5Gi").isInteger()"#, Ok(false))]
+#[case::exponent_beyond_int64(r#"quantity("1e999").isInteger()"#, Ok(false))]
+#[case::eighteen_digits(r#"quantity("123456789012345678").isInteger()"#, Ok(true))]
+#[case::nineteen_digits(r#"quantity("1234567890123456789").isInteger()"#, Ok(false))]
+#[case::sum_at_the_smaller_scale(
+    r#"quantity("1k").add(quantity("1")).asInteger() == 1001"#,
+    Ok(true)
+)]
+#[case::sum_with_a_fraction(r#"quantity("1").add(quantity("0.5")).isInteger()"#, Ok(false))]
+#[case::decimal_beyond_int64_is_capped(
+    r#"quantity("9999999999999999999999999999999999999G") == quantity("9223372036854775807")"#,
+    Ok(true)
+)]
 #[case::as_float(r#"quantity("50.703k").asApproximateFloat() == 50703.0"#, Ok(true))]
 #[case::sign_negative(
     r#"quantity("-1Ki").sign() == -1 && sign(quantity("-1")) == -1"#,

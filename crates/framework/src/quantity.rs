@@ -33,6 +33,13 @@ pub fn parse_milli_value(s: &str) -> Result<i64, QuantityError> {
     parse(s).map(|p| p.scaled(3))
 }
 
+/// Parses `s` and returns its value in billionths, exact: upstream `ParseQuantity` keeps a
+/// quantity to nano precision, rounding digits beyond it away from zero. Values beyond
+/// `i128` saturate (a quantity that large has no use in a comparison beyond being large).
+pub fn parse_nano_value(s: &str) -> Result<i128, QuantityError> {
+    parse(s).map(Parsed::nanos)
+}
+
 fn parse(s: &str) -> Result<Parsed, QuantityError> {
     let err = || QuantityError(s.to_string());
     let bytes = s.as_bytes();
@@ -167,6 +174,47 @@ impl Parsed {
         }
     }
 
+    /// The value times `10^9`, rounded away from zero, saturating at `i128`.
+    fn nanos(self) -> i128 {
+        let saturated = if self.negative { i128::MIN } else { i128::MAX };
+        if self.mantissa == 0 {
+            return 0;
+        }
+        let exp10 = self.exp10.saturating_add(9);
+        let mut num: u128 = self.mantissa;
+        for _ in 0..self.exp2 {
+            match num.checked_mul(2) {
+                Some(v) => num = v,
+                None => return saturated,
+            }
+        }
+        let mut den: u128 = 1;
+        if exp10 >= 0 {
+            for _ in 0..exp10 {
+                match num.checked_mul(10) {
+                    Some(v) if v <= i128::MAX as u128 => num = v,
+                    _ => return saturated,
+                }
+            }
+        } else {
+            for _ in 0..(-exp10).min(60) {
+                match den.checked_mul(10) {
+                    Some(v) => den = v,
+                    None => break,
+                }
+            }
+        }
+        let magnitude = num / den + u128::from(num % den != 0);
+        let Ok(magnitude) = i128::try_from(magnitude) else {
+            return saturated;
+        };
+        if self.negative {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
+
     fn saturate(self) -> i64 {
         if self.negative {
             i64::MIN
@@ -203,6 +251,21 @@ mod tests {
             (parse_value(input), parse_milli_value(input)),
             (Ok(value), Ok(milli))
         );
+    }
+
+    #[rstest]
+    #[case::plain_integer("2", 2_000_000_000)]
+    #[case::nano("1n", 1)]
+    #[case::milli("1500m", 1_500_000_000)]
+    #[case::binary_suffix("1Ki", 1_024_000_000_000)]
+    #[case::below_nano_rounds_away_from_zero("0.1n", 1)]
+    #[case::negative_below_nano_rounds_away_from_zero("-1.5n", -2)]
+    #[case::exponent("12e-9", 12)]
+    #[case::zero_with_huge_exponent("0e99", 0)]
+    #[case::huge_saturates("1e40", i128::MAX)]
+    #[case::negative_huge_saturates("-1e40", i128::MIN)]
+    fn parses_nano_value(#[case] input: &str, #[case] nanos: i128) {
+        assert_eq!(parse_nano_value(input), Ok(nanos));
     }
 
     #[rstest]

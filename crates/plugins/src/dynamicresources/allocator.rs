@@ -93,18 +93,8 @@ pub enum SelectorError {
     Runtime(String),
 }
 
-/// Evaluates one CEL device selector on one device. With `kubesched-cel`'s `SelectorCache`
-/// (compile once, evaluate many) it is:
-///
-/// ```text
-/// impl Selectors for SelectorCache {
-///     fn matches(&self, expression: &str, driver: &str, device: &Device)
-///         -> Result<bool, SelectorError> {
-///         let selector = self.get(expression).map_err(|e| SelectorError::Compile(e.to_string()))?;
-///         selector.matches(driver, device).map_err(|e| SelectorError::Runtime(e.to_string()))
-///     }
-/// }
-/// ```
+/// Evaluates one CEL device selector on one device. [`kubesched_cel::SelectorCache`] is the
+/// evaluator the scheduler uses (each expression compiled once, evaluated many times).
 pub trait Selectors: Send + Sync {
     fn matches(
         &self,
@@ -112,6 +102,22 @@ pub trait Selectors: Send + Sync {
         driver: &str,
         device: &Device,
     ) -> Result<bool, SelectorError>;
+}
+
+impl Selectors for kubesched_cel::SelectorCache {
+    fn matches(
+        &self,
+        expression: &str,
+        driver: &str,
+        device: &Device,
+    ) -> Result<bool, SelectorError> {
+        let selector = self
+            .get(expression)
+            .map_err(|e| SelectorError::Compile(e.to_string()))?;
+        selector
+            .matches(driver, device)
+            .map_err(|e| SelectorError::Runtime(e.to_string()))
+    }
 }
 
 /// The DeviceClasses by name.

@@ -1,8 +1,7 @@
 //! The allocator's cases, ported from upstream's shared allocator test table
 //! (structured/internal/allocatortesting), one named case each, plus the explanations.
 //!
-//! CEL goes through [`FakeCel`], a test double that understands only the expression forms
-//! these cases use; switching the cases to the real evaluator means replacing it.
+//! Selectors are evaluated by the scheduler's CEL evaluator, `kubesched_cel::SelectorCache`.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -54,91 +53,11 @@ const REGION_KEY: &str = "region";
 const PLANET_KEY: &str = "planet";
 const EARTH: &str = "earth";
 
-/// Test double for the CEL evaluator. It understands:
-/// `device.driver == "d"`, `device.capacity["domain"].name.compareTo(quantity("1Gi")) >= 0`,
-/// `device.attributes["domain"].name == "v"`, `a && b`; a bare identifier is an undeclared
-/// reference, as CEL's compiler says. Anything else is a compile error naming the double.
-struct FakeCel;
-
-impl Selectors for FakeCel {
-    fn matches(
-        &self,
-        expression: &str,
-        driver: &str,
-        device: &Device,
-    ) -> Result<bool, SelectorError> {
-        if let Some((left, right)) = expression.split_once(" && ") {
-            return Ok(self.matches(left, driver, device)? && self.matches(right, driver, device)?);
-        }
-        if let Some(value) = expression.strip_prefix("device.driver == ") {
-            return Ok(unquote(value)? == driver);
-        }
-        if let Some(rest) = expression.strip_prefix("device.capacity[") {
-            let (domain, rest) = split_domain(rest)?;
-            let (name, rest) = rest
-                .split_once(".compareTo(quantity(")
-                .ok_or_else(|| not_understood(expression))?;
-            let (limit, _) = rest
-                .split_once("))")
-                .ok_or_else(|| not_understood(expression))?;
-            let limit = parse_quantity(&unquote(limit)?)?;
-            let capacity = qualified(device.capacity.as_ref(), domain, driver, name)
-                .ok_or_else(|| SelectorError::Runtime(format!("no such key: {name}")))?;
-            return Ok(parse_quantity(&capacity.value.0)? >= limit);
-        }
-        if let Some(rest) = expression.strip_prefix("device.attributes[") {
-            let (domain, rest) = split_domain(rest)?;
-            let (name, value) = rest
-                .split_once(" == ")
-                .ok_or_else(|| not_understood(expression))?;
-            let attribute = qualified(device.attributes.as_ref(), domain, driver, name)
-                .ok_or_else(|| SelectorError::Runtime(format!("no such key: {name}")))?;
-            return Ok(attribute.string.as_deref() == Some(unquote(value)?.as_str()));
-        }
-        if !expression.is_empty() && expression.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Err(SelectorError::Compile(format!(
-                "undeclared reference to '{expression}'"
-            )));
-        }
-        Err(not_understood(expression))
-    }
+/// The evaluator the scheduler uses, shared by the cases.
+fn evaluator() -> &'static kubesched_cel::SelectorCache {
+    static CACHE: std::sync::OnceLock<kubesched_cel::SelectorCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| kubesched_cel::SelectorCache::new(64))
 }
-
-fn not_understood(expression: &str) -> SelectorError {
-    SelectorError::Compile(format!("FakeCel does not understand {expression:?}"))
-}
-
-fn unquote(s: &str) -> Result<String, SelectorError> {
-    s.trim()
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .map(str::to_string)
-        .ok_or_else(|| not_understood(s))
-}
-
-/// `"domain"].rest` → (`domain`, `rest`).
-fn split_domain(s: &str) -> Result<(&str, &str), SelectorError> {
-    let (domain, rest) = s.split_once("\"].").ok_or_else(|| not_understood(s))?;
-    Ok((domain.trim_start_matches('"'), rest))
-}
-
-fn parse_quantity(s: &str) -> Result<i64, SelectorError> {
-    framework::quantity::parse_value(s).map_err(|e| SelectorError::Runtime(e.0))
-}
-
-/// An attribute or capacity by domain and name; the driver's own domain may be left out.
-fn qualified<'a, T>(
-    map: Option<&'a BTreeMap<String, T>>,
-    domain: &str,
-    driver: &str,
-    name: &str,
-) -> Option<&'a T> {
-    let map = map?;
-    map.get(&format!("{domain}/{name}"))
-        .or_else(|| (domain == driver).then(|| map.get(name)).flatten())
-}
-
-// Builders, named after upstream's.
 
 fn node(name: &str, region: &str) -> Node {
     Node {
@@ -1279,7 +1198,7 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     vec![claim(CLAIM0, vec![], vec![request(REQ0, CLASS_A, 1, vec![cel("noSuchVar")])])],
     vec![class(CLASS_A, DRIVER_A)],
     one_device_slice(),
-    Expect::Error("claim claim-0: selector #0: CEL compile error: undeclared reference to 'noSuchVar'"),
+    Expect::Error("claim claim-0: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:1: undeclared reference to 'noSuchVar' (in container '')\n | noSuchVar\n | ^"),
 ))]
 #[case::invalid_cel_one_device_class(case(
     vec![claim_with_request(CLAIM0, REQ0, CLASS_A)],
@@ -1289,7 +1208,7 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
         c
     }],
     one_device_slice(),
-    Expect::Error("class class-a: selector #0: CEL compile error: undeclared reference to 'noSuchVar'"),
+    Expect::Error("class class-a: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:1: undeclared reference to 'noSuchVar' (in container '')\n | noSuchVar\n | ^"),
 ))]
 #[case::invalid_cel_all_devices(case(
     vec![{
@@ -1301,7 +1220,7 @@ fn memory_device(name: &str, memory: &str, driver_version: Option<&str>) -> Devi
     }],
     vec![class(CLASS_A, DRIVER_A)],
     one_device_slice(),
-    Expect::Error("claim claim-0: selector #0: CEL compile error: undeclared reference to 'noSuchVar'"),
+    Expect::Error("claim claim-0: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:1: undeclared reference to 'noSuchVar' (in container '')\n | noSuchVar\n | ^"),
 ))]
 #[case::too_many_devices_single_request(case(
     vec![claim(CLAIM0, vec![], vec![request(REQ0, CLASS_A, 500, vec![])])],
@@ -1739,7 +1658,7 @@ fn allocate(#[case] case: Case) {
         &in_use,
         &case.classes,
         &case.slices,
-        &FakeCel,
+        evaluator(),
     );
     let claims: Vec<&ResourceClaim> = case.claims.iter().collect();
     let got = allocator.allocate(&case.node, &claims);
@@ -1759,7 +1678,7 @@ fn explanation_is_structured_per_claim_and_request() {
     let in_use = HashSet::from([id(DRIVER_A, POOL1, DEVICE1)]);
     let classes = vec![class(CLASS_A, DRIVER_A)];
     let slices = two_device_slice();
-    let allocator = Allocator::new(Features::ALL, &in_use, &classes, &slices, &FakeCel);
+    let allocator = Allocator::new(Features::ALL, &in_use, &classes, &slices, evaluator());
     let claim = claim(CLAIM0, vec![], vec![request(REQ0, CLASS_A, 2, vec![])]);
     let got = allocator.allocate(&node(NODE1, REGION1), &[&claim]);
     assert_eq!(
@@ -1787,7 +1706,7 @@ fn messages_name_namespaced_claims_with_their_namespace() {
     let in_use = HashSet::new();
     let classes: Vec<DeviceClass> = vec![];
     let slices = one_device_slice();
-    let allocator = Allocator::new(Features::ALL, &in_use, &classes, &slices, &FakeCel);
+    let allocator = Allocator::new(Features::ALL, &in_use, &classes, &slices, evaluator());
     let mut claim = claim_with_request(CLAIM0, REQ0, CLASS_A);
     claim.metadata.namespace = Some("default".to_string());
     let got = allocator.allocate(&node(NODE1, REGION1), &[&claim]);
@@ -1806,7 +1725,7 @@ fn one_allocator_serves_several_nodes() {
         slice_with_one_device(SLICE1, Reach::Node(NODE1), POOL1, DRIVER_A),
         slice_with_one_device(SLICE2, Reach::Node(NODE2), POOL2, DRIVER_A),
     ];
-    let allocator = Allocator::new(Features::ALL, &in_use, &classes, &slices, &FakeCel);
+    let allocator = Allocator::new(Features::ALL, &in_use, &classes, &slices, evaluator());
     let claim = claim_with_request(CLAIM0, REQ0, CLASS_A);
     let got: Vec<_> = [node(NODE1, REGION1), node(NODE2, REGION2)]
         .iter()

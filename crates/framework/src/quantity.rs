@@ -123,6 +123,11 @@ fn parse(s: &str) -> Result<Parsed, QuantityError> {
 impl Parsed {
     /// The value times `10^scale`, rounded up (towards +infinity), saturating at `i64`.
     fn scaled(self, scale: i32) -> i64 {
+        // Zero is zero at any exponent; without this, `0e2000000000` would multiply zero by
+        // ten two billion times.
+        if self.mantissa == 0 {
+            return 0;
+        }
         let exp10 = self.exp10.saturating_add(scale);
         let mut num: u128 = self.mantissa;
         let mut den: u128 = 1;
@@ -246,6 +251,7 @@ mod tests {
     #[case::negative("-1.5", -1, -1500)]
     #[case::nano("1n", 1, 1)]
     #[case::huge_saturates("100Ei", i64::MAX, i64::MAX)]
+    #[case::zero_with_the_largest_exponent("0e2147483647", 0, 0)]
     fn parses(#[case] input: &str, #[case] value: i64, #[case] milli: i64) {
         assert_eq!(
             (parse_value(input), parse_milli_value(input)),

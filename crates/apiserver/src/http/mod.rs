@@ -970,6 +970,19 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             ));
         }
     }
+    if info.group == "resource.k8s.io" {
+        crate::resource_validation::set_defaults(info.kind, &mut obj);
+        let errs = crate::resource_validation::validate_create(info.kind, &obj);
+        if !errs.is_empty() {
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+            return Err(ApiError::invalid_fields(
+                info.kind,
+                info.group,
+                name.unwrap_or(""),
+                &errs,
+            ));
+        }
+    }
     if (info.group, info.kind) == ("storage.k8s.io", "StorageClass") {
         let errs = validation::validate_storage_class(&obj);
         if !errs.is_empty() {
@@ -1037,6 +1050,12 @@ fn finish_update(
                 }
             }
         }
+        if info.group == "resource.k8s.io" {
+            let errs = crate::resource_validation::validate_update(info.kind, current, &out, true);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
+            }
+        }
         return Ok(out);
     }
     let mut new = new;
@@ -1072,6 +1091,10 @@ fn finish_update(
             validation::validate_persistent_volume_claim_update(current, &new)
         }
         ("", "PersistentVolume") => validation::validate_persistent_volume_update(current, &new),
+        ("resource.k8s.io", kind) => {
+            crate::resource_validation::set_defaults(kind, &mut new);
+            crate::resource_validation::validate_update(kind, current, &new, false)
+        }
         ("storage.k8s.io", "StorageClass") => {
             validation::validate_storage_class_update(current, &new)
         }

@@ -303,11 +303,20 @@ impl ResourceClaimController {
                     }
                 }
                 if deallocate {
-                    if let Some(f) = new
-                        .pointer_mut("/metadata/finalizers")
-                        .and_then(Value::as_array_mut)
-                    {
-                        f.retain(|x| x != DELETE_PROTECTION_FINALIZER);
+                    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                        let left: Vec<Value> = m
+                            .get("finalizers")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .filter(|x| *x != DELETE_PROTECTION_FINALIZER)
+                            .cloned()
+                            .collect();
+                        if left.is_empty() {
+                            m.remove("finalizers");
+                        } else {
+                            m.insert("finalizers".into(), Value::Array(left));
+                        }
                     }
                 }
                 Ok(new)

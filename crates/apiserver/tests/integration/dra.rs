@@ -967,3 +967,36 @@ fn the_gpu_example_is_accepted_and_its_slices_and_claim_appear() {
     // Nothing allocates it here, so the kubelet stand-in does not start the pod.
     assert_eq!(phase(&c, "training"), "Pending");
 }
+
+#[test]
+fn kubectl_applies_the_gpu_example_and_lists_its_slices_and_claim() {
+    let c = cluster(true);
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/dra-gpu.yaml");
+    let out = c.kubectl_ok(&["apply", "-f", example]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "deviceclass.resource.k8s.io/gpu.example.com created",
+            "node/gpu-node-a created",
+            "node/gpu-node-b created",
+            "resourceclaimtemplate.resource.k8s.io/two-a100 created",
+            "pod/training created",
+        ]
+    );
+    generated_claim(&c, "training", "gpus");
+    wait_for("both slices", || {
+        let (_, list) = c.get(SLICES);
+        (list["items"].as_array().map(Vec::len) == Some(2)).then_some(())
+    });
+    let slices = c.kubectl_ok(&["get", "resourceslices", "-o", "name"]);
+    assert_eq!(
+        slices.lines().collect::<Vec<_>>(),
+        [
+            "resourceslice.resource.k8s.io/gpu-node-a-gpu.example.com",
+            "resourceslice.resource.k8s.io/gpu-node-b-gpu.example.com",
+        ]
+    );
+    // Applying again changes nothing.
+    let again = c.kubectl_ok(&["apply", "-f", example]);
+    assert!(again.lines().all(|l| l.ends_with(" unchanged")), "{again}");
+}

@@ -138,6 +138,70 @@ fn default_request(r: &mut Value) {
     }
 }
 
+/// The namespace label that lets claims in the namespace ask for admin access to devices.
+pub const ADMIN_ACCESS_NAMESPACE_LABEL: &str = "resource.kubernetes.io/admin-access";
+
+/// Admin access to devices (a request's `adminAccess: true` in a claim or template, or an
+/// allocation result's in a claim's new status) is only for namespaces labelled
+/// [`ADMIN_ACCESS_NAMESPACE_LABEL`]`: "true"`; the first such field is Forbidden otherwise.
+/// `old` is the stored claim on a status update: an allocation granted before stays.
+///
+/// Upstream: pkg/registry/resource/utils.go (AuthorizedForAdmin, AuthorizedForAdminStatus).
+pub fn admin_access_errors(
+    kind: &str,
+    obj: &Value,
+    old: Option<&Value>,
+    namespace: Option<&Value>,
+) -> Vec<FieldError> {
+    let requested = |requests: &[Value]| {
+        requests
+            .iter()
+            .position(|r| r.pointer("/exactly/adminAccess") == Some(&Value::Bool(true)))
+    };
+    let granted = |claim: &Value| {
+        claim
+            .pointer("/status/allocation/devices/results")
+            .and_then(Value::as_array)
+            .and_then(|rs| {
+                rs.iter()
+                    .position(|r| r.get("adminAccess") == Some(&Value::Bool(true)))
+            })
+    };
+    let path = match (kind, old) {
+        ("ResourceClaim", Some(old)) if granted(old).is_none() => {
+            granted(obj).map(|i| format!("status.allocation.devices.results[{i}].adminAccess"))
+        }
+        ("ResourceClaim", None) => requested(list(
+            obj.pointer("/spec/devices").unwrap_or(&Value::Null),
+            "requests",
+        ))
+        .map(|i| format!("spec.devices.requests[{i}].exactly.adminAccess")),
+        ("ResourceClaimTemplate", None) => requested(list(
+            obj.pointer("/spec/spec/devices").unwrap_or(&Value::Null),
+            "requests",
+        ))
+        .map(|i| format!("spec.devices.requests[{i}].exactly.adminAccess")),
+        _ => None,
+    };
+    let Some(path) = path else {
+        return Vec::new();
+    };
+    let labelled = namespace
+        .and_then(|ns| ns.pointer("/metadata/labels"))
+        .and_then(|l| l.get(ADMIN_ACCESS_NAMESPACE_LABEL))
+        .and_then(Value::as_str)
+        == Some("true");
+    if labelled {
+        return Vec::new();
+    }
+    vec![FieldError::forbidden(
+        path,
+        format!(
+            "admin access to devices requires the `{ADMIN_ACCESS_NAMESPACE_LABEL}: true` label on the containing namespace"
+        ),
+    )]
+}
+
 /// Checks a new object of a resource.k8s.io kind.
 pub fn validate_create(kind: &str, obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -491,7 +555,12 @@ fn claim_spec(spec: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
             } else if let Some(attr) = c.get("distinctAttribute").and_then(Value::as_str) {
                 fully_qualified_name(attr, &format!("{p}.distinctAttribute"), errs);
             } else {
-                errs.push(FieldError::required(format!("{p}.matchAttribute"), ""));
+                // Upstream's words since consumable capacity (beta, on by default in 1.36)
+                // brought `distinctAttribute`.
+                errs.push(FieldError::required(
+                    p,
+                    "exactly one of \"matchAttribute\" or \"distinctAttribute\" is required, but multiple fields are set",
+                ));
             }
         }
     }

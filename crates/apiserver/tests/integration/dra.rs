@@ -191,7 +191,8 @@ const INVALID: &str = "FieldValueInvalid";
 #[case::claim_constraint_without_match_attribute(
     CLAIMS,
     with_devices(claim(json!([gpu("gpu", json!({}))])), "constraints", json!([{}])),
-    claim_invalid(&[(REQUIRED, "spec.devices.constraints[0].matchAttribute", "Required value")])
+    claim_invalid(&[(REQUIRED, "spec.devices.constraints[0]",
+        "Required value: exactly one of \"matchAttribute\" or \"distinctAttribute\" is required, but multiple fields are set")])
 )]
 #[case::claim_match_attribute_without_domain(
     CLAIMS,
@@ -337,6 +338,64 @@ fn resource_objects_are_validated_as_upstream(
         Some(want) => assert_eq!((code, body), (422, want)),
         None => assert_eq!(code, 201, "{body}"),
     }
+}
+
+#[test]
+fn admin_access_needs_the_namespace_label() {
+    let c = Cluster::start();
+    let admin = claim(json!([gpu("gpu", json!({"adminAccess": true}))]));
+    let forbidden = |kind: &str, name: &str| {
+        invalid(
+            kind,
+            name,
+            &[(
+                "FieldValueForbidden",
+                "spec.devices.requests[0].exactly.adminAccess",
+                "Forbidden: admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace",
+            )],
+        )
+    };
+    assert_eq!(
+        c.post(CLAIMS, &admin),
+        (422, forbidden("ResourceClaim", "c"))
+    );
+    assert_eq!(
+        c.post(
+            TEMPLATES,
+            &template("t", json!([gpu("gpu", json!({"adminAccess": true}))]))
+        ),
+        (422, forbidden("ResourceClaimTemplate", "t"))
+    );
+    // An allocation granting admin access is refused in the status too.
+    create(&c, CLAIMS, &claim(json!([gpu("gpu", json!({}))])));
+    let mut granted = allocation("gpu-0");
+    granted["devices"]["results"][0]["adminAccess"] = json!(true);
+    assert_eq!(
+        put_status(&c, "c", json!({"allocation": granted})),
+        (
+            422,
+            invalid(
+                "ResourceClaim",
+                "c",
+                &[(
+                    "FieldValueForbidden",
+                    "status.allocation.devices.results[0].adminAccess",
+                    "Forbidden: admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace",
+                )]
+            )
+        )
+    );
+    create(
+        &c,
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops",
+                "labels": {"resource.kubernetes.io/admin-access": "true"}}}),
+    );
+    create(
+        &c,
+        "/apis/resource.k8s.io/v1/namespaces/ops/resourceclaims",
+        &admin,
+    );
 }
 
 #[test]

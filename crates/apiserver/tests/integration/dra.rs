@@ -341,6 +341,22 @@ fn resource_objects_are_validated_as_upstream(
 }
 
 #[test]
+fn a_device_capacity_that_is_not_a_quantity_is_refused_when_decoding() {
+    let c = Cluster::start();
+    let bad = slice(json!({"nodeName": "n1", "devices": [{"name": "gpu-0",
+        "capacity": {"memory": {"value": "lots"}}}]}));
+    assert_eq!(
+        c.post(SLICES, &bad),
+        (
+            400,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "ResourceSlice in version \"v1\" cannot be handled as a ResourceSlice: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                   "reason": "BadRequest", "code": 400})
+        )
+    );
+}
+
+#[test]
 fn admin_access_needs_the_namespace_label() {
     let c = Cluster::start();
     let admin = claim(json!([gpu("gpu", json!({"adminAccess": true}))]));

@@ -686,6 +686,17 @@ fn selectors(items: &[Value], path: &str, stored: bool, errs: &mut Vec<FieldErro
 }
 
 fn cel_expression(expression: &str, path: &str, errs: &mut Vec<FieldError>) {
+    cel_expression_with(expression, path, compile_cel, errs);
+}
+
+/// [`cel_expression`] with the compiler given, so that what a compile error becomes is
+/// tested whatever [`compile_cel`] is.
+fn cel_expression_with(
+    expression: &str,
+    path: &str,
+    compile: fn(&str) -> Result<(), String>,
+    errs: &mut Vec<FieldError>,
+) {
     if expression.len() > CEL_EXPRESSION_MAX_LENGTH {
         errs.push(FieldError::of(
             path,
@@ -693,7 +704,7 @@ fn cel_expression(expression: &str, path: &str, errs: &mut Vec<FieldError>) {
         ));
         return;
     }
-    if let Err(why) = compile_cel(expression) {
+    if let Err(why) = compile(expression) {
         errs.push(FieldError::invalid(path, json!(expression), why));
     }
 }
@@ -1255,6 +1266,19 @@ mod tests {
                 {"name": "b", "exactly": {"deviceClassName": "c", "allocationMode": "All"}},
                 {"name": "c", "firstAvailable": [{"name": "s", "deviceClassName": "c", "count": 2,
                                                   "allocationMode": "ExactCount"}]}]}}})
+        );
+    }
+
+    #[test]
+    fn an_expression_that_does_not_compile_is_invalid_with_the_compilers_message() {
+        fn failing(_: &str) -> Result<(), String> {
+            Err("compilation failed: ERROR: <input>:1:1: undeclared reference to 'x'".into())
+        }
+        let mut errs = Vec::new();
+        cel_expression_with("x", "spec.selectors[0].cel.expression", failing, &mut errs);
+        assert_eq!(
+            messages(&errs),
+            ["spec.selectors[0].cel.expression: Invalid value: \"x\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'x'"]
         );
     }
 

@@ -416,9 +416,20 @@ pub async fn run(store: Arc<Store>) {
                 Err(RecvError::Lagged(_)) => break,
                 Err(RecvError::Closed) => return,
             };
+            if ![pods.storage, claims.storage, templates.storage].contains(&ev.storage) {
+                continue;
+            }
             let obj = ev.object();
             let ns = str_at(&obj, "/metadata/namespace");
             if ev.storage == pods.storage {
+                // Most pods use no claims: their events cost nothing more here.
+                let uses_claims = obj
+                    .pointer("/spec/resourceClaims")
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| !c.is_empty());
+                if !uses_claims {
+                    continue;
+                }
                 if ev.kind != EventType::Deleted {
                     if let Some(pod) = c.store.get(pods, ns, str_at(&obj, "/metadata/name")) {
                         c.sync_pod(&pod);

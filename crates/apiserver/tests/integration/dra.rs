@@ -1075,3 +1075,47 @@ fn kubectl_applies_the_gpu_example_and_lists_its_slices_and_claim() {
     let again = c.kubectl_ok(&["apply", "-f", example]);
     assert!(again.lines().all(|l| l.ends_with(" unchanged")), "{again}");
 }
+
+#[test]
+fn a_slices_driver_pool_and_node_are_fixed() {
+    let c = Cluster::start();
+    let original = slice(json!({"nodeName": "n1"}));
+    create(&c, SLICES, &original);
+    let mut moved = original.clone();
+    moved["spec"]["driver"] = json!("nic.example.com");
+    moved["spec"]["pool"]["name"] = json!("n2");
+    moved["spec"]["nodeName"] = json!("n2");
+    let (code, body) = put(&c, &format!("{SLICES}/n1-gpu"), &moved);
+    assert_eq!(
+        (code, body),
+        (
+            422,
+            invalid(
+                "ResourceSlice",
+                "n1-gpu",
+                &[
+                    (
+                        INVALID,
+                        "spec.pool.name",
+                        "Invalid value: \"n2\": field is immutable"
+                    ),
+                    (
+                        INVALID,
+                        "spec.driver",
+                        "Invalid value: \"nic.example.com\": field is immutable"
+                    ),
+                    (
+                        INVALID,
+                        "spec.nodeName",
+                        "Invalid value: \"n2\": field is immutable"
+                    ),
+                ]
+            )
+        )
+    );
+    // Devices may change.
+    let mut more = original;
+    more["spec"]["devices"] = json!([device("gpu-0", json!({"index": {"int": 0}}))]);
+    let (code, body) = put(&c, &format!("{SLICES}/n1-gpu"), &more);
+    assert_eq!(code, 200, "{body}");
+}

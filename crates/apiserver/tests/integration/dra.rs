@@ -1119,3 +1119,17 @@ fn a_slices_driver_pool_and_node_are_fixed() {
     let (code, body) = put(&c, &format!("{SLICES}/n1-gpu"), &more);
     assert_eq!(code, 200, "{body}");
 }
+
+#[test]
+fn a_deleted_claim_reserved_for_nobody_is_deallocated_and_released_by_its_finalizer() {
+    let c = cluster(false);
+    let mut protected = claim_named("protected", json!([gpu("gpu", json!({}))]));
+    protected["metadata"]["finalizers"] = json!(["resource.kubernetes.io/delete-protection"]);
+    create(&c, CLAIMS, &protected);
+    let (code, body) = put_status(&c, "protected", json!({"allocation": allocation("gpu-0")}));
+    assert_eq!(code, 200, "{body}");
+    let path = format!("{CLAIMS}/protected");
+    let (code, body) = c.request("DELETE", &path, None, "");
+    assert_eq!(code, 200, "{body}");
+    wait_for("the claim gone", || (c.get(&path).0 == 404).then_some(()));
+}

@@ -344,7 +344,10 @@ struct ApiserverArgs {
     /// rancher.io/local-path) is created unless a class is the default already. The
     /// ReplicaSet, Deployment, DaemonSet, StatefulSet and Job controllers and the garbage
     /// collector run too, as under `up`, and a Job's running pods complete after
-    /// --job-pod-completion.
+    /// --job-pod-completion. For DRA, the resourceclaim controller makes claims from pods'
+    /// ResourceClaimTemplates, a node annotated kubesched.dev/devices:
+    /// "gpu.example.com=2,model=a100,memory=80Gi" gets a ResourceSlice with those devices, and
+    /// a pod starts once its claims are reserved for it.
     #[arg(long)]
     simulate_kubelets: bool,
 }

@@ -187,6 +187,25 @@ pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(Str
             );
         }
         ("", "PersistentVolume") => map_at(obj, "/spec/capacity", "spec.capacity", out),
+        ("resource.k8s.io", "ResourceSlice") => {
+            for (i, d) in at("/spec/devices")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                for (k, c) in d
+                    .get("capacity")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(q) = c.get("value") {
+                        out.push((format!("spec.devices[{i}].capacity[{k}].value"), q));
+                    }
+                }
+            }
+        }
         ("storage.k8s.io", "CSIStorageCapacity") => {
             for field in ["capacity", "maximumVolumeSize"] {
                 if let Some(q) = obj.get(field) {

@@ -5,6 +5,9 @@
 //! - A bound pod that is Pending and not being deleted becomes Running once every claim its
 //!   volumes name is Bound (a kubelet waits to mount them; until then the pod stays Pending):
 //!   `PodScheduled`,
+//!   and every ResourceClaim its `spec.resourceClaims` name (directly, or the claim made from
+//!   a template as recorded in `status.resourceClaimStatuses`) is allocated and reserved for
+//!   it (a kubelet waits to prepare the devices); then
 //!   `Initialized`, `ContainersReady` and `Ready` True, a pod IP, the node's InternalIP as
 //!   host IP, and one running, ready container status per container.
 //! - A Running, ready pod a Job owns (an owner reference of kind `Job`) completes after the
@@ -287,6 +290,21 @@ pub fn pod_claims(pod: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether a ResourceClaim is allocated and reserved for the pod with `uid` (what a kubelet
+/// needs before it prepares the devices and starts the pod).
+pub fn claim_reserved_for(claim: &Value, uid: &str) -> bool {
+    claim
+        .pointer("/status/allocation")
+        .is_some_and(|a| !a.is_null())
+        && claim
+            .pointer("/status/reservedFor")
+            .and_then(Value::as_array)
+            .is_some_and(|r| {
+                r.iter()
+                    .any(|c| str_at(c, "/resource") == "pods" && str_at(c, "/uid") == uid)
+            })
+}
+
 /// Whether a claim is bound to a volume (what a kubelet needs before it mounts it).
 pub fn claim_bound(claim: &Value) -> bool {
     str_at(claim, "/status/phase") == "Bound" && !str_at(claim, "/spec/volumeName").is_empty()
@@ -297,10 +315,13 @@ struct Kubelets {
     pods: &'static ResourceInfo,
     nodes: &'static ResourceInfo,
     claims: &'static ResourceInfo,
+    resource_claims: &'static ResourceInfo,
     next_ip: AtomicU32,
     /// Pods waiting for a claim, by the claim's (namespace, name): a claim's event looks up
     /// its pods here rather than listing the namespace's pods.
     waiting: Mutex<HashMap<(String, String), HashSet<String>>>,
+    /// Pods waiting for a ResourceClaim to be allocated and reserved for them, likewise.
+    waiting_devices: Mutex<HashMap<(String, String), HashSet<String>>>,
     /// The delay before a Job's running pod completes.
     job_pod_completion: std::time::Duration,
     /// Job pods to complete, by when: (due, namespace, name, uid).
@@ -333,7 +354,10 @@ impl Kubelets {
             return;
         }
         let node = str_at(pod, "/spec/nodeName");
-        if running_pod(pod, "", "").is_none() || !self.volumes_bound(pod) {
+        if running_pod(pod, "", "").is_none()
+            || !self.volumes_bound(pod)
+            || !self.devices_ready(pod)
+        {
             return;
         }
         let host_ip = self
@@ -394,6 +418,64 @@ impl Kubelets {
             }
         }
         false
+    }
+
+    /// Whether every ResourceClaim of the pod is allocated and reserved for it; the pod is
+    /// recorded as waiting for each one that is not. A claim still to be made from a
+    /// template is waited for through the pod's own update that records it.
+    fn devices_ready(&self, pod: &Value) -> bool {
+        let (ns, name, uid) = (
+            str_at(pod, "/metadata/namespace"),
+            str_at(pod, "/metadata/name"),
+            str_at(pod, "/metadata/uid"),
+        );
+        let mut ready = true;
+        let mut unready = Vec::new();
+        for entry in pod
+            .pointer("/spec/resourceClaims")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(claim) = crate::resourceclaim::claim_name(pod, entry) else {
+                ready = false;
+                continue;
+            };
+            let reserved = self
+                .store
+                .get(self.resource_claims, ns, &claim)
+                .is_some_and(|c| claim_reserved_for(&c, uid));
+            if !reserved {
+                unready.push(claim);
+            }
+        }
+        if unready.is_empty() {
+            return ready;
+        }
+        if let Ok(mut waiting) = self.waiting_devices.lock() {
+            for c in unready {
+                waiting
+                    .entry((ns.to_string(), c))
+                    .or_default()
+                    .insert(name.to_string());
+            }
+        }
+        false
+    }
+
+    /// A ResourceClaim changed: the pods waiting for it are looked at again.
+    fn resource_claim(&self, claim: &Value) {
+        let ns = str_at(claim, "/metadata/namespace");
+        let key = (ns.to_string(), str_at(claim, "/metadata/name").to_string());
+        let pods = match self.waiting_devices.lock() {
+            Ok(mut waiting) => waiting.remove(&key).unwrap_or_default(),
+            Err(_) => return,
+        };
+        for name in pods {
+            if let Some(pod) = self.store.get(self.pods, ns, &name) {
+                self.pod(&pod);
+            }
+        }
     }
 
     /// A claim became Bound: the pods waiting for it are looked at again.
@@ -503,10 +585,11 @@ impl Kubelets {
 /// Runs the kubelet stand-in until the store's event stream closes; a Job's running pods
 /// complete after `job_pod_completion`.
 pub async fn run(store: Arc<Store>, job_pod_completion: std::time::Duration) {
-    let (Some(pods), Some(nodes), Some(claims)) = (
+    let (Some(pods), Some(nodes), Some(claims), Some(resource_claims)) = (
         resources::lookup("", "v1", "pods"),
         resources::lookup("", "v1", "nodes"),
         resources::lookup("", "v1", "persistentvolumeclaims"),
+        resources::lookup("resource.k8s.io", "v1", "resourceclaims"),
     ) else {
         return;
     };
@@ -515,8 +598,10 @@ pub async fn run(store: Arc<Store>, job_pod_completion: std::time::Duration) {
         pods,
         nodes,
         claims,
+        resource_claims,
         next_ip: AtomicU32::new(0),
         waiting: Mutex::new(HashMap::new()),
+        waiting_devices: Mutex::new(HashMap::new()),
         job_pod_completion,
         completing: Mutex::new(BTreeSet::new()),
         scheduled: Mutex::new(HashSet::new()),
@@ -547,6 +632,9 @@ pub async fn run(store: Arc<Store>, job_pod_completion: std::time::Duration) {
                 Ok(ev) if ev.storage == pods.storage => k.pod(&ev.object()),
                 Ok(ev) if ev.storage == nodes.storage => k.node(&ev.object()),
                 Ok(ev) if ev.storage == claims.storage => k.claim(&ev.object()),
+                Ok(ev) if ev.storage == resource_claims.storage => {
+                    k.resource_claim(&ev.object());
+                }
                 Ok(_) => {}
                 // Fell behind: relist.
                 Err(RecvError::Lagged(_)) => break,

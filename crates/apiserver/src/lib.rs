@@ -6,9 +6,9 @@
 //! and [`validation`]. Connections (limit, timeouts) are `serve`; chunked lists are
 //! [`paging`]; HTTPS is [`tls`]; the controllers that
 //! run inside the server are [`namespace`] (always) and, on request, [`kubelet`],
-//! [`pv_controller`], [`provisioner`], [`replicaset`], [`deployment`], [`daemonset`],
-//! [`statefulset`], [`job`] and
-//! [`garbagecollector`].
+//! [`devicedriver`], [`pv_controller`], [`provisioner`], [`replicaset`], [`deployment`],
+//! [`daemonset`], [`statefulset`], [`job`], [`resourceclaim`] and [`garbagecollector`];
+//! resource.k8s.io objects are checked by [`resource_validation`].
 //! The checklist it follows is the project's apiserver-compat reference (docs/apiserver.md
 //! says what is implemented).
 //!
@@ -33,6 +33,7 @@ pub mod admission;
 pub mod controller;
 pub mod daemonset;
 pub mod deployment;
+pub mod devicedriver;
 pub mod discovery;
 pub mod garbagecollector;
 pub mod history;
@@ -50,6 +51,8 @@ pub mod pv_controller;
 pub mod quantity;
 mod recorder;
 pub mod replicaset;
+pub mod resource_validation;
+pub mod resourceclaim;
 pub mod resources;
 pub mod selectors;
 mod serve;
@@ -170,7 +173,9 @@ pub struct Config {
     /// written into [`Server::kubeconfig`].
     pub tokens: Vec<String>,
     /// Run the kubelet stand-in ([`kubelet`]): bound pods become Running and Ready once
-    /// their claims are Bound, nodes Ready.
+    /// their claims are Bound and their ResourceClaims reserved for them, nodes Ready; and
+    /// the device driver stand-in ([`devicedriver`]): nodes' `kubesched.dev/devices`
+    /// annotations are published as ResourceSlices.
     pub simulate_kubelets: bool,
     /// With [`Config::simulate_kubelets`]: how long a Job's pod runs before the kubelet
     /// stand-in completes it (KWOK's `pod-complete` stage; default 1 s).
@@ -180,8 +185,9 @@ pub struct Config {
     /// in [`Config::provisioners`] get a volume.
     pub volume_controllers: bool,
     /// Run the workload controllers: the ReplicaSet ([`replicaset`]), Deployment
-    /// ([`deployment`]), DaemonSet ([`daemonset`]), StatefulSet ([`statefulset`]) and Job
-    /// ([`job`]) controllers and the garbage collector ([`garbagecollector`]).
+    /// ([`deployment`]), DaemonSet ([`daemonset`]), StatefulSet ([`statefulset`]), Job
+    /// ([`job`]) and ResourceClaim ([`resourceclaim`]) controllers and the garbage collector
+    /// ([`garbagecollector`]).
     pub workload_controllers: bool,
     /// The provisioner names (a StorageClass's `provisioner`) the provisioner stand-in
     /// serves.
@@ -273,6 +279,8 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
     token: Option<String>,
     kubelets: Option<JoinHandle<()>>,
+    /// The device driver stand-in, with the kubelets.
+    device_driver: Option<JoinHandle<()>>,
     /// The PersistentVolume controller and provisioner stand-ins, when on.
     volume_controllers: Vec<JoinHandle<()>>,
     /// The workload controllers, when on.
@@ -403,6 +411,9 @@ impl Server {
         let kubelets = config
             .simulate_kubelets
             .then(|| tokio::spawn(kubelet::run(store.clone(), config.job_pod_completion)));
+        let device_driver = config
+            .simulate_kubelets
+            .then(|| tokio::spawn(devicedriver::run(store.clone())));
         let volume_controllers = if config.volume_controllers {
             vec![
                 tokio::spawn(pv_controller::run(store.clone())),
@@ -419,6 +430,7 @@ impl Server {
                 tokio::spawn(job::run(store.clone())),
                 tokio::spawn(daemonset::run(store.clone())),
                 tokio::spawn(statefulset::run(store.clone())),
+                tokio::spawn(resourceclaim::run(store.clone())),
             ]
         } else {
             Vec::new()
@@ -454,6 +466,7 @@ impl Server {
             task,
             token: config.tokens.first().cloned(),
             kubelets,
+            device_driver,
             volume_controllers,
             workload_controllers,
             namespaces,
@@ -499,7 +512,12 @@ impl Server {
 
     /// Stops accepting connections, ends open watches and waits for the server task.
     pub async fn shutdown(mut self) {
-        if let Some(k) = self.kubelets.take() {
+        for k in self
+            .kubelets
+            .take()
+            .into_iter()
+            .chain(self.device_driver.take())
+        {
             k.abort();
         }
         for c in self

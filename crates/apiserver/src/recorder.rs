@@ -46,7 +46,7 @@ impl Recorder {
         })
     }
 
-    /// Records an event (`kind` Normal or Warning) about a namespaced object of `object_kind`;
+    /// Records an event (`kind` Normal or Warning) about an object of `object_kind`;
     /// the event names the object's own `apiVersion` (`v1` when it has none).
     pub(crate) fn event(
         &self,
@@ -56,7 +56,13 @@ impl Recorder {
         reason: &str,
         message: &str,
     ) {
-        let ns = str_at(object, "/metadata/namespace");
+        // Events about cluster-scoped objects (nodes) live in `default`, as upstream's do.
+        let object_ns = str_at(object, "/metadata/namespace");
+        let ns = if object_ns.is_empty() {
+            "default"
+        } else {
+            object_ns
+        };
         let key: EventKey = (
             str_at(object, "/metadata/uid").to_string(),
             reason.to_string(),
@@ -89,7 +95,7 @@ impl Recorder {
             "metadata": {"name": name, "namespace": ns},
             "involvedObject": {
                 "kind": object_kind,
-                "namespace": ns,
+                "namespace": object_ns,
                 "name": str_at(object, "/metadata/name"),
                 "uid": str_at(object, "/metadata/uid"),
                 "apiVersion": match str_at(object, "/apiVersion") {

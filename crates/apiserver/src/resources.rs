@@ -408,7 +408,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         fields: &[],
     },
     // resource.k8s.io/v1 (Dynamic Resource Allocation): what kube-scheduler's DRA manager
-    // lists and watches; stored and served, not yet validated or allocated.
+    // lists and watches; defaulted and validated (resource_validation), not allocated here.
     ResourceInfo {
         group: "resource.k8s.io",
         version: "v1",

@@ -32,10 +32,16 @@ pub enum FieldErrorKind {
     Required,
     /// `Unsupported value: V: supported values: "a", "b"`.
     NotSupported(Value, &'static [&'static str]),
+    /// `Duplicate value: V`.
+    Duplicate(Value),
+    /// `Too many: N: must have at most M items`.
+    TooMany(usize, usize),
+    /// `Too long: may not be more than M bytes`.
+    TooLong(usize),
 }
 
 impl FieldError {
-    fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldError {
             field: field.into(),
             kind: FieldErrorKind::Forbidden,
@@ -52,6 +58,24 @@ impl FieldError {
         }
     }
 
+    /// `Required value` with an optional detail.
+    pub(crate) fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            kind: FieldErrorKind::Required,
+            detail: detail.into(),
+        }
+    }
+
+    /// An error of `kind` with no detail.
+    pub(crate) fn of(field: impl Into<String>, kind: FieldErrorKind) -> Self {
+        FieldError {
+            field: field.into(),
+            kind,
+            detail: String::new(),
+        }
+    }
+
     /// `Forbidden: …`, `Invalid value: 5: …`, `Required value` (apimachinery's ErrorBody).
     pub fn body(&self) -> String {
         let (head, detail) = match &self.kind {
@@ -64,6 +88,15 @@ impl FieldError {
                     "Unsupported value: {v}: supported values: {}",
                     quoted.join(", ")
                 );
+            }
+            FieldErrorKind::Duplicate(v) => return format!("Duplicate value: {v}"),
+            FieldErrorKind::TooMany(n, max) => {
+                let items = if *max == 1 { "item" } else { "items" };
+                return format!("Too many: {n}: must have at most {max} {items}");
+            }
+            FieldErrorKind::TooLong(max) => {
+                let bytes = if *max == 1 { "byte" } else { "bytes" };
+                return format!("Too long: may not be more than {max} {bytes}");
             }
         };
         if detail.is_empty() {
@@ -80,6 +113,9 @@ impl FieldError {
             FieldErrorKind::Invalid(_) => "FieldValueInvalid",
             FieldErrorKind::Required => "FieldValueRequired",
             FieldErrorKind::NotSupported(..) => "FieldValueNotSupported",
+            FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
+            FieldErrorKind::TooMany(..) => "FieldValueTooMany",
+            FieldErrorKind::TooLong(_) => "FieldValueTooLong",
         }
     }
 }

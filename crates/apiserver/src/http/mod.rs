@@ -974,6 +974,28 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             ));
         }
     }
+    if info.group == "resource.k8s.io" {
+        crate::resource_validation::set_defaults(info.kind, &mut obj);
+        let mut errs = crate::resource_validation::validate_create(info.kind, &obj);
+        if errs.is_empty() {
+            let ns = namespace_object(req, url_ns);
+            errs = crate::resource_validation::admin_access_errors(
+                info.kind,
+                &obj,
+                None,
+                ns.as_deref(),
+            );
+        }
+        if !errs.is_empty() {
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+            return Err(ApiError::invalid_fields(
+                info.kind,
+                info.group,
+                name.unwrap_or(""),
+                &errs,
+            ));
+        }
+    }
     if (info.group, info.kind) == ("storage.k8s.io", "StorageClass") {
         let errs = validation::validate_storage_class(&obj);
         if !errs.is_empty() {
@@ -987,6 +1009,13 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
         }
     }
     Ok(from_wire(info, obj))
+}
+
+/// The stored namespace `name`, if any. Not to be called under the store's lock (inside
+/// `Store::update`'s closure): callers look it up before.
+fn namespace_object(req: &Req<'_>, name: &str) -> Option<std::sync::Arc<Value>> {
+    let namespaces = resources::lookup("", "v1", "namespaces")?;
+    req.st.store.get(namespaces, "", name)
 }
 
 fn create(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
@@ -1013,6 +1042,7 @@ fn finish_update(
     status_only: bool,
     name: &str,
     req: &Req<'_>,
+    namespace: Option<&Value>,
 ) -> Result<Value, ApiError> {
     admission::check_kind(info, &mut new)?;
     let new_name = new
@@ -1039,6 +1069,21 @@ fn finish_update(
                 if let Some(m) = out.as_object_mut() {
                     m.remove("status");
                 }
+            }
+        }
+        if info.group == "resource.k8s.io" {
+            let mut errs =
+                crate::resource_validation::validate_update(info.kind, current, &out, true);
+            if errs.is_empty() {
+                errs = crate::resource_validation::admin_access_errors(
+                    info.kind,
+                    &out,
+                    Some(current),
+                    namespace,
+                );
+            }
+            if !errs.is_empty() {
+                return Err(ApiError::invalid_fields(info.kind, info.group, name, &errs));
             }
         }
         return Ok(out);
@@ -1078,6 +1123,10 @@ fn finish_update(
             validation::validate_persistent_volume_claim_update(current, &new)
         }
         ("", "PersistentVolume") => validation::validate_persistent_volume_update(current, &new),
+        ("resource.k8s.io", kind) => {
+            crate::resource_validation::set_defaults(kind, &mut new);
+            crate::resource_validation::validate_update(kind, current, &new, false)
+        }
         ("storage.k8s.io", "StorageClass") => {
             validation::validate_storage_class_update(current, &new)
         }
@@ -1105,6 +1154,14 @@ fn finish_update(
     Ok(new)
 }
 
+/// The namespace of a resource.k8s.io object's request (its labels decide admin access),
+/// looked up before the store's lock is taken.
+fn resource_namespace(req: &Req<'_>, p: &ObjectPath) -> Option<std::sync::Arc<Value>> {
+    (p.info.group == "resource.k8s.io" && p.info.namespaced)
+        .then(|| namespace_object(req, namespace_of(p)))
+        .flatten()
+}
+
 fn update(
     req: &Req<'_>,
     p: &ObjectPath,
@@ -1113,12 +1170,23 @@ fn update(
 ) -> Result<Response, ApiError> {
     let info = p.info;
     let body = req.object_body(info)?;
+    let namespace = resource_namespace(req, p);
     let updated = req.st.store.update(
         info,
         namespace_of(p),
         name,
         req.query.dry_run(),
-        |current| finish_update(info, current, body, status_only, name, req),
+        |current| {
+            finish_update(
+                info,
+                current,
+                body,
+                status_only,
+                name,
+                req,
+                namespace.as_deref(),
+            )
+        },
     )?;
     Ok(single(req, info, &updated, 200))
 }
@@ -1143,6 +1211,7 @@ fn patch(
         return Ok(single(req, info, &created, 201));
     }
     let body = req.body;
+    let namespace = resource_namespace(req, p);
     let updated = req
         .st
         .store
@@ -1156,7 +1225,15 @@ fn patch(
                     m.remove("resourceVersion");
                 }
             }
-            finish_update(info, current, patched, status_only, name, req)
+            finish_update(
+                info,
+                current,
+                patched,
+                status_only,
+                name,
+                req,
+                namespace.as_deref(),
+            )
         })?;
     Ok(single(req, info, &updated, 200))
 }

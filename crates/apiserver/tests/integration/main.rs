@@ -10,6 +10,7 @@ mod admission;
 mod browser;
 mod connections;
 mod deployments;
+mod dra;
 mod harness;
 mod http_api;
 mod jobs;

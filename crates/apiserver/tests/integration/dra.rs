@@ -175,6 +175,18 @@ const INVALID: &str = "FieldValueInvalid";
     claim(json!([gpu("gpu", json!({"selectors": [{}]}))])),
     claim_invalid(&[(REQUIRED, "spec.devices.requests[0].exactly.selectors[0].cel", "Required value")])
 )]
+#[case::claim_selector_that_does_not_compile(
+    CLAIMS,
+    claim(json!([gpu("gpu", json!({"selectors": [{"cel": {"expression": "noSuchVar"}}]}))])),
+    claim_invalid(&[(INVALID, "spec.devices.requests[0].exactly.selectors[0].cel.expression",
+        "Invalid value: \"noSuchVar\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'noSuchVar' (in container '')\n | noSuchVar\n | ^")])
+)]
+#[case::class_selector_not_bool(
+    CLASSES,
+    class(json!({"selectors": [{"cel": {"expression": "1 + 2"}}]})),
+    Some(invalid("DeviceClass", "gpu.example.com", &[(INVALID, "spec.selectors[0].cel.expression",
+        "Invalid value: \"1 + 2\": must evaluate to bool or the unknown type, not int")]))
+)]
 #[case::claim_more_than_32_requests(
     CLAIMS,
     claim(Value::Array((0..33).map(|i| gpu(&format!("r{i}"), json!({}))).collect())),

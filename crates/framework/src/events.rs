@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
@@ -31,6 +32,9 @@ pub enum EventResource {
     CSIDriver,
     CSIStorageCapacity,
     VolumeAttachment,
+    ResourceClaim,
+    ResourceSlice,
+    DeviceClass,
     /// Matches every resource.
     WildCard,
 }
@@ -167,6 +171,9 @@ pub enum EventObject {
     CSIDriver(Arc<CSIDriver>),
     CSIStorageCapacity(Arc<CSIStorageCapacity>),
     VolumeAttachment(Arc<VolumeAttachment>),
+    ResourceClaim(Arc<ResourceClaim>),
+    ResourceSlice(Arc<ResourceSlice>),
+    DeviceClass(Arc<DeviceClass>),
 }
 
 /// A kind of object cluster events carry, found in an [`EventObject`] by its variant.
@@ -201,7 +208,10 @@ event_kinds!(
     CSINode,
     CSIDriver,
     CSIStorageCapacity,
-    VolumeAttachment
+    VolumeAttachment,
+    ResourceClaim,
+    ResourceSlice,
+    DeviceClass
 );
 
 impl EventObject {
@@ -217,6 +227,9 @@ impl EventObject {
             EventObject::CSIDriver(_) => "CSIDriver",
             EventObject::CSIStorageCapacity(_) => "CSIStorageCapacity",
             EventObject::VolumeAttachment(_) => "VolumeAttachment",
+            EventObject::ResourceClaim(_) => "ResourceClaim",
+            EventObject::ResourceSlice(_) => "ResourceSlice",
+            EventObject::DeviceClass(_) => "DeviceClass",
         }
     }
 }
@@ -333,6 +346,17 @@ mod tests {
         EventResource::UnscheduledPod,
         ActionType::UPDATE_POD_LABEL,
         "UnscheduledPodUpdate"
+    )]
+    #[case::resource_claim_add(EventResource::ResourceClaim, ActionType::ADD, "ResourceClaimAdd")]
+    #[case::resource_slice_update(
+        EventResource::ResourceSlice,
+        ActionType::UPDATE,
+        "ResourceSliceUpdate"
+    )]
+    #[case::device_class_update(
+        EventResource::DeviceClass,
+        ActionType::UPDATE,
+        "DeviceClassUpdate"
     )]
     fn labels_follow_upstream(
         #[case] resource: EventResource,

@@ -57,9 +57,11 @@ impl ActionType {
     pub const UPDATE_POD_SCHEDULING_GATES_ELIMINATED: ActionType = ActionType(1 << 10);
     /// Any other update.
     pub const UPDATE_OTHER: ActionType = ActionType(1 << 11);
+    /// The pod's `status.resourceClaimStatuses` changed (a claim generated from a template).
+    pub const UPDATE_POD_GENERATED_RESOURCE_CLAIM: ActionType = ActionType(1 << 12);
     /// Every kind of update.
-    pub const UPDATE: ActionType = ActionType(((1 << 12) - 1) & !0b11);
-    pub const ALL: ActionType = ActionType((1 << 12) - 1);
+    pub const UPDATE: ActionType = ActionType(((1 << 13) - 1) & !0b11);
+    pub const ALL: ActionType = ActionType((1 << 13) - 1);
 
     /// Whether the two sets share an action.
     pub fn intersects(self, other: ActionType) -> bool {
@@ -76,7 +78,7 @@ impl std::ops::BitOr for ActionType {
 
 impl fmt::Debug for ActionType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const NAMES: [&str; 12] = [
+        const NAMES: [&str; 13] = [
             "Add",
             "Delete",
             "UpdateNodeAllocatable",
@@ -89,6 +91,7 @@ impl fmt::Debug for ActionType {
             "UpdatePodTolerations",
             "UpdatePodSchedulingGatesEliminated",
             "UpdateOther",
+            "UpdatePodGeneratedResourceClaim",
         ];
         if *self == ActionType::ALL {
             return f.write_str("All");

@@ -858,3 +858,91 @@ fn events_follow_upstream() {
         ]
     );
 }
+
+/// A pod referencing the claims `claims` (as `r0`, `r1`, ...).
+fn pod_with_claims(claims: &[&str]) -> Arc<PodInfo> {
+    let refs: Vec<serde_json::Value> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, c)| json!({"name": format!("r{i}"), "resourceClaimName": c}))
+        .collect();
+    make_pod(POD)
+        .uid(POD_UID)
+        .with(move |p| {
+            p.spec.get_or_insert_with(Default::default).resource_claims = Some(obj(json!(refs)));
+        })
+        .info()
+}
+
+#[rstest]
+#[case::two_claims_get_two_devices(
+    2, vec![pending("claim-1"), pending("claim-2")],
+    Status::success(),
+    vec![
+        Written { claim: "default/claim-1".into(), devices: vec!["some-driver/worker/instance-1".into()], reserved_for: vec![POD.into()] },
+        Written { claim: "default/claim-2".into(), devices: vec!["some-driver/worker/instance-2".into()], reserved_for: vec![POD.into()] },
+    ])]
+#[case::two_claims_do_not_share_one_device(
+    1, vec![pending("claim-1"), pending("claim-2")],
+    Status::unresolvable("cannot allocate all claims"), vec![])]
+#[case::allocated_claim_beside_a_pending_one_keeps_its_device(
+    2, vec![allocated(pending("claim-1"), WORKER), pending("claim-2")],
+    Status::success(),
+    vec![
+        Written { claim: "default/claim-1".into(), devices: vec!["some-driver/worker/instance-1".into()], reserved_for: vec![POD.into()] },
+        Written { claim: "default/claim-2".into(), devices: vec!["some-driver/worker/instance-2".into()], reserved_for: vec![POD.into()] },
+    ])]
+#[case::allocated_claim_takes_the_only_device_from_the_pending_one(
+    1, vec![allocated(pending("claim-1"), WORKER), pending("claim-2")],
+    Status::unresolvable("cannot allocate all claims"), vec![])]
+fn pod_with_two_claims(
+    #[case] devices: usize,
+    #[case] claims: Vec<ResourceClaim>,
+    #[case] want_filter: Status,
+    #[case] want_written: Vec<Written>,
+) {
+    let client = Arc::new(RecordingClient::default());
+    let pl = plugin(client.clone());
+    let snap = snapshot(
+        &[WORKER],
+        listers(&[class(CLASS)], &[slice(WORKER, devices)], &claims),
+    );
+    let got = attempt(
+        &pl,
+        &client,
+        &pod_with_claims(&["claim-1", "claim-2"]),
+        &snap,
+    );
+    assert_eq!(
+        (got.filter, got.written),
+        (vec![(WORKER.to_string(), want_filter)], want_written)
+    );
+}
+
+#[test]
+fn network_attached_device_is_allocated_on_any_node() {
+    let client = Arc::new(RecordingClient::default());
+    let pl = plugin(client.clone());
+    let shared: ResourceSlice = obj(json!({"metadata": {"name": "network"},
+        "spec": {"driver": DRIVER, "allNodes": true,
+            "pool": {"name": "network", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "instance-1"}]}}));
+    let snap = snapshot(
+        &[WORKER, "worker-2"],
+        listers(&[class(CLASS)], &[shared], &[pending(CLAIM)]),
+    );
+    let got = attempt(&pl, &client, &pod_with_claim(), &snap);
+    assert_eq!(
+        (got.filter, got.written),
+        (
+            vec![
+                (WORKER.to_string(), Status::success()),
+                ("worker-2".to_string(), Status::success())
+            ],
+            vec![worker_claim_written(
+                &["some-driver/network/instance-1"],
+                &[POD]
+            )]
+        )
+    );
+}

@@ -162,11 +162,13 @@ fn snapshot(nodes: &[&str], storage: Arc<StorageListers>) -> Snapshot {
 }
 
 /// A client that records every claim status written and bumps its `resourceVersion`, or
-/// answers with `fail`.
+/// answers with `fail` (every write, or only write number `fail_at`, counting from 0).
 #[derive(Default)]
 struct RecordingClient {
     written: Mutex<Vec<ResourceClaim>>,
     fail: Option<ClientError>,
+    fail_at: Option<usize>,
+    calls: std::sync::atomic::AtomicUsize,
 }
 
 impl RecordingClient {
@@ -217,8 +219,11 @@ impl ClusterClient for RecordingClient {
         claim: &'a ResourceClaim,
     ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
         Box::pin(async move {
+            let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if let Some(e) = &self.fail {
-                return Err(e.clone());
+                if self.fail_at.is_none_or(|n| n == call) {
+                    return Err(e.clone());
+                }
             }
             if let Ok(mut w) = self.written.lock() {
                 w.push(claim.clone());
@@ -337,7 +342,13 @@ fn attempt(
             if reserve.is_success() {
                 let status = rt.block_on(pl.pre_bind(&state, pod, &node));
                 if !status.is_success() {
-                    pl.unreserve(&mut state, pod, &node);
+                    rt.block_on(async {
+                        pl.unreserve(&mut state, pod, &node);
+                        // Let the background write run.
+                        for _ in 0..10 {
+                            tokio::task::yield_now().await;
+                        }
+                    });
                 }
                 out.pre_bind = Some(status);
             }
@@ -943,6 +954,48 @@ fn network_attached_device_is_allocated_on_any_node() {
                 &["some-driver/network/instance-1"],
                 &[POD]
             )]
+        )
+    );
+}
+
+#[test]
+fn unreserve_takes_the_pod_out_of_a_claim_pre_bind_already_reserved() {
+    let client = Arc::new(RecordingClient {
+        fail: Some(ClientError::Api {
+            code: 500,
+            message: "boom".into(),
+        }),
+        fail_at: Some(1),
+        ..RecordingClient::default()
+    });
+    let pl = plugin(client.clone());
+    let snap = snapshot(
+        &[WORKER],
+        listers(
+            &[class(CLASS)],
+            &[slice(WORKER, 2)],
+            &[pending("claim-1"), pending("claim-2")],
+        ),
+    );
+    let got = attempt(
+        &pl,
+        &client,
+        &pod_with_claims(&["claim-1", "claim-2"]),
+        &snap,
+    );
+    let claim_1 = |reserved_for: &[&str]| Written {
+        claim: "default/claim-1".into(),
+        devices: vec!["some-driver/worker/instance-1".into()],
+        reserved_for: reserved_for.iter().map(|s| s.to_string()).collect(),
+    };
+    assert_eq!(
+        (got.pre_bind, got.written, pl.tracker().in_flight.len()),
+        (
+            Some(Status::error(
+                "add allocation and reservation to claim default/claim-2: api error 500: boom"
+            )),
+            vec![claim_1(&[POD]), claim_1(&[])],
+            0
         )
     );
 }

@@ -55,7 +55,8 @@ use crate::names;
 use crate::volumebinding::assume_cache::AssumeCache;
 
 use self::allocator::{
-    Allocator, DeviceId, Features, Outcome, SelectorError, Selectors, CANNOT_ALLOCATE_ALL_CLAIMS,
+    AllocateError, Allocator, DeviceId, Features, Outcome, SelectorError, Selectors,
+    CANNOT_ALLOCATE_ALL_CLAIMS,
 };
 
 pub const NAME: &str = names::DYNAMIC_RESOURCES;
@@ -349,6 +350,8 @@ impl FilterPlugin for DynamicResources {
                 self.selectors.as_ref(),
             );
             match allocator.allocate(node.node(), &claims) {
+                // Only this node is affected: others may still allocate.
+                Err(e @ AllocateError::InvalidPools) => return Status::unresolvable(e.to_string()),
                 Err(e) => return Status::error(e.to_string()),
                 Ok(Outcome::Unschedulable(_)) => {
                     return Status::unresolvable(CANNOT_ALLOCATE_ALL_CLAIMS)

@@ -999,3 +999,40 @@ fn unreserve_takes_the_pod_out_of_a_claim_pre_bind_already_reserved() {
         )
     );
 }
+
+#[test]
+fn invalid_pool_rejects_only_its_node() {
+    let client = Arc::new(RecordingClient::default());
+    let pl = plugin(client.clone());
+    // Two slices of worker's pool publish the same device: the pool is invalid.
+    let mut second = slice(WORKER, 1);
+    second.metadata.name = Some("worker-second".into());
+    second.spec.pool.resource_slice_count = 2;
+    let mut first = slice(WORKER, 1);
+    first.spec.pool.resource_slice_count = 2;
+    let snap = snapshot(
+        &[WORKER, "worker-2"],
+        listers(
+            &[class(CLASS)],
+            &[first, second, slice("worker-2", 1)],
+            &[pending(CLAIM)],
+        ),
+    );
+    let got = attempt(&pl, &client, &pod_with_claim(), &snap);
+    assert_eq!(
+        (got.filter, got.written),
+        (
+            vec![
+                (
+                    WORKER.to_string(),
+                    Status::unresolvable("invalid resource pools were encountered")
+                ),
+                ("worker-2".to_string(), Status::success())
+            ],
+            vec![worker_claim_written(
+                &["some-driver/worker-2/instance-1"],
+                &[POD]
+            )]
+        )
+    );
+}

@@ -707,7 +707,11 @@ impl DynamicResources {
     /// What Filter's allocator needs: the devices in use (allocated claims, assumed writes
     /// and in-flight allocations), the classes and the slices.
     fn allocation_input(&self, indices: Vec<usize>, storage: &StorageListers) -> AllocationInput {
-        let tracker = self.tracker();
+        let mut tracker = self.tracker();
+        // Writes the informer has caught up with (or claims deleted since) need no overlay.
+        tracker
+            .assumed
+            .prune(|key| storage.resource_claims.get(key).cloned());
         let mut in_use = HashSet::new();
         for (key, claim) in &storage.resource_claims {
             let claim = tracker

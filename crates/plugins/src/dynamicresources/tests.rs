@@ -1036,3 +1036,29 @@ fn invalid_pool_rejects_only_its_node() {
         )
     );
 }
+
+#[test]
+fn assumed_claim_is_dropped_once_the_informer_shows_a_newer_version() {
+    let (_client, pl, a, _b, snap) = two_pods_one_device();
+    let (mut state_a, _) = filter_once(&pl, &a, &snap);
+    let _ = pl.reserve(&mut state_a, &a, WORKER);
+    let _ = runtime().block_on(pl.pre_bind(&state_a, &a, WORKER));
+    let assumed_after_pre_bind = pl.tracker().assumed.len();
+    // The informer shows claim-a at a version past the write (deallocated meanwhile).
+    let mut newer = pending("claim-a");
+    newer.metadata.resource_version = Some("5".into());
+    let later = snapshot(
+        &[WORKER],
+        listers(
+            &[class(CLASS)],
+            &[slice(WORKER, 1)],
+            &[newer, pending("claim-b")],
+        ),
+    );
+    let b = pod_with("pod-b", "uid-b", "claim-b");
+    let (_, status_b) = filter_once(&pl, &b, &later);
+    assert_eq!(
+        (assumed_after_pre_bind, pl.tracker().assumed.len(), status_b),
+        (1, 0, Status::success())
+    );
+}

@@ -359,6 +359,10 @@ pub struct Handle {
     /// `None` where no controller acts on volume bindings (`simulate`): VolumeBinding's
     /// PreBind then takes its own writes as the outcome instead of waiting.
     pub storage: Option<StorageWatch>,
+    /// The runtime binding cycles and API writes run on, for plugins that start a write
+    /// from a synchronous extension point (the scheduling loop runs on a thread of its
+    /// own, outside the runtime). `None` offline.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -379,6 +383,7 @@ impl Handle {
             preempting_pods: PreemptingPods::default(),
             binding_pods: BindingPods::default(),
             storage: None,
+            runtime: None,
         }
     }
 

@@ -106,6 +106,9 @@ pub struct DynamicResources {
     client: Arc<dyn ClusterClient>,
     /// The informer's live objects, for PreEnqueue and queueing hints; `None` offline.
     storage: Option<StorageWatch>,
+    /// Where PostFilter's and Unreserve's writes run: they are called from the scheduling
+    /// loop's thread, outside the runtime.
+    runtime: Option<tokio::runtime::Handle>,
     selectors: Arc<dyn Selectors>,
     claims: Mutex<ClaimTracker>,
 }
@@ -133,12 +136,14 @@ pub fn new(
     _args: Option<&serde_json::Value>,
     handle: &Handle,
 ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
-    Ok(Arc::new(DynamicResources::new(
+    let mut plugin = DynamicResources::new(
         Features::ALL,
         handle.client.clone(),
         handle.storage.clone(),
         Arc::new(RefuseCel),
-    )))
+    );
+    plugin.runtime = handle.runtime.clone();
+    Ok(Arc::new(plugin))
 }
 
 impl DynamicResources {
@@ -152,6 +157,7 @@ impl DynamicResources {
             features,
             client,
             storage,
+            runtime: None,
             selectors,
             claims: Mutex::new(ClaimTracker {
                 assumed: AssumeCache::new("resource.k8s.io/v1.ResourceClaim"),
@@ -798,7 +804,11 @@ impl DynamicResources {
 
     /// Writes a claim's status without waiting (PostFilter and Unreserve are synchronous).
     fn write_in_background(&self, claim: ResourceClaim, what: &'static str) -> Result<(), Status> {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let runtime = self
+            .runtime
+            .clone()
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        let Some(runtime) = runtime else {
             return Err(Status::error(format!(
                 "cannot {what} claim {}: no runtime to write it",
                 object_ref(&claim)

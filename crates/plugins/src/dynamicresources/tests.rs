@@ -1062,3 +1062,46 @@ fn assumed_claim_is_dropped_once_the_informer_shows_a_newer_version() {
         (1, 0, Status::success())
     );
 }
+
+#[test]
+fn post_filter_outside_the_runtime_deallocates_on_the_handle_runtime() {
+    let client = Arc::new(RecordingClient::default());
+    let rt = runtime();
+    let mut pl = plugin(client.clone());
+    pl.runtime = Some(rt.handle().clone());
+    let snap = snapshot(
+        &[WORKER],
+        listers(
+            &[class(CLASS)],
+            &[slice(WORKER, 1)],
+            &[allocated(pending(CLAIM), "other-node")],
+        ),
+    );
+    let pod = pod_with_claim();
+    let (mut state, _) = filter_once(&pl, &pod, &snap);
+    // As the scheduling loop calls it: on a thread outside the runtime.
+    let (_, status) = pl.post_filter(
+        &mut state,
+        &pod,
+        &snap,
+        &NodeToStatus::new(Status::unresolvable("absent")),
+        &NoRunner,
+    );
+    let written = rt.block_on(async {
+        for _ in 0..100 {
+            let w = client.written();
+            if !w.is_empty() {
+                return w.iter().map(written).collect();
+            }
+            tokio::task::yield_now().await;
+        }
+        Vec::new()
+    });
+    assert_eq!(
+        (status, written),
+        (
+            Status::unschedulable("deallocation of ResourceClaim completed"),
+            vec![worker_claim_written(&[], &[])]
+        )
+    );
+}

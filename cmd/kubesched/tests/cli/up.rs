@@ -1,7 +1,8 @@
 //! `kubesched up` and `kubesched run` end to end, driven by real kubectl over loopback:
 //! pods bound where they fit, FailedScheduling with upstream's message and a retry on the
 //! node-add event (and on the CSINode-update event for a pod over its node's volume limit,
-//! and on the claim-deallocated event for a pod waiting for a device),
+//! and on the claim-deallocated event for a pod waiting for a device; a claim allocated
+//! elsewhere for no pod deallocated by PostFilter),
 //! two leader-electing replicas, a ReplicaSet's pods made, run and garbage-collected, an API server restart under a running scheduler, and
 //! `/metrics` as Prometheus text.
 //!
@@ -1170,6 +1171,68 @@ fn a_pod_with_a_resource_claim_gets_the_device_and_the_next_waits_until_it_is_de
         (
             "n1".to_string(),
             "gpu.example.com/n1/gpu-0 for=pods/second ".to_string()
+        )
+    );
+}
+
+#[test]
+fn a_claim_allocated_elsewhere_and_reserved_for_no_pod_is_deallocated_and_allocated_again() {
+    let scratch = Scratch::new("dra-dealloc");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let mut objects = node_yaml("n1", "4", &[], None);
+    objects.push_str(
+        "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu.example.com}\nspec: {}\n\
+         ---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpu}\nspec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}\n\
+         ---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: gpu}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}\n",
+    );
+    let file = scratch.path("cluster.yaml");
+    std::fs::write(&file, objects).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+    // The claim is allocated on a node that is gone, and reserved for no pod.
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "patch",
+            "resourceclaim",
+            "gpu",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            "{\"status\": {\"allocation\": {\"devices\": {\"results\": [{\"request\": \"gpu\", \"driver\": \"gpu.example.com\", \"pool\": \"gone\", \"device\": \"gpu-0\"}]}, \"nodeSelector\": {\"nodeSelectorTerms\": [{\"matchFields\": [{\"key\": \"metadata.name\", \"operator\": \"In\", \"values\": [\"gone\"]}]}]}}}}",
+        ],
+    );
+    let pod = scratch.path("pod.yaml");
+    std::fs::write(
+        &pod,
+        pod_yaml(
+            "trainer",
+            "100m",
+            "  resourceClaims: [{name: gpu, resourceClaimName: gpu}]\n",
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &pod.to_string_lossy()]);
+    // PostFilter deallocates the claim; its update requeues the pod, which then gets n1's
+    // device.
+    let node = wait_for(Duration::from_secs(30), "trainer bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/trainer")?;
+        (!n.is_empty()).then_some(n)
+    });
+    let status = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "resourceclaim",
+            "gpu",
+            "-o",
+            "jsonpath={range .status.allocation.devices.results[*]}{.driver}/{.pool}/{.device} {end}for={range .status.reservedFor[*]}{.resource}/{.name} {end}",
+        ],
+    );
+    assert_eq!(
+        (node, status),
+        (
+            "n1".to_string(),
+            "gpu.example.com/n1/gpu-0 for=pods/trainer ".to_string()
         )
     );
 }

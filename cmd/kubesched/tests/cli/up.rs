@@ -2,7 +2,8 @@
 //! pods bound where they fit, FailedScheduling with upstream's message and a retry on the
 //! node-add event (and on the CSINode-update event for a pod over its node's volume limit,
 //! and on the claim-deallocated event for a pod waiting for a device; a claim allocated
-//! elsewhere for no pod deallocated by PostFilter),
+//! elsewhere for no pod deallocated by PostFilter; a pod retried when its status names its
+//! generated claim),
 //! two leader-electing replicas, a ReplicaSet's pods made, run and garbage-collected, an API server restart under a running scheduler, and
 //! `/metrics` as Prometheus text.
 //!
@@ -1235,4 +1236,75 @@ fn a_claim_allocated_elsewhere_and_reserved_for_no_pod_is_deallocated_and_alloca
             "gpu.example.com/n1/gpu-0 for=pods/trainer ".to_string()
         )
     );
+}
+
+#[test]
+fn a_pod_waiting_for_its_generated_claim_is_scheduled_once_its_status_names_it() {
+    let scratch = Scratch::new("dra-template");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let mut objects = node_yaml("n1", "4", &[], None);
+    objects.push_str(
+        "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu.example.com}\nspec: {}\n\
+         ---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpu}\nspec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}\n",
+    );
+    let file = scratch.path("cluster.yaml");
+    std::fs::write(&file, objects).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+    let pod = scratch.path("pod.yaml");
+    std::fs::write(
+        &pod,
+        pod_yaml(
+            "trainer",
+            "100m",
+            "  resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu-template}]\n",
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &pod.to_string_lossy()]);
+    let uid = kubectl_ok(
+        &kubeconfig,
+        &["get", "pod", "trainer", "-o", "jsonpath={.metadata.uid}"],
+    );
+    // What the claim controller does, by hand: the generated claim, owned by the pod, then
+    // its name in the pod's status.
+    let claim = scratch.path("claim.yaml");
+    std::fs::write(
+        &claim,
+        format!(
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: trainer-gpu-x7k2q\n  ownerReferences: [{{apiVersion: v1, kind: Pod, name: trainer, uid: {uid}, controller: true}}]\nspec: {{devices: {{requests: [{{name: gpu, exactly: {{deviceClassName: gpu.example.com}}}}]}}}}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &claim.to_string_lossy()]);
+    assert_eq!(
+        pod_nodes(&kubeconfig).remove("default/trainer"),
+        Some(String::new())
+    );
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "patch",
+            "pod",
+            "trainer",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            "{\"status\": {\"resourceClaimStatuses\": [{\"name\": \"gpu\", \"resourceClaimName\": \"trainer-gpu-x7k2q\"}]}}",
+        ],
+    );
+    let node = wait_for(Duration::from_secs(30), "trainer bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/trainer")?;
+        (!n.is_empty()).then_some(n)
+    });
+    let reserved = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "resourceclaim",
+            "trainer-gpu-x7k2q",
+            "-o",
+            "jsonpath={.status.reservedFor[*].name}",
+        ],
+    );
+    assert_eq!((node, reserved), ("n1".to_string(), "trainer".to_string()));
 }

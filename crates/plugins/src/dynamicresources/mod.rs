@@ -26,6 +26,8 @@
 //!   `resource.kubernetes.io/delete-protection` finalizer (the client only writes status).
 //! - Without the scheduler's live objects (`simulate`), PreEnqueue lets every pod through and
 //!   PreFilter refuses pods whose claims are missing, with the same messages.
+//! - PostFilter tries the unavailable claims in index order (upstream picks one at random).
+//! - The plugin's args (upstream's `filterTimeout`) are not read: Filter is not cut short.
 
 pub mod allocator;
 #[cfg(test)]
@@ -131,7 +133,7 @@ struct ClaimTracker {
     in_flight: HashMap<String, Arc<ResourceClaim>>,
 }
 
-/// Builds the plugin. DynamicResources takes no args that change what it decides.
+/// Builds the plugin. Its args are not read (see the module docs).
 pub fn new(
     _args: Option<&serde_json::Value>,
     handle: &Handle,

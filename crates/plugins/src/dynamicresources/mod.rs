@@ -21,8 +21,8 @@
 //! - PostFilter's deallocation and Unreserve's removal of the pod from `reservedFor` are
 //!   written in the background (PostFilter and Unreserve are synchronous here); the claim's
 //!   update event requeues the pod.
-//! - PreBind writes the status once; on a conflict the pod is retried, where upstream reads
-//!   the claim again and retries the write. It does not add the
+//! - On a conflict PreBind writes again on the informer's newer claim (waiting for it up to
+//!   two seconds) where upstream reads the claim from the API server. It does not add the
 //!   `resource.kubernetes.io/delete-protection` finalizer (the client only writes status).
 //! - Without the scheduler's live objects (`simulate`), PreEnqueue lets every pod through and
 //!   PreFilter refuses pods whose claims are missing, with the same messages.
@@ -40,7 +40,7 @@ use framework::events::QueueingHintFn;
 use framework::interface::BoxFuture;
 use framework::labels::NodeSelector;
 use framework::{
-    ActionType, ArgsError, ClusterClient, ClusterEventWithHint, Code, CycleState,
+    ActionType, ArgsError, ClientError, ClusterClient, ClusterEventWithHint, Code, CycleState,
     EnqueueExtensions, EventObject, EventResource, FilterPlugin, Handle, NodeInfo, NodeToStatus,
     Plugin, PluginsRunner, PodInfo, PostFilterPlugin, PostFilterResult, PreBindPlugin,
     PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Snapshot,
@@ -82,6 +82,14 @@ pub const RESERVED_FOR_MAX_SIZE: usize = 256;
 
 /// The `resource` of a pod in `status.reservedFor`.
 const PODS_RESOURCE: &str = "pods";
+
+/// How many times PreBind writes a claim whose version changed under it (upstream's
+/// `retry.DefaultRetry` steps).
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// How long PreBind waits for the informer to show a claim newer than the one a write
+/// conflicted on.
+const CONFLICT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A stand-in for the CEL evaluator: refuses every device selector with an error, so that
 /// no selector is ever taken as matching. Replaced by the `kubesched-cel` evaluator.
@@ -752,56 +760,116 @@ impl DynamicResources {
         pod: &Pod,
     ) -> Result<ResourceClaim, String> {
         let name = object_ref(claim);
-        let result = async {
-            if claim.metadata.deletion_timestamp.is_some() {
-                return Err(format!("claim {name} got deleted in the meantime"));
-            }
-            let mut updated = (**claim).clone();
-            let status = updated
-                .status
-                .get_or_insert_with(ResourceClaimStatus::default);
-            if let Some(allocation) = &allocation {
-                if status.allocation.is_some() {
-                    return Err(format!(
-                        "claim {name} got allocated elsewhere in the meantime"
-                    ));
-                }
-                status.allocation = Some(allocation.clone());
-            }
-            status
-                .reserved_for
-                .get_or_insert_with(Vec::new)
-                .push(ResourceClaimConsumerReference {
-                    api_group: None,
-                    resource: PODS_RESOURCE.to_string(),
-                    name: pod.metadata.name.clone().unwrap_or_default(),
-                    uid: pod.metadata.uid.clone().unwrap_or_default(),
-                });
-            self.client
-                .update_resource_claim_status(&updated)
-                .await
-                .map_err(|e| {
-                    if allocation.is_some() {
-                        format!("add allocation and reservation to claim {name}: {e}")
-                    } else {
-                        format!("add reservation to claim {name}: {e}")
+        let mut current = claim.clone();
+        let mut attempts = 1;
+        let result = loop {
+            match self.write_binding(&current, allocation.as_ref(), pod).await {
+                Err(WriteError::Conflict(message)) if attempts < CONFLICT_ATTEMPTS => {
+                    // Someone changed the claim since it was read: write again on the
+                    // informer's newer version, as upstream does on a fresh read.
+                    match self.newer_claim(&current).await {
+                        Some(newer) => {
+                            current = newer;
+                            attempts += 1;
+                        }
+                        None => break Err(message),
                     }
-                })
-        }
-        .await;
+                }
+                Err(WriteError::Conflict(message) | WriteError::Other(message)) => {
+                    break Err(message)
+                }
+                Ok(stored) => break Ok(stored),
+            }
+        };
         if allocation.is_some() {
             let mut tracker = self.tracker();
             if let Ok(stored) = &result {
                 // Refused only for a write older than what is seen: the informer is ahead.
                 let _ = tracker
                     .assumed
-                    .assume(&name, Arc::new(stored.clone()), Some(claim));
+                    .assume(&name, Arc::new(stored.clone()), Some(&current));
             }
             if let Some(uid) = claim_uid(claim) {
                 tracker.in_flight.remove(uid);
             }
         }
         result
+    }
+
+    /// One status write: the allocation (if any) and the pod in `reservedFor`.
+    async fn write_binding(
+        &self,
+        claim: &ResourceClaim,
+        allocation: Option<&AllocationResult>,
+        pod: &Pod,
+    ) -> Result<ResourceClaim, WriteError> {
+        let name = object_ref(claim);
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(WriteError::Other(format!(
+                "claim {name} got deleted in the meantime"
+            )));
+        }
+        let mut updated = claim.clone();
+        let status = updated
+            .status
+            .get_or_insert_with(ResourceClaimStatus::default);
+        if let Some(allocation) = allocation {
+            if status.allocation.is_some() {
+                return Err(WriteError::Other(format!(
+                    "claim {name} got allocated elsewhere in the meantime"
+                )));
+            }
+            status.allocation = Some(allocation.clone());
+        }
+        status
+            .reserved_for
+            .get_or_insert_with(Vec::new)
+            .push(ResourceClaimConsumerReference {
+                api_group: None,
+                resource: PODS_RESOURCE.to_string(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+            });
+        self.client
+            .update_resource_claim_status(&updated)
+            .await
+            .map_err(|e| {
+                let message = if allocation.is_some() {
+                    format!("add allocation and reservation to claim {name}: {e}")
+                } else {
+                    format!("add reservation to claim {name}: {e}")
+                };
+                match e {
+                    ClientError::Api { code: 409, .. } => WriteError::Conflict(message),
+                    _ => WriteError::Other(message),
+                }
+            })
+    }
+
+    /// The claim as the informer shows it once it is newer than `claim`, waiting up to
+    /// [`CONFLICT_WAIT`]; `None` without live objects, or when it does not come.
+    async fn newer_claim(&self, claim: &ResourceClaim) -> Option<Arc<ResourceClaim>> {
+        let mut storage = self.storage.clone()?;
+        let ns = claim.metadata.namespace.as_deref().unwrap_or("");
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        let seen = resource_version(claim);
+        let deadline = tokio::time::Instant::now() + CONFLICT_WAIT;
+        loop {
+            // The guard is dropped before waiting.
+            let latest = storage
+                .borrow_and_update()
+                .resource_claim(ns, name)
+                .cloned();
+            if let Some(latest) = latest {
+                if resource_version(&latest) > seen {
+                    return Some(latest);
+                }
+            }
+            match tokio::time::timeout_at(deadline, storage.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
     }
 
     /// Writes a claim's status without waiting (PostFilter and Unreserve are synchronous).
@@ -824,6 +892,12 @@ impl DynamicResources {
         });
         Ok(())
     }
+}
+
+/// Why PreBind's write failed: a conflict is retried on a newer claim.
+enum WriteError {
+    Conflict(String),
+    Other(String),
 }
 
 /// What PreFilter found; Filter and Reserve add their decisions under the lock.
@@ -990,6 +1064,16 @@ fn add_allocated_devices(claim: &ResourceClaim, in_use: &mut HashSet<DeviceId>) 
         }
         in_use.insert(DeviceId::new(&r.driver, &r.pool, &r.device));
     }
+}
+
+/// The claim's `resourceVersion` as a number; one that does not parse counts as 0.
+fn resource_version(claim: &ResourceClaim) -> u64 {
+    claim
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn claim_uid(claim: &ResourceClaim) -> Option<&str> {

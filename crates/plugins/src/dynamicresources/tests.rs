@@ -1105,3 +1105,48 @@ fn post_filter_outside_the_runtime_deallocates_on_the_handle_runtime() {
         )
     );
 }
+
+#[test]
+fn conflict_is_written_again_on_the_informers_newer_claim() {
+    let client = Arc::new(RecordingClient {
+        fail: Some(ClientError::Api {
+            code: 409,
+            message: "the object has been modified".into(),
+        }),
+        fail_at: Some(0),
+        ..RecordingClient::default()
+    });
+    // PreFilter read version 1; the informer meanwhile shows version 2 (labelled).
+    let mut newer = pending(CLAIM);
+    newer.metadata.resource_version = Some("2".into());
+    newer.metadata.labels = Some([("team".to_string(), "ml".to_string())].into());
+    let (_tx, rx) =
+        tokio::sync::watch::channel(listers(&[class(CLASS)], &[slice(WORKER, 1)], &[newer]));
+    let pl = DynamicResources::new(Features::ALL, client.clone(), Some(rx), Arc::new(RefuseCel));
+    let snap = snapshot(
+        &[WORKER],
+        listers(&[class(CLASS)], &[slice(WORKER, 1)], &[pending(CLAIM)]),
+    );
+    let got = attempt(&pl, &client, &pod_with_claim(), &snap);
+    let based_on: Vec<(Option<String>, bool)> = client
+        .written()
+        .iter()
+        .map(|c| {
+            (
+                c.metadata.resource_version.clone(),
+                c.metadata.labels.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (got.pre_bind, got.written, based_on),
+        (
+            Some(Status::success()),
+            vec![worker_claim_written(
+                &["some-driver/worker/instance-1"],
+                &[POD]
+            )],
+            vec![(Some("2".to_string()), true)]
+        )
+    );
+}

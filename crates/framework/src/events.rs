@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
@@ -31,6 +32,9 @@ pub enum EventResource {
     CSIDriver,
     CSIStorageCapacity,
     VolumeAttachment,
+    ResourceClaim,
+    ResourceSlice,
+    DeviceClass,
     /// Matches every resource.
     WildCard,
 }
@@ -53,9 +57,11 @@ impl ActionType {
     pub const UPDATE_POD_SCHEDULING_GATES_ELIMINATED: ActionType = ActionType(1 << 10);
     /// Any other update.
     pub const UPDATE_OTHER: ActionType = ActionType(1 << 11);
+    /// The pod's `status.resourceClaimStatuses` changed (a claim generated from a template).
+    pub const UPDATE_POD_GENERATED_RESOURCE_CLAIM: ActionType = ActionType(1 << 12);
     /// Every kind of update.
-    pub const UPDATE: ActionType = ActionType(((1 << 12) - 1) & !0b11);
-    pub const ALL: ActionType = ActionType((1 << 12) - 1);
+    pub const UPDATE: ActionType = ActionType(((1 << 13) - 1) & !0b11);
+    pub const ALL: ActionType = ActionType((1 << 13) - 1);
 
     /// Whether the two sets share an action.
     pub fn intersects(self, other: ActionType) -> bool {
@@ -72,7 +78,7 @@ impl std::ops::BitOr for ActionType {
 
 impl fmt::Debug for ActionType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const NAMES: [&str; 12] = [
+        const NAMES: [&str; 13] = [
             "Add",
             "Delete",
             "UpdateNodeAllocatable",
@@ -85,6 +91,7 @@ impl fmt::Debug for ActionType {
             "UpdatePodTolerations",
             "UpdatePodSchedulingGatesEliminated",
             "UpdateOther",
+            "UpdatePodGeneratedResourceClaim",
         ];
         if *self == ActionType::ALL {
             return f.write_str("All");
@@ -167,6 +174,9 @@ pub enum EventObject {
     CSIDriver(Arc<CSIDriver>),
     CSIStorageCapacity(Arc<CSIStorageCapacity>),
     VolumeAttachment(Arc<VolumeAttachment>),
+    ResourceClaim(Arc<ResourceClaim>),
+    ResourceSlice(Arc<ResourceSlice>),
+    DeviceClass(Arc<DeviceClass>),
 }
 
 /// A kind of object cluster events carry, found in an [`EventObject`] by its variant.
@@ -201,7 +211,10 @@ event_kinds!(
     CSINode,
     CSIDriver,
     CSIStorageCapacity,
-    VolumeAttachment
+    VolumeAttachment,
+    ResourceClaim,
+    ResourceSlice,
+    DeviceClass
 );
 
 impl EventObject {
@@ -217,6 +230,9 @@ impl EventObject {
             EventObject::CSIDriver(_) => "CSIDriver",
             EventObject::CSIStorageCapacity(_) => "CSIStorageCapacity",
             EventObject::VolumeAttachment(_) => "VolumeAttachment",
+            EventObject::ResourceClaim(_) => "ResourceClaim",
+            EventObject::ResourceSlice(_) => "ResourceSlice",
+            EventObject::DeviceClass(_) => "DeviceClass",
         }
     }
 }
@@ -333,6 +349,17 @@ mod tests {
         EventResource::UnscheduledPod,
         ActionType::UPDATE_POD_LABEL,
         "UnscheduledPodUpdate"
+    )]
+    #[case::resource_claim_add(EventResource::ResourceClaim, ActionType::ADD, "ResourceClaimAdd")]
+    #[case::resource_slice_update(
+        EventResource::ResourceSlice,
+        ActionType::UPDATE,
+        "ResourceSliceUpdate"
+    )]
+    #[case::device_class_update(
+        EventResource::DeviceClass,
+        ActionType::UPDATE,
+        "DeviceClassUpdate"
     )]
     fn labels_follow_upstream(
         #[case] resource: EventResource,

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use thiserror::Error;
 
@@ -196,6 +197,14 @@ pub trait ClusterClient: Send + Sync {
         &'a self,
         pvc: &'a PersistentVolumeClaim,
     ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>>;
+
+    /// Replaces a ResourceClaim's status (PUT on `status`, so a stale `resourceVersion` is
+    /// refused with a conflict) and returns what the API server stored: DynamicResources
+    /// writing `status.allocation` and `status.reservedFor` in PreBind.
+    fn update_resource_claim_status<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>>;
 }
 
 /// The scheduler's current PersistentVolumes, claims and classes, published again after
@@ -240,6 +249,13 @@ impl ClusterClient for NoopClient {
         pvc: &'a PersistentVolumeClaim,
     ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>> {
         Box::pin(async move { Ok(pvc.clone()) })
+    }
+
+    fn update_resource_claim_status<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move { Ok(claim.clone()) })
     }
 }
 
@@ -343,6 +359,10 @@ pub struct Handle {
     /// `None` where no controller acts on volume bindings (`simulate`): VolumeBinding's
     /// PreBind then takes its own writes as the outcome instead of waiting.
     pub storage: Option<StorageWatch>,
+    /// The runtime binding cycles and API writes run on, for plugins that start a write
+    /// from a synchronous extension point (the scheduling loop runs on a thread of its
+    /// own, outside the runtime). `None` offline.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -363,6 +383,7 @@ impl Handle {
             preempting_pods: PreemptingPods::default(),
             binding_pods: BindingPods::default(),
             storage: None,
+            runtime: None,
         }
     }
 

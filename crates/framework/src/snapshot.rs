@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
@@ -55,8 +56,9 @@ impl Workloads {
 
 /// The storage objects volume plugins read (upstream's PersistentVolume,
 /// PersistentVolumeClaim, StorageClass, CSINode, CSIDriver, CSIStorageCapacity and
-/// VolumeAttachment listers): cluster-scoped objects by name, claims and capacities by
-/// `namespace/name`.
+/// VolumeAttachment listers) and the Dynamic Resource Allocation objects DynamicResources
+/// reads (DeviceClass, ResourceSlice and ResourceClaim listers): cluster-scoped objects by
+/// name, claims and capacities by `namespace/name`.
 #[derive(Debug, Clone, Default)]
 pub struct StorageListers {
     pub persistent_volumes: HashMap<String, Arc<PersistentVolume>>,
@@ -66,6 +68,9 @@ pub struct StorageListers {
     pub csi_drivers: HashMap<String, Arc<CSIDriver>>,
     pub csi_storage_capacities: HashMap<String, Arc<CSIStorageCapacity>>,
     pub volume_attachments: HashMap<String, Arc<VolumeAttachment>>,
+    pub device_classes: HashMap<String, Arc<DeviceClass>>,
+    pub resource_slices: HashMap<String, Arc<ResourceSlice>>,
+    pub resource_claims: HashMap<String, Arc<ResourceClaim>>,
 }
 
 impl StorageListers {
@@ -118,6 +123,28 @@ impl StorageListers {
     pub fn all_volume_attachments(&self) -> impl Iterator<Item = &Arc<VolumeAttachment>> {
         self.volume_attachments.values()
     }
+
+    /// The DeviceClass `name`.
+    pub fn device_class(&self, name: &str) -> Option<&Arc<DeviceClass>> {
+        self.device_classes.get(name)
+    }
+
+    /// Every ResourceSlice of the cluster, in no particular order (the allocator looks at
+    /// every slice and picks those a node reaches).
+    pub fn all_resource_slices(&self) -> impl Iterator<Item = &Arc<ResourceSlice>> {
+        self.resource_slices.values()
+    }
+
+    /// The ResourceClaim `name` of namespace `ns`.
+    pub fn resource_claim(&self, ns: &str, name: &str) -> Option<&Arc<ResourceClaim>> {
+        self.resource_claims.get(&format!("{ns}/{name}"))
+    }
+
+    /// Every ResourceClaim of the cluster, in no particular order (allocated claims hold
+    /// the devices in use).
+    pub fn all_resource_claims(&self) -> impl Iterator<Item = &Arc<ResourceClaim>> {
+        self.resource_claims.values()
+    }
 }
 
 /// The nodes of the cluster with their pods, as the plugins see them.
@@ -136,8 +163,8 @@ pub struct Snapshot {
     workloads: Arc<Workloads>,
     /// PodDisruptionBudgets, for preemption (upstream's PDB lister), in a stable order.
     pdbs: Arc<Vec<Arc<PodDisruptionBudget>>>,
-    /// Volumes, claims, classes and CSI objects, for the volume plugins. Shared like
-    /// `workloads`.
+    /// Volumes, claims, classes, CSI objects and DRA objects, for the volume plugins and
+    /// DynamicResources. Shared like `workloads`.
     storage: Arc<StorageListers>,
     /// Every claim (by [`pvc_key`](crate::types::pvc_key)) a pod on a node of the list
     /// uses, with the number of such nodes: upstream's usedPVCSet, kept by counting so that

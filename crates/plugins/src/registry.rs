@@ -73,6 +73,10 @@ pub fn in_tree_registry() -> Registry {
         Arc::new(crate::volumerestrictions::new),
     );
     r.insert(names::VOLUME_BINDING, Arc::new(crate::volumebinding::new));
+    r.insert(
+        names::DYNAMIC_RESOURCES,
+        Arc::new(crate::dynamicresources::new),
+    );
     r.insert(names::VOLUME_ZONE, Arc::new(crate::volumezone::new));
     r.insert(
         names::NODE_RESOURCES_FIT,

@@ -246,13 +246,10 @@ impl SchedulerBuilder {
         services: &Services,
         runtime: Option<&tokio::runtime::Handle>,
     ) -> Result<Profiles, ConfigError> {
-        let mut profiles = Profiles::build(
-            &self.config,
-            &self.registry,
-            &services.handle(),
-            runtime,
-            &self.source,
-        )?;
+        let mut handle = services.handle();
+        handle.runtime = runtime.cloned();
+        let mut profiles =
+            Profiles::build(&self.config, &self.registry, &handle, runtime, &self.source)?;
         for f in &mut profiles.frameworks {
             f.set_metrics(services.metrics.clone());
         }

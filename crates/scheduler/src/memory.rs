@@ -25,6 +25,7 @@ use framework::{
 use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition,
 };
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::source::{Change, EventHandler, ObjectEvent};
@@ -40,6 +41,8 @@ pub struct Writes {
     pub persistent_volumes: Vec<PersistentVolume>,
     /// PersistentVolumeClaims as written (before the version bump).
     pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
+    /// ResourceClaim statuses as written (before the version bump).
+    pub resource_claim_statuses: Vec<ResourceClaim>,
 }
 
 #[derive(Debug, Default)]
@@ -399,6 +402,21 @@ impl ClusterClient for MemoryCluster {
                 .push(pvc.clone());
             let mut stored = pvc.clone();
             stored.metadata.resource_version = Some(next_version(&pvc.metadata));
+            Ok(stored)
+        })
+    }
+
+    fn update_resource_claim_status<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move {
+            self.lock()
+                .writes
+                .resource_claim_statuses
+                .push(claim.clone());
+            let mut stored = claim.clone();
+            stored.metadata.resource_version = Some(next_version(&claim.metadata));
             Ok(stored)
         })
     }

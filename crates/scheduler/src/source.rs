@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
@@ -62,6 +63,9 @@ pub enum ObjectEvent {
     CSIDriver(Change<CSIDriver>),
     CSIStorageCapacity(Change<CSIStorageCapacity>),
     VolumeAttachment(Change<VolumeAttachment>),
+    ResourceClaim(Change<ResourceClaim>),
+    ResourceSlice(Change<ResourceSlice>),
+    DeviceClass(Change<DeviceClass>),
 }
 
 /// What an event source delivers to. Implemented by the scheduler; called from informer

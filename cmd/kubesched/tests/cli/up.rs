@@ -1,6 +1,9 @@
 //! `kubesched up` and `kubesched run` end to end, driven by real kubectl over loopback:
 //! pods bound where they fit, FailedScheduling with upstream's message and a retry on the
-//! node-add event (and on the CSINode-update event for a pod over its node's volume limit),
+//! node-add event (and on the CSINode-update event for a pod over its node's volume limit,
+//! and on the claim-deallocated event for a pod waiting for a device; a claim allocated
+//! elsewhere for no pod deallocated by PostFilter; a pod retried when its status names its
+//! generated claim),
 //! two leader-electing replicas, a ReplicaSet's pods made, run and garbage-collected, an API server restart under a running scheduler, and
 //! `/metrics` as Prometheus text.
 //!
@@ -1081,4 +1084,227 @@ fn a_node_at_its_csi_attach_limit_is_skipped_until_its_csi_node_count_grows() {
         (!n.is_empty()).then_some(n)
     });
     assert_eq!(node, "n1");
+}
+
+#[test]
+fn a_pod_with_a_resource_claim_gets_the_device_and_the_next_waits_until_it_is_deallocated() {
+    let scratch = Scratch::new("dra");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    // n1 publishes one device of gpu.example.com; each pod has its own claim for one.
+    let mut objects = node_yaml("n1", "4", &[], None);
+    objects.push_str(
+        "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu.example.com}\nspec: {}\n\
+         ---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpu}\nspec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}\n",
+    );
+    for c in ["gpu-a", "gpu-b"] {
+        objects.push_str(&format!(
+            "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: {c}}}\nspec: {{devices: {{requests: [{{name: gpu, exactly: {{deviceClassName: gpu.example.com}}}}]}}}}\n"
+        ));
+    }
+    let file = scratch.path("cluster.yaml");
+    std::fs::write(&file, objects).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+    let with_claim =
+        |c: &str| format!("  resourceClaims: [{{name: gpu, resourceClaimName: {c}}}]\n");
+    let first = scratch.path("first.yaml");
+    std::fs::write(&first, pod_yaml("first", "100m", &with_claim("gpu-a")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &first.to_string_lossy()]);
+    let node = wait_for(Duration::from_secs(30), "first bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/first")?;
+        (!n.is_empty()).then_some(n)
+    });
+    let status = |claim: &str| {
+        kubectl_ok(
+            &kubeconfig,
+            &[
+                "get",
+                "resourceclaim",
+                claim,
+                "-o",
+                "jsonpath={range .status.allocation.devices.results[*]}{.driver}/{.pool}/{.device} {end}for={range .status.reservedFor[*]}{.resource}/{.name} {end}",
+            ],
+        )
+    };
+    assert_eq!(
+        (node, status("gpu-a")),
+        (
+            "n1".to_string(),
+            "gpu.example.com/n1/gpu-0 for=pods/first ".to_string()
+        )
+    );
+
+    let second = scratch.path("second.yaml");
+    std::fs::write(&second, pod_yaml("second", "100m", &with_claim("gpu-b")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &second.to_string_lossy()]);
+    // PostFilter reasons are joined as upstream joins them: DynamicResources' first, then
+    // DefaultPreemption's.
+    let message = "0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, \
+                   preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+    let condition = wait_for(Duration::from_secs(30), "PodScheduled=False", || {
+        let c = pod_scheduled(&kubeconfig, "second");
+        c.starts_with("False/").then_some(c)
+    });
+    assert_eq!(condition, format!("False/Unschedulable/{message}"));
+
+    // What the claim controller does when a pod is gone, done by hand: delete the pod and
+    // deallocate its claim. The claim update requeues the second pod (queueing hint).
+    kubectl_ok(&kubeconfig, &["delete", "pod", "first", "--wait=false"]);
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "patch",
+            "resourceclaim",
+            "gpu-a",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            "{\"status\": {\"allocation\": null, \"reservedFor\": null}}",
+        ],
+    );
+    let node = wait_for(Duration::from_secs(20), "second bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/second")?;
+        (!n.is_empty()).then_some(n)
+    });
+    assert_eq!(
+        (node, status("gpu-b")),
+        (
+            "n1".to_string(),
+            "gpu.example.com/n1/gpu-0 for=pods/second ".to_string()
+        )
+    );
+}
+
+#[test]
+fn a_claim_allocated_elsewhere_and_reserved_for_no_pod_is_deallocated_and_allocated_again() {
+    let scratch = Scratch::new("dra-dealloc");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let mut objects = node_yaml("n1", "4", &[], None);
+    objects.push_str(
+        "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu.example.com}\nspec: {}\n\
+         ---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpu}\nspec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}\n\
+         ---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: gpu}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}\n",
+    );
+    let file = scratch.path("cluster.yaml");
+    std::fs::write(&file, objects).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+    // The claim is allocated on a node that is gone, and reserved for no pod.
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "patch",
+            "resourceclaim",
+            "gpu",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            "{\"status\": {\"allocation\": {\"devices\": {\"results\": [{\"request\": \"gpu\", \"driver\": \"gpu.example.com\", \"pool\": \"gone\", \"device\": \"gpu-0\"}]}, \"nodeSelector\": {\"nodeSelectorTerms\": [{\"matchFields\": [{\"key\": \"metadata.name\", \"operator\": \"In\", \"values\": [\"gone\"]}]}]}}}}",
+        ],
+    );
+    let pod = scratch.path("pod.yaml");
+    std::fs::write(
+        &pod,
+        pod_yaml(
+            "trainer",
+            "100m",
+            "  resourceClaims: [{name: gpu, resourceClaimName: gpu}]\n",
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &pod.to_string_lossy()]);
+    // PostFilter deallocates the claim; its update requeues the pod, which then gets n1's
+    // device.
+    let node = wait_for(Duration::from_secs(30), "trainer bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/trainer")?;
+        (!n.is_empty()).then_some(n)
+    });
+    let status = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "resourceclaim",
+            "gpu",
+            "-o",
+            "jsonpath={range .status.allocation.devices.results[*]}{.driver}/{.pool}/{.device} {end}for={range .status.reservedFor[*]}{.resource}/{.name} {end}",
+        ],
+    );
+    assert_eq!(
+        (node, status),
+        (
+            "n1".to_string(),
+            "gpu.example.com/n1/gpu-0 for=pods/trainer ".to_string()
+        )
+    );
+}
+
+#[test]
+fn a_pod_waiting_for_its_generated_claim_is_scheduled_once_its_status_names_it() {
+    let scratch = Scratch::new("dra-template");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    let mut objects = node_yaml("n1", "4", &[], None);
+    objects.push_str(
+        "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu.example.com}\nspec: {}\n\
+         ---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpu}\nspec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}\n",
+    );
+    let file = scratch.path("cluster.yaml");
+    std::fs::write(&file, objects).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+    let pod = scratch.path("pod.yaml");
+    std::fs::write(
+        &pod,
+        pod_yaml(
+            "trainer",
+            "100m",
+            "  resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu-template}]\n",
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &pod.to_string_lossy()]);
+    let uid = kubectl_ok(
+        &kubeconfig,
+        &["get", "pod", "trainer", "-o", "jsonpath={.metadata.uid}"],
+    );
+    // What the claim controller does, by hand: the generated claim, owned by the pod, then
+    // its name in the pod's status.
+    let claim = scratch.path("claim.yaml");
+    std::fs::write(
+        &claim,
+        format!(
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: trainer-gpu-x7k2q\n  ownerReferences: [{{apiVersion: v1, kind: Pod, name: trainer, uid: {uid}, controller: true}}]\nspec: {{devices: {{requests: [{{name: gpu, exactly: {{deviceClassName: gpu.example.com}}}}]}}}}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &claim.to_string_lossy()]);
+    assert_eq!(
+        pod_nodes(&kubeconfig).remove("default/trainer"),
+        Some(String::new())
+    );
+    kubectl_ok(
+        &kubeconfig,
+        &[
+            "patch",
+            "pod",
+            "trainer",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            "{\"status\": {\"resourceClaimStatuses\": [{\"name\": \"gpu\", \"resourceClaimName\": \"trainer-gpu-x7k2q\"}]}}",
+        ],
+    );
+    let node = wait_for(Duration::from_secs(30), "trainer bound", || {
+        let n = pod_nodes(&kubeconfig).remove("default/trainer")?;
+        (!n.is_empty()).then_some(n)
+    });
+    let reserved = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "resourceclaim",
+            "trainer-gpu-x7k2q",
+            "-o",
+            "jsonpath={.status.reservedFor[*].name}",
+        ],
+    );
+    assert_eq!((node, reserved), ("n1".to_string(), "trainer".to_string()));
 }

@@ -59,6 +59,13 @@ impl ClusterClient for RecordingClient {
     ) -> BoxFuture<'a, Result<k8s_openapi::api::core::v1::PersistentVolumeClaim, ClientError>> {
         framework::handle::NoopClient.update_persistent_volume_claim(pvc)
     }
+
+    fn update_resource_claim_status<'a>(
+        &'a self,
+        claim: &'a k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::resource::v1::ResourceClaim, ClientError>> {
+        framework::handle::NoopClient.update_resource_claim_status(claim)
+    }
 }
 
 /// Drives a future that never waits on I/O to completion. The fake client is ready at

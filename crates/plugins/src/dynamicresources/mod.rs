@@ -1,7 +1,1099 @@
-//! Dynamic Resource Allocation: the structured device allocator DynamicResources' Filter
-//! calls to allocate a pod's ResourceClaims on one node.
+//! DynamicResources: a pod goes only to nodes where every ResourceClaim it references is, or
+//! can be, allocated, and the scheduler writes the allocation and the pod's reservation to
+//! the claims.
 //!
-//! Upstream: pkg/scheduler/framework/plugins/dynamicresources and
-//! staging/src/k8s.io/dynamic-resource-allocation/structured.
+//! Upstream: pkg/scheduler/framework/plugins/dynamicresources. PreEnqueue keeps a pod out of
+//! the active queue until its claims exist (a claim from a template is found through the
+//! pod's `status.resourceClaimStatuses`, and must be owned by the pod). PreFilter skips pods
+//! without claims, refuses a claim allocated and reserved for as many consumers as allowed,
+//! one whose allocation is in flight for another pod, and a request naming a DeviceClass that
+//! does not exist; it gathers what the [`allocator`] needs for the claims still to allocate.
+//! Filter checks allocated claims' node selectors and runs the allocator for the node.
+//! PostFilter deallocates an allocated claim reserved for no pod, so that the pod may try
+//! again. Reserve records the node's allocations as in flight, so that the next pods' cycles
+//! treat those devices as taken; PreBind writes `status.allocation` and `status.reservedFor`
+//! and keeps the written claim in an assume cache until the informer shows it.
+//!
+//! Where this differs from upstream, on purpose:
+//! - CEL selectors are evaluated through [`allocator::Selectors`]; until an evaluator is
+//!   plugged in, [`RefuseCel`] refuses every expression, so a claim or class with a
+//!   selector fails Filter with an error instead of matching devices it should not.
+//! - PostFilter's deallocation and Unreserve's removal of the pod from `reservedFor` are
+//!   written in the background (PostFilter and Unreserve are synchronous here); the claim's
+//!   update event requeues the pod.
+//! - On a conflict PreBind writes again on the informer's newer claim (waiting for it up to
+//!   two seconds) where upstream reads the claim from the API server. It does not add the
+//!   `resource.kubernetes.io/delete-protection` finalizer (the client only writes status).
+//! - Without the scheduler's live objects (`simulate`), PreEnqueue lets every pod through and
+//!   PreFilter refuses pods whose claims are missing, with the same messages.
+//! - PostFilter tries the unavailable claims in index order (upstream picks one at random).
+//! - The plugin's args (upstream's `filterTimeout`) are not read: Filter is not cut short.
 
 pub mod allocator;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use framework::events::QueueingHintFn;
+use framework::interface::BoxFuture;
+use framework::labels::NodeSelector;
+use framework::{
+    ActionType, ArgsError, ClientError, ClusterClient, ClusterEventWithHint, Code, CycleState,
+    EnqueueExtensions, EventObject, EventResource, FilterPlugin, Handle, NodeInfo, NodeToStatus,
+    Plugin, PluginsRunner, PodInfo, PostFilterPlugin, PostFilterResult, PreBindPlugin,
+    PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Snapshot,
+    Status, StorageListers, StorageWatch,
+};
+use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, Device, DeviceClass, ResourceClaim, ResourceClaimConsumerReference,
+    ResourceClaimStatus, ResourceSlice,
+};
+
+use crate::helper::events::{modified_pod, new_object, old_object, same_uid};
+use crate::names;
+use crate::volumebinding::assume_cache::AssumeCache;
+
+use self::allocator::{
+    AllocateError, Allocator, DeviceId, Features, Outcome, SelectorError, Selectors,
+    CANNOT_ALLOCATE_ALL_CLAIMS,
+};
+
+pub const NAME: &str = names::DYNAMIC_RESOURCES;
+
+/// CycleState key of what PreFilter gathered and Filter and Reserve decided.
+const STATE_KEY: &str = "DynamicResources";
+
+/// Filter's message for an allocated claim whose node selector excludes the node.
+pub const ERR_CLAIM_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// PreFilter's message for an allocated claim reserved for as many consumers as allowed.
+pub const ERR_CLAIM_IN_USE: &str = "resourceclaim in use";
+/// PostFilter's message after deallocating a claim.
+pub const DEALLOCATION_COMPLETED: &str = "deallocation of ResourceClaim completed";
+/// PostFilter's message when the pod has claims but none could be deallocated.
+pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+/// PostFilter's message when PreFilter found no claims for the pod.
+pub const NO_NEW_CLAIMS: &str = "no new claims to deallocate";
+
+/// The most consumers `status.reservedFor` may list (`ResourceClaimReservedForMaxSize`).
+pub const RESERVED_FOR_MAX_SIZE: usize = 256;
+
+/// The `resource` of a pod in `status.reservedFor`.
+const PODS_RESOURCE: &str = "pods";
+
+/// How many times PreBind writes a claim whose version changed under it (upstream's
+/// `retry.DefaultRetry` steps).
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// How long PreBind waits for the informer to show a claim newer than the one a write
+/// conflicted on.
+const CONFLICT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A stand-in for the CEL evaluator: refuses every device selector with an error, so that
+/// no selector is ever taken as matching. Replaced by the `kubesched-cel` evaluator.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RefuseCel;
+
+/// The message [`RefuseCel`] refuses expressions with.
+pub const CEL_UNAVAILABLE: &str = "CEL device selectors cannot be evaluated by this build";
+
+impl Selectors for RefuseCel {
+    fn matches(
+        &self,
+        _expression: &str,
+        _driver: &str,
+        _device: &Device,
+    ) -> Result<bool, SelectorError> {
+        Err(SelectorError::Compile(CEL_UNAVAILABLE.to_string()))
+    }
+}
+
+/// Upstream: dynamicresources.DynamicResources.
+pub struct DynamicResources {
+    features: Features,
+    client: Arc<dyn ClusterClient>,
+    /// The informer's live objects, for PreEnqueue and queueing hints; `None` offline.
+    storage: Option<StorageWatch>,
+    /// Where PostFilter's and Unreserve's writes run: they are called from the scheduling
+    /// loop's thread, outside the runtime.
+    runtime: Option<tokio::runtime::Handle>,
+    selectors: Arc<dyn Selectors>,
+    claims: Mutex<ClaimTracker>,
+}
+
+impl std::fmt::Debug for DynamicResources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamicResources")
+            .field("features", &self.features)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Claims the scheduler decided on but the informer does not show yet.
+#[derive(Debug)]
+struct ClaimTracker {
+    /// Claims as PreBind wrote them, by `namespace/name`, until the informer catches up.
+    assumed: AssumeCache<ResourceClaim>,
+    /// Claims with an allocation chosen in Reserve and not yet written, by UID (upstream's
+    /// inFlightAllocations): their devices are taken for every other pod.
+    in_flight: HashMap<String, Arc<ResourceClaim>>,
+}
+
+/// Builds the plugin. Its args are not read (see the module docs).
+pub fn new(
+    _args: Option<&serde_json::Value>,
+    handle: &Handle,
+) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
+    let mut plugin = DynamicResources::new(
+        Features::ALL,
+        handle.client.clone(),
+        handle.storage.clone(),
+        Arc::new(RefuseCel),
+    );
+    plugin.runtime = handle.runtime.clone();
+    Ok(Arc::new(plugin))
+}
+
+impl DynamicResources {
+    pub fn new(
+        features: Features,
+        client: Arc<dyn ClusterClient>,
+        storage: Option<StorageWatch>,
+        selectors: Arc<dyn Selectors>,
+    ) -> Self {
+        DynamicResources {
+            features,
+            client,
+            storage,
+            runtime: None,
+            selectors,
+            claims: Mutex::new(ClaimTracker {
+                assumed: AssumeCache::new("resource.k8s.io/v1.ResourceClaim"),
+                in_flight: HashMap::new(),
+            }),
+        }
+    }
+
+    fn tracker(&self) -> MutexGuard<'_, ClaimTracker> {
+        // The tracker is consistent between calls: keep going after a panic elsewhere.
+        self.claims.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The pod's claims as the scheduler sees them (assumed writes over the informer's).
+    fn pod_claims(
+        &self,
+        pod: &Pod,
+        storage: &StorageListers,
+    ) -> Result<Vec<Arc<ResourceClaim>>, String> {
+        let tracker = self.tracker();
+        let mut out = Vec::new();
+        for_each_pod_claim(
+            pod,
+            |ns, name| {
+                let key = format!("{ns}/{name}");
+                tracker.assumed.get(&key, storage.resource_claims.get(&key))
+            },
+            |claim| out.push(claim.clone()),
+        )?;
+        Ok(out)
+    }
+}
+
+impl Plugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        Some(self)
+    }
+
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        Some(self)
+    }
+
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        Some(self)
+    }
+
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        Some(self)
+    }
+
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        Some(self)
+    }
+}
+
+impl PreEnqueuePlugin for DynamicResources {
+    /// Holds back a pod whose claims do not all exist yet (or are being deleted, or are not
+    /// its own generated claims).
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if !has_claims(&pod.pod) {
+            return Status::success();
+        }
+        let Some(storage) = &self.storage else {
+            return Status::success();
+        };
+        let storage = storage.borrow().clone();
+        match self.pod_claims(&pod.pod, &storage) {
+            Ok(_) => Status::success(),
+            Err(message) => Status::unresolvable(message),
+        }
+    }
+}
+
+impl PreFilterPlugin for DynamicResources {
+    /// Skips pods without claims; refuses claims that cannot be used now; prepares the
+    /// allocation of the others.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        if !has_claims(&pod.pod) {
+            return (None, Status::skip());
+        }
+        let storage = snapshot.storage();
+        let claims = match self.pod_claims(&pod.pod, storage) {
+            Ok(claims) => claims,
+            Err(message) => return (None, Status::unresolvable(message)),
+        };
+        if claims.is_empty() {
+            return (None, Status::skip());
+        }
+        let mut available_on = Vec::with_capacity(claims.len());
+        let mut to_allocate = Vec::new();
+        {
+            let tracker = self.tracker();
+            for (index, claim) in claims.iter().enumerate() {
+                let status = claim.status.as_ref();
+                if let Some(allocation) = status.and_then(|s| s.allocation.as_ref()) {
+                    if !can_be_reserved(claim) && !is_reserved_for_pod(&pod.pod, claim) {
+                        return (None, Status::unresolvable(ERR_CLAIM_IN_USE));
+                    }
+                    let selector = match allocation.node_selector.as_ref() {
+                        None => None,
+                        Some(s) => {
+                            let compiled = NodeSelector::compile(s);
+                            if let Some(e) = compiled.errors.first() {
+                                return (None, Status::error(e.to_string()));
+                            }
+                            Some(compiled)
+                        }
+                    };
+                    available_on.push(selector);
+                    continue;
+                }
+                available_on.push(None);
+                if claim_uid(claim).is_some_and(|uid| tracker.in_flight.contains_key(uid)) {
+                    return (
+                        None,
+                        Status::unresolvable(format!(
+                            "resource claim {} is in the process of being allocated",
+                            object_ref(claim)
+                        )),
+                    );
+                }
+                if let Err(status) = self.check_requests(claim, storage) {
+                    return (None, status);
+                }
+                to_allocate.push(index);
+            }
+        }
+        let allocation = if to_allocate.is_empty() {
+            None
+        } else {
+            Some(self.allocation_input(to_allocate, storage))
+        };
+        let count = claims.len();
+        state.write(
+            STATE_KEY,
+            StateData(Arc::new(State {
+                claims,
+                available_on,
+                allocation,
+                decided: Mutex::new(Decided {
+                    reserved: vec![None; count],
+                    written: vec![None; count],
+                    ..Decided::default()
+                }),
+            })),
+        );
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for DynamicResources {
+    /// Checks allocated claims' node selectors and allocates the others on this node.
+    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
+            return Status::success();
+        };
+        let unavailable: Vec<usize> = data
+            .available_on
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.as_ref()
+                    .is_some_and(|s| !s.matches(node.labels(), node.name()))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let mut allocations = None;
+        if let Some(input) = &data.allocation {
+            let claims: Vec<&ResourceClaim> = input
+                .indices
+                .iter()
+                .filter_map(|&i| data.claims.get(i).map(AsRef::as_ref))
+                .collect();
+            let allocator = Allocator::new(
+                self.features,
+                &input.in_use,
+                &input.classes,
+                input.slices.iter().map(AsRef::as_ref),
+                self.selectors.as_ref(),
+            );
+            match allocator.allocate(node.node(), &claims) {
+                // Only this node is affected: others may still allocate.
+                Err(e @ AllocateError::InvalidPools) => return Status::unresolvable(e.to_string()),
+                Err(e) => return Status::error(e.to_string()),
+                Ok(Outcome::Unschedulable(_)) => {
+                    return Status::unresolvable(CANNOT_ALLOCATE_ALL_CLAIMS)
+                }
+                Ok(Outcome::Allocated(results)) => {
+                    if results.len() != claims.len() {
+                        return Status::unresolvable(CANNOT_ALLOCATE_ALL_CLAIMS);
+                    }
+                    allocations = Some(results);
+                }
+            }
+        }
+        let mut decided = data.decided();
+        if !unavailable.is_empty() {
+            decided.unavailable.extend(unavailable);
+            return Status::unresolvable(ERR_CLAIM_NOT_AVAILABLE);
+        }
+        if let Some(results) = allocations {
+            decided
+                .node_allocations
+                .insert(node.name().to_string(), results);
+        }
+        Status::success()
+    }
+}
+
+impl PostFilterPlugin for DynamicResources {
+    /// Deallocates one claim that was not available on some node and is reserved for no
+    /// other pod, so that the next attempt may allocate it elsewhere.
+    fn post_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _snapshot: &Snapshot,
+        _statuses: &NodeToStatus,
+        _runner: &dyn PluginsRunner,
+    ) -> (Option<PostFilterResult>, Status) {
+        if !has_claims(&pod.pod) {
+            return (
+                None,
+                Status::with_reasons(Code::Unschedulable, std::iter::empty::<&'static str>()),
+            );
+        }
+        let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
+            return (None, Status::unschedulable(NO_NEW_CLAIMS));
+        };
+        let unavailable = data.decided().unavailable.clone();
+        for index in unavailable {
+            let Some(claim) = data.claims.get(index) else {
+                continue;
+            };
+            let reserved = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.reserved_for.as_deref())
+                .unwrap_or(&[]);
+            let only_this_pod = reserved.len() == 1
+                && reserved.first().map(|r| r.uid.as_str()) == pod.pod.metadata.uid.as_deref();
+            if !reserved.is_empty() && !only_this_pod {
+                continue;
+            }
+            let mut deallocated = (**claim).clone();
+            if let Some(status) = deallocated.status.as_mut() {
+                status.allocation = None;
+                status.reserved_for = None;
+            }
+            return match self.write_in_background(deallocated, "deallocate") {
+                Ok(()) => (None, Status::unschedulable(DEALLOCATION_COMPLETED)),
+                Err(status) => (None, status),
+            };
+        }
+        (None, Status::unschedulable(STILL_NOT_SCHEDULABLE))
+    }
+}
+
+impl ReservePlugin for DynamicResources {
+    /// Takes the node's allocations as in flight: other pods' cycles see their devices as
+    /// in use until PreBind wrote them or Unreserve dropped them.
+    fn reserve(&self, state: &mut CycleState, _pod: &PodInfo, node_name: &str) -> Status {
+        let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
+            return Status::success();
+        };
+        let Some(input) = &data.allocation else {
+            return Status::success();
+        };
+        let mut decided = data.decided();
+        let Some(allocations) = decided.node_allocations.get(node_name).cloned() else {
+            return Status::error("claim allocation not found for node");
+        };
+        if allocations.len() != input.indices.len() {
+            return Status::error(format!(
+                "internal error, have {} allocations, {} claims to allocate, want {} claims",
+                allocations.len(),
+                input.indices.len(),
+                input.indices.len()
+            ));
+        }
+        let mut tracker = self.tracker();
+        for (&index, allocation) in input.indices.iter().zip(allocations) {
+            let Some(claim) = data.claims.get(index) else {
+                return Status::error("internal error, claim with allocation not found");
+            };
+            let mut pending = (**claim).clone();
+            pending
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .allocation = Some(allocation.clone());
+            if let Some(slot) = decided.reserved.get_mut(index) {
+                *slot = Some(allocation);
+            }
+            if let Some(uid) = claim_uid(claim) {
+                tracker.in_flight.insert(uid.to_string(), Arc::new(pending));
+            }
+        }
+        Status::success()
+    }
+
+    /// Drops the pod's in-flight allocations and takes the pod out of `reservedFor` where
+    /// PreBind already wrote it.
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, _node_name: &str) {
+        let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
+            return;
+        };
+        let written = std::mem::take(&mut data.decided().written);
+        {
+            let mut tracker = self.tracker();
+            for claim in &data.claims {
+                if let Some(uid) = claim_uid(claim) {
+                    if tracker.in_flight.remove(uid).is_some() {
+                        tracker.assumed.restore(&object_ref(claim));
+                    }
+                }
+            }
+        }
+        for claim in written.into_iter().flatten() {
+            if !is_reserved_for_pod(&pod.pod, &claim) {
+                continue;
+            }
+            let mut released = (*claim).clone();
+            if let Some(list) = released
+                .status
+                .as_mut()
+                .and_then(|s| s.reserved_for.as_mut())
+            {
+                list.retain(|r| Some(r.uid.as_str()) != pod.pod.metadata.uid.as_deref());
+            }
+            // The pod is retried either way; a failed write is taken up then.
+            let _ = self.write_in_background(released, "unreserve");
+        }
+    }
+}
+
+impl PreBindPlugin for DynamicResources {
+    /// Writes each claim's allocation (when Reserve chose one) and the pod's reservation.
+    fn pre_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a PodInfo,
+        _node_name: &'a str,
+    ) -> BoxFuture<'a, Status> {
+        Box::pin(async move {
+            let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
+                return Status::success();
+            };
+            for (index, claim) in data.claims.iter().enumerate() {
+                if is_reserved_for_pod(&pod.pod, claim) {
+                    continue;
+                }
+                let allocation = data.decided().reserved.get(index).cloned().flatten();
+                match self.bind_claim(claim, allocation, &pod.pod).await {
+                    Ok(stored) => {
+                        if let Some(slot) = data.decided().written.get_mut(index) {
+                            *slot = Some(Arc::new(stored));
+                        }
+                    }
+                    Err(message) => return Status::error(message),
+                }
+            }
+            Status::success()
+        })
+    }
+}
+
+impl EnqueueExtensions for DynamicResources {
+    /// A node added or relabelled; a claim added or updated; the pod's generated claims
+    /// named in its status; a class added or updated; a slice added or updated.
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        let storage = self.storage.clone();
+        let claim_hint: QueueingHintFn = Arc::new(move |pod, old, new| {
+            is_schedulable_after_claim_change(storage.as_ref(), pod, old, new)
+        });
+        let storage = self.storage.clone();
+        let pod_hint: QueueingHintFn = Arc::new(move |pod, old, new| {
+            is_schedulable_after_pod_change(storage.as_ref(), pod, old, new)
+        });
+        vec![
+            ClusterEventWithHint::new(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::ResourceClaim,
+                ActionType::ADD | ActionType::UPDATE,
+                claim_hint,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+                pod_hint,
+            ),
+            ClusterEventWithHint::new(
+                EventResource::DeviceClass,
+                ActionType::ADD | ActionType::UPDATE,
+            ),
+            ClusterEventWithHint::new(
+                EventResource::ResourceSlice,
+                ActionType::ADD | ActionType::UPDATE,
+            ),
+        ]
+    }
+}
+
+/// Queue when a claim of the pod was created or its status changed, or when any claim was
+/// deallocated (its devices are free again); skip while some claim of the pod is missing.
+fn is_schedulable_after_claim_change(
+    storage: Option<&StorageWatch>,
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let modified = new_object::<ResourceClaim>(new)?;
+    let original = old_object::<ResourceClaim>(old)?;
+    let mut uses_claim = false;
+    let found = match storage {
+        Some(storage) => {
+            let storage = storage.borrow().clone();
+            for_each_pod_claim(
+                pod,
+                |ns, name| storage.resource_claim(ns, name).cloned(),
+                |claim| uses_claim |= same_claim(claim, modified),
+            )
+        }
+        None => for_each_pod_claim(
+            pod,
+            |ns, name| {
+                (modified.metadata.namespace.as_deref() == Some(ns)
+                    && modified.metadata.name.as_deref() == Some(name))
+                .then(|| modified.clone())
+            },
+            |claim| uses_claim |= same_claim(claim, modified),
+        ),
+    };
+    if found.is_err() {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    let allocated = |c: &ResourceClaim| c.status.as_ref().is_some_and(|s| s.allocation.is_some());
+    if original.is_some_and(|o| allocated(o)) && !allocated(modified) {
+        return Ok(QueueingHint::Queue);
+    }
+    if !uses_claim {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    let Some(original) = original else {
+        return Ok(QueueingHint::Queue);
+    };
+    if original.status == modified.status {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    Ok(QueueingHint::Queue)
+}
+
+/// Queue when the pod itself now names all its generated claims and they exist.
+fn is_schedulable_after_pod_change(
+    storage: Option<&StorageWatch>,
+    pod: &Pod,
+    _old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let modified = modified_pod(new)?;
+    if !same_uid(pod, modified) {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    let found = match storage {
+        Some(storage) => {
+            let storage = storage.borrow().clone();
+            for_each_pod_claim(
+                modified,
+                |ns, name| storage.resource_claim(ns, name).cloned(),
+                |_| {},
+            )
+        }
+        None => Ok(()),
+    };
+    Ok(if found.is_ok() {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::QueueSkip
+    })
+}
+
+impl DynamicResources {
+    /// Refuses a request whose DeviceClass does not exist, or of a kind this code does not
+    /// know. Upstream: validateDeviceClass.
+    fn check_requests(
+        &self,
+        claim: &ResourceClaim,
+        storage: &StorageListers,
+    ) -> Result<(), Status> {
+        let class_exists = |class: &str, request: &str| {
+            if storage.device_class(class).is_some() {
+                Ok(())
+            } else {
+                Err(Status::unresolvable(format!(
+                    "request {request}: device class {class} does not exist"
+                )))
+            }
+        };
+        let requests = claim
+            .spec
+            .devices
+            .as_ref()
+            .and_then(|d| d.requests.as_deref())
+            .unwrap_or(&[]);
+        for request in requests {
+            let subrequests = request.first_available.as_deref().unwrap_or(&[]);
+            if let Some(exactly) = &request.exactly {
+                class_exists(&exactly.device_class_name, &request.name)?;
+            } else if !subrequests.is_empty() {
+                if !self.features.prioritized_list {
+                    return Err(Status::unresolvable(format!(
+                        "resource claim {}, request {}: has subrequests, but the DRAPrioritizedList feature is disabled",
+                        object_ref(claim),
+                        request.name
+                    )));
+                }
+                for sub in subrequests {
+                    class_exists(
+                        &sub.device_class_name,
+                        &format!("{}/{}", request.name, sub.name),
+                    )?;
+                }
+            } else {
+                return Err(Status::unresolvable(format!(
+                    "resource claim {}, request {}: unsupported request type",
+                    object_ref(claim),
+                    request.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// What Filter's allocator needs: the devices in use (allocated claims, assumed writes
+    /// and in-flight allocations), the classes and the slices.
+    fn allocation_input(&self, indices: Vec<usize>, storage: &StorageListers) -> AllocationInput {
+        let mut tracker = self.tracker();
+        // Writes the informer has caught up with (or claims deleted since) need no overlay.
+        tracker
+            .assumed
+            .prune(|key| storage.resource_claims.get(key).cloned());
+        let mut in_use = HashSet::new();
+        for (key, claim) in &storage.resource_claims {
+            let claim = tracker
+                .assumed
+                .get(key, Some(claim))
+                .unwrap_or_else(|| claim.clone());
+            add_allocated_devices(&claim, &mut in_use);
+        }
+        for claim in tracker.in_flight.values() {
+            add_allocated_devices(claim, &mut in_use);
+        }
+        AllocationInput {
+            indices,
+            in_use,
+            classes: storage
+                .device_classes
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            slices: storage.all_resource_slices().cloned().collect(),
+        }
+    }
+
+    /// Writes the allocation (if any) and the pod's reservation to the claim's status and
+    /// assumes the written claim until the informer shows it. Upstream: bindClaim.
+    async fn bind_claim(
+        &self,
+        claim: &Arc<ResourceClaim>,
+        allocation: Option<AllocationResult>,
+        pod: &Pod,
+    ) -> Result<ResourceClaim, String> {
+        let name = object_ref(claim);
+        let mut current = claim.clone();
+        let mut attempts = 1;
+        let result = loop {
+            match self.write_binding(&current, allocation.as_ref(), pod).await {
+                Err(WriteError::Conflict(message)) if attempts < CONFLICT_ATTEMPTS => {
+                    // Someone changed the claim since it was read: write again on the
+                    // informer's newer version, as upstream does on a fresh read.
+                    match self.newer_claim(&current).await {
+                        Some(newer) => {
+                            current = newer;
+                            attempts += 1;
+                        }
+                        None => break Err(message),
+                    }
+                }
+                Err(WriteError::Conflict(message) | WriteError::Other(message)) => {
+                    break Err(message)
+                }
+                Ok(stored) => break Ok(stored),
+            }
+        };
+        if allocation.is_some() {
+            let mut tracker = self.tracker();
+            if let Ok(stored) = &result {
+                // Refused only for a write older than what is seen: the informer is ahead.
+                let _ = tracker
+                    .assumed
+                    .assume(&name, Arc::new(stored.clone()), Some(&current));
+            }
+            if let Some(uid) = claim_uid(claim) {
+                tracker.in_flight.remove(uid);
+            }
+        }
+        result
+    }
+
+    /// One status write: the allocation (if any) and the pod in `reservedFor`.
+    async fn write_binding(
+        &self,
+        claim: &ResourceClaim,
+        allocation: Option<&AllocationResult>,
+        pod: &Pod,
+    ) -> Result<ResourceClaim, WriteError> {
+        let name = object_ref(claim);
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(WriteError::Other(format!(
+                "claim {name} got deleted in the meantime"
+            )));
+        }
+        let mut updated = claim.clone();
+        let status = updated
+            .status
+            .get_or_insert_with(ResourceClaimStatus::default);
+        if let Some(allocation) = allocation {
+            if status.allocation.is_some() {
+                return Err(WriteError::Other(format!(
+                    "claim {name} got allocated elsewhere in the meantime"
+                )));
+            }
+            status.allocation = Some(allocation.clone());
+        }
+        status
+            .reserved_for
+            .get_or_insert_with(Vec::new)
+            .push(ResourceClaimConsumerReference {
+                api_group: None,
+                resource: PODS_RESOURCE.to_string(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+            });
+        self.client
+            .update_resource_claim_status(&updated)
+            .await
+            .map_err(|e| {
+                let message = if allocation.is_some() {
+                    format!("add allocation and reservation to claim {name}: {e}")
+                } else {
+                    format!("add reservation to claim {name}: {e}")
+                };
+                match e {
+                    ClientError::Api { code: 409, .. } => WriteError::Conflict(message),
+                    _ => WriteError::Other(message),
+                }
+            })
+    }
+
+    /// The claim as the informer shows it once it is newer than `claim`, waiting up to
+    /// [`CONFLICT_WAIT`]; `None` without live objects, or when it does not come.
+    async fn newer_claim(&self, claim: &ResourceClaim) -> Option<Arc<ResourceClaim>> {
+        let mut storage = self.storage.clone()?;
+        let ns = claim.metadata.namespace.as_deref().unwrap_or("");
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        let seen = resource_version(claim);
+        let deadline = tokio::time::Instant::now() + CONFLICT_WAIT;
+        loop {
+            // The guard is dropped before waiting.
+            let latest = storage
+                .borrow_and_update()
+                .resource_claim(ns, name)
+                .cloned();
+            if let Some(latest) = latest {
+                if resource_version(&latest) > seen {
+                    return Some(latest);
+                }
+            }
+            match tokio::time::timeout_at(deadline, storage.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// Writes a claim's status without waiting (PostFilter and Unreserve are synchronous).
+    fn write_in_background(&self, claim: ResourceClaim, what: &'static str) -> Result<(), Status> {
+        let runtime = self
+            .runtime
+            .clone()
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        let Some(runtime) = runtime else {
+            return Err(Status::error(format!(
+                "cannot {what} claim {}: no runtime to write it",
+                object_ref(&claim)
+            )));
+        };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            if let Err(e) = client.update_resource_claim_status(&claim).await {
+                tracing::warn!(claim = %object_ref(&claim), error = %e, "{what} failed");
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Why PreBind's write failed: a conflict is retried on a newer claim.
+enum WriteError {
+    Conflict(String),
+    Other(String),
+}
+
+/// What PreFilter found; Filter and Reserve add their decisions under the lock.
+#[derive(Clone)]
+struct StateData(Arc<State>);
+
+struct State {
+    /// The pod's claims in `spec.resourceClaims` order (those that resolve to a claim).
+    claims: Vec<Arc<ResourceClaim>>,
+    /// Per claim: the node selector of its allocation, when allocated with one.
+    available_on: Vec<Option<NodeSelector>>,
+    /// The claims to allocate and the allocator's inputs; `None` when all are allocated.
+    allocation: Option<AllocationInput>,
+    decided: Mutex<Decided>,
+}
+
+impl State {
+    fn decided(&self) -> MutexGuard<'_, Decided> {
+        self.decided.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct AllocationInput {
+    /// Indices into [`State::claims`] of the claims to allocate, in order.
+    indices: Vec<usize>,
+    in_use: HashSet<DeviceId>,
+    classes: BTreeMap<String, Arc<DeviceClass>>,
+    slices: Vec<Arc<ResourceSlice>>,
+}
+
+#[derive(Default)]
+struct Decided {
+    /// Claims whose allocation excluded some node (PostFilter's candidates).
+    unavailable: BTreeSet<usize>,
+    /// Filter's allocations per node, one per claim to allocate.
+    node_allocations: HashMap<String, Vec<AllocationResult>>,
+    /// Per claim: the allocation Reserve chose.
+    reserved: Vec<Option<AllocationResult>>,
+    /// Per claim: what PreBind wrote.
+    written: Vec<Option<Arc<ResourceClaim>>>,
+}
+
+/// Whether the pod references any ResourceClaim.
+fn has_claims(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .is_some_and(|c| !c.is_empty())
+}
+
+/// Resolves each of the pod's claims with `get(namespace, name)` and hands it to `found`;
+/// the first claim that is missing, being deleted or (for a generated claim) not the pod's
+/// is an error with upstream's message. A template claim without a generated name in the
+/// status is not created yet; one whose status entry has no name is skipped, as upstream.
+fn for_each_pod_claim(
+    pod: &Pod,
+    get: impl Fn(&str, &str) -> Option<Arc<ResourceClaim>>,
+    mut found: impl FnMut(&Arc<ResourceClaim>),
+) -> Result<(), String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+    let claims: &[PodResourceClaim] = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_deref())
+        .unwrap_or(&[]);
+    for pod_claim in claims {
+        let (name, must_check_owner) = if let Some(name) = &pod_claim.resource_claim_name {
+            (Some(name.clone()), false)
+        } else if pod_claim.resource_claim_template_name.is_some() {
+            let status = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.as_deref())
+                .unwrap_or(&[])
+                .iter()
+                .find(|s| s.name == pod_claim.name);
+            match status {
+                Some(s) => (s.resource_claim_name.clone(), true),
+                None => {
+                    return Err(format!(
+                        "pod \"{ns}/{pod_name}\": ResourceClaim not created yet"
+                    ))
+                }
+            }
+        } else {
+            return Err(format!(
+                "pod \"{ns}/{pod_name}\", spec.resourceClaim {:?}: none of the supported fields are set",
+                pod_claim.name
+            ));
+        };
+        let Some(name) = name else {
+            continue;
+        };
+        let Some(claim) = get(ns, &name) else {
+            return Err(format!(
+                "resourceclaim.resource.k8s.io \"{name}\" not found"
+            ));
+        };
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(format!("resourceclaim \"{name}\" is being deleted"));
+        }
+        if must_check_owner && !is_controlled_by(&claim, pod) {
+            return Err(format!(
+                "ResourceClaim {ns}/{name} was not created for pod {ns}/{pod_name} (pod is not owner)"
+            ));
+        }
+        found(&claim);
+    }
+    Ok(())
+}
+
+/// Whether the pod is the claim's controlling owner.
+fn is_controlled_by(claim: &ResourceClaim, pod: &Pod) -> bool {
+    let Some(uid) = pod.metadata.uid.as_deref() else {
+        return false;
+    };
+    claim
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// Whether `status.reservedFor` names the pod.
+fn is_reserved_for_pod(pod: &Pod, claim: &ResourceClaim) -> bool {
+    let Some(uid) = pod.metadata.uid.as_deref() else {
+        return false;
+    };
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_deref())
+        .unwrap_or(&[])
+        .iter()
+        .any(|r| r.uid == uid)
+}
+
+/// Whether another consumer may still be added to `status.reservedFor`.
+fn can_be_reserved(claim: &ResourceClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .map_or(0, Vec::len)
+        < RESERVED_FOR_MAX_SIZE
+}
+
+/// Adds the devices of the claim's allocation to `in_use`; admin access does not take a
+/// device away from others.
+fn add_allocated_devices(claim: &ResourceClaim, in_use: &mut HashSet<DeviceId>) {
+    let results = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_deref())
+        .unwrap_or(&[]);
+    for r in results {
+        if r.admin_access == Some(true) {
+            continue;
+        }
+        in_use.insert(DeviceId::new(&r.driver, &r.pool, &r.device));
+    }
+}
+
+/// The claim's `resourceVersion` as a number; one that does not parse counts as 0.
+fn resource_version(claim: &ResourceClaim) -> u64 {
+    claim
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn claim_uid(claim: &ResourceClaim) -> Option<&str> {
+    claim.metadata.uid.as_deref().filter(|u| !u.is_empty())
+}
+
+/// Whether two objects are the same claim: equal UIDs when both have one, else equal
+/// namespace and name.
+fn same_claim(a: &ResourceClaim, b: &ResourceClaim) -> bool {
+    match (claim_uid(a), claim_uid(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.metadata.namespace == b.metadata.namespace && a.metadata.name == b.metadata.name,
+    }
+}
+
+/// `namespace/name`, as upstream's klog.KObj prints an object.
+fn object_ref(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or(""),
+        claim.metadata.name.as_deref().unwrap_or("")
+    )
+}

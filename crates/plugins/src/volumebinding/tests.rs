@@ -1094,6 +1094,13 @@ impl ClusterClient for RecordingClient {
             Ok(out)
         })
     }
+
+    fn update_resource_claim_status<'a>(
+        &'a self,
+        claim: &'a k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::resource::v1::ResourceClaim, ClientError>> {
+        NoopClient.update_resource_claim_status(claim)
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {

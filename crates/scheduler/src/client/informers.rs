@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
@@ -57,7 +58,7 @@ impl Default for InformerOptions {
 }
 
 /// Number of kinds [`run_informers`] watches; `synced` waits for all of them.
-const KINDS: usize = 16;
+const KINDS: usize = 19;
 
 /// Watches every kind the scheduler reads and delivers their events to `handler` until
 /// `shutdown` resolves (or the returned future is dropped: each kind runs on its own task,
@@ -191,10 +192,28 @@ pub async fn run_informers(
         ctx("csistoragecapacities"),
     ));
     tasks.spawn(watch_kind(
-        Api::<VolumeAttachment>::all(client),
-        base,
+        Api::<VolumeAttachment>::all(client.clone()),
+        base.clone(),
         ObjectEvent::VolumeAttachment,
         ctx("volumeattachments"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<ResourceClaim>::all(client.clone()),
+        base.clone(),
+        ObjectEvent::ResourceClaim,
+        ctx("resourceclaims"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<ResourceSlice>::all(client.clone()),
+        base.clone(),
+        ObjectEvent::ResourceSlice,
+        ctx("resourceslices"),
+    ));
+    tasks.spawn(watch_kind(
+        Api::<DeviceClass>::all(client),
+        base,
+        ObjectEvent::DeviceClass,
+        ctx("deviceclasses"),
     ));
     debug_assert_eq!(tasks.len(), KINDS);
     tokio::select! {

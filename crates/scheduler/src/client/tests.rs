@@ -129,6 +129,9 @@ impl EventHandler for Recorder {
             ObjectEvent::CSIDriver(c) => kind_seen("csidriver", seen(c)),
             ObjectEvent::CSIStorageCapacity(c) => kind_seen("capacity", seen(c)),
             ObjectEvent::VolumeAttachment(c) => kind_seen("va", seen(c)),
+            ObjectEvent::ResourceClaim(c) => kind_seen("resourceclaim", seen(c)),
+            ObjectEvent::ResourceSlice(c) => kind_seen("resourceslice", seen(c)),
+            ObjectEvent::DeviceClass(c) => kind_seen("deviceclass", seen(c)),
             _ => return,
         };
         self.seen.lock().expect("recorder lock").push(s);
@@ -744,6 +747,97 @@ async fn informers_deliver_csi_nodes_drivers_capacities_and_attachments() {
     want.sort();
     let got = poll(WAIT, || async {
         let mut after: Vec<Seen> = recorder.snapshot().into_iter().skip(5).collect();
+        after.sort();
+        (after.len() >= want.len()).then_some(after)
+    })
+    .await;
+    assert_eq!(got, Some(want), "all events: {:?}", recorder.snapshot());
+
+    informers.stop().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_deliver_device_classes_resource_slices_and_claims() {
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+    let (server, client) = cluster().await;
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("object")
+    }
+    classes
+        .create(
+            &pp,
+            &decode(
+                json!({"metadata": {"name": "gpu.example.com", "labels": {"step": "1"}},
+                "spec": {}}),
+            ),
+        )
+        .await
+        .expect("deviceclass");
+    slices
+        .create(
+            &pp,
+            &decode(json!({"metadata": {"name": "n1-gpu"},
+                "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                    "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0"}]}})),
+        )
+        .await
+        .expect("resourceslice");
+    claims
+        .create(
+            &pp,
+            &decode(json!({"metadata": {"name": "gpu"},
+                "spec": {"devices": {"requests": [{"name": "gpu",
+                    "exactly": {"deviceClassName": "gpu.example.com"}}]}}})),
+        )
+        .await
+        .expect("resourceclaim");
+
+    let (informers, mut initial) = Informers::synced(client.clone()).await;
+    let recorder = informers.recorder.clone();
+    initial.sort();
+    assert_eq!(
+        initial,
+        vec![
+            Seen::Added("deviceclass gpu.example.com@1".into()),
+            Seen::Added("resourceclaim default/gpu@-".into()),
+            Seen::Added("resourceslice n1-gpu@-".into()),
+            Seen::Synced
+        ]
+    );
+
+    classes
+        .patch(
+            "gpu.example.com",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"step": "2"}}})),
+        )
+        .await
+        .expect("deviceclass patched");
+    slices
+        .delete("n1-gpu", &Default::default())
+        .await
+        .expect("resourceslice deleted");
+    claims
+        .delete("gpu", &Default::default())
+        .await
+        .expect("resourceclaim deleted");
+    let mut want = vec![
+        Seen::Updated(
+            "deviceclass gpu.example.com@1".into(),
+            "deviceclass gpu.example.com@2".into(),
+        ),
+        Seen::Deleted("resourceslice n1-gpu@-".into()),
+        Seen::Deleted("resourceclaim default/gpu@-".into()),
+    ];
+    want.sort();
+    let got = poll(WAIT, || async {
+        let mut after: Vec<Seen> = recorder.snapshot().into_iter().skip(4).collect();
         after.sort();
         (after.len() >= want.len()).then_some(after)
     })

@@ -48,6 +48,7 @@ use k8s_openapi::api::core::v1::{
     Binding as CoreBinding, Event as CoreEvent, EventSeries, EventSource, ObjectReference,
     PersistentVolume, PersistentVolumeClaim, Pod,
 };
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -579,6 +580,21 @@ impl ClusterClient for KubeClusterClient {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
             let name = pvc.metadata.name.as_deref().unwrap_or("");
             api.replace(name, &PostParams::default(), pvc)
+                .await
+                .map_err(client_error)
+        })
+    }
+
+    fn update_resource_claim_status<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
+            let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+            let name = claim.metadata.name.as_deref().unwrap_or("");
+            api.replace_status(name, &PostParams::default(), claim)
                 .await
                 .map_err(client_error)
         })

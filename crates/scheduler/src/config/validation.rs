@@ -22,8 +22,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 use std::time::Duration;
 
-use plugins::names;
-
 use super::defaults::{self, ALL_PLUGINS};
 use super::duration::format_go_duration;
 use super::types::{
@@ -34,7 +32,7 @@ use super::FieldError;
 /// Upstream plugins kubesched does not implement yet. Configuration files may name them
 /// (they are in upstream's default set, so every file names them implicitly); the runtime
 /// skips them with a warning.
-const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 1] = [names::DYNAMIC_RESOURCES];
+const UNIMPLEMENTED_UPSTREAM_PLUGINS: [&str; 0] = [];
 
 /// Plugins removed from upstream; v1 refuses them by name.
 const REMOVED_IN_V1: [&str; 4] = [

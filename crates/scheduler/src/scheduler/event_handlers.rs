@@ -148,6 +148,36 @@ impl EventHandler for Shared {
                     |s| &mut s.volume_attachments,
                 );
             }
+            ObjectEvent::ResourceClaim(c) => {
+                let key = ns_name(&c.object().metadata);
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::ResourceClaim,
+                    EventObject::ResourceClaim,
+                    |s| &mut s.resource_claims,
+                );
+            }
+            ObjectEvent::ResourceSlice(c) => {
+                let key = c.object().metadata.name.clone().unwrap_or_default();
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::ResourceSlice,
+                    EventObject::ResourceSlice,
+                    |s| &mut s.resource_slices,
+                );
+            }
+            ObjectEvent::DeviceClass(c) => {
+                let key = c.object().metadata.name.clone().unwrap_or_default();
+                self.update_storage(
+                    c,
+                    key,
+                    EventResource::DeviceClass,
+                    EventObject::DeviceClass,
+                    |s| &mut s.device_classes,
+                );
+            }
         }
     }
 
@@ -322,9 +352,9 @@ impl Shared {
 }
 
 impl Shared {
-    /// Files a storage object's change (volume, claim, class or CSI object) under `key` and
-    /// offers it to waiting pods (upstream registers the same handlers for the storage
-    /// informers).
+    /// Files a storage or DRA object's change (volume, claim, class, CSI object, device
+    /// class, resource slice or resource claim) under `key` and offers it to waiting pods
+    /// (upstream registers the same handlers for the storage and DRA informers).
     fn update_storage<T>(
         &self,
         change: Change<T>,

@@ -1556,6 +1556,105 @@ async fn csi_adds_updates_and_deletes_reach_the_snapshot() {
     );
 }
 
+fn dra_view(s: &framework::StorageListers) -> [Vec<String>; 3] {
+    fn keys<T>(m: &std::collections::HashMap<String, T>) -> Vec<String> {
+        let mut k: Vec<String> = m.keys().cloned().collect();
+        k.sort();
+        k
+    }
+    [
+        keys(&s.device_classes),
+        keys(&s.resource_slices),
+        keys(&s.resource_claims),
+    ]
+}
+
+fn device_class(name: &str) -> Arc<k8s_openapi::api::resource::v1::DeviceClass> {
+    let mut c = k8s_openapi::api::resource::v1::DeviceClass::default();
+    c.metadata.name = Some(name.into());
+    Arc::new(c)
+}
+
+fn resource_slice(name: &str, node: &str) -> Arc<k8s_openapi::api::resource::v1::ResourceSlice> {
+    let mut s = k8s_openapi::api::resource::v1::ResourceSlice::default();
+    s.metadata.name = Some(name.into());
+    s.spec.driver = "gpu.example.com".into();
+    s.spec.node_name = Some(node.into());
+    s.spec.pool.name = node.into();
+    s.spec.pool.resource_slice_count = 1;
+    Arc::new(s)
+}
+
+fn resource_claim(
+    ns: &str,
+    name: &str,
+    version: &str,
+) -> Arc<k8s_openapi::api::resource::v1::ResourceClaim> {
+    let mut c = k8s_openapi::api::resource::v1::ResourceClaim::default();
+    c.metadata.namespace = Some(ns.into());
+    c.metadata.name = Some(name.into());
+    c.metadata.resource_version = Some(version.into());
+    Arc::new(c)
+}
+
+#[tokio::test]
+async fn dra_adds_updates_and_deletes_reach_the_snapshot() {
+    use crate::source::{Change, ObjectEvent};
+    let mut h = harness("dra-listers", "permit: allow", &["default-scheduler"]);
+    let v = |k: &[&str]| -> Vec<String> { k.iter().map(|s| s.to_string()).collect() };
+    assert_eq!(
+        dra_view(h.lp.refreshed_snapshot().storage()),
+        <[Vec<String>; 3]>::default()
+    );
+
+    for e in [
+        ObjectEvent::DeviceClass(Change::Added(device_class("gpu.example.com"))),
+        ObjectEvent::ResourceSlice(Change::Added(resource_slice("n1-gpu", "n1"))),
+        ObjectEvent::ResourceSlice(Change::Added(resource_slice("n2-gpu", "n2"))),
+        ObjectEvent::ResourceClaim(Change::Added(resource_claim("default", "gpu", "1"))),
+        ObjectEvent::ResourceClaim(Change::Added(resource_claim("ml", "gpu", "1"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        dra_view(h.lp.refreshed_snapshot().storage()),
+        [
+            v(&["gpu.example.com"]),
+            v(&["n1-gpu", "n2-gpu"]),
+            v(&["default/gpu", "ml/gpu"]),
+        ]
+    );
+    let snap = h.lp.refreshed_snapshot();
+    assert!(snap.storage().device_class("gpu.example.com").is_some());
+    assert_eq!(snap.storage().all_resource_slices().count(), 2);
+    assert_eq!(snap.storage().all_resource_claims().count(), 2);
+
+    h.cluster
+        .deliver_other(ObjectEvent::ResourceClaim(Change::Updated {
+            old: resource_claim("ml", "gpu", "1"),
+            new: resource_claim("ml", "gpu", "2"),
+        }));
+    assert_eq!(
+        h.lp.refreshed_snapshot()
+            .storage()
+            .resource_claim("ml", "gpu")
+            .and_then(|c| c.metadata.resource_version.clone()),
+        Some("2".to_string())
+    );
+
+    for e in [
+        ObjectEvent::DeviceClass(Change::Deleted(device_class("gpu.example.com"))),
+        ObjectEvent::ResourceSlice(Change::Deleted(resource_slice("n2-gpu", "n2"))),
+        ObjectEvent::ResourceClaim(Change::Deleted(resource_claim("default", "gpu", "1"))),
+    ] {
+        h.cluster.deliver_other(e);
+    }
+    assert_eq!(
+        dra_view(h.lp.refreshed_snapshot().storage()),
+        [vec![], v(&["n1-gpu"]), v(&["ml/gpu"])]
+    );
+}
+
 #[tokio::test]
 async fn a_pod_rejected_by_volume_zone_is_retried_by_a_topology_change_of_its_volume_only() {
     use crate::source::{Change, ObjectEvent};

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
     ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
@@ -75,6 +76,10 @@ pub struct ClusterInput {
     pub csi_drivers: Vec<Arc<CSIDriver>>,
     pub csi_storage_capacities: Vec<Arc<CSIStorageCapacity>>,
     pub volume_attachments: Vec<Arc<VolumeAttachment>>,
+    /// For DynamicResources: device classes, resource slices and claims (namespace set).
+    pub device_classes: Vec<Arc<DeviceClass>>,
+    pub resource_slices: Vec<Arc<ResourceSlice>>,
+    pub resource_claims: Vec<Arc<ResourceClaim>>,
     /// The file each pod came from (parallel to `pods`), to name it in errors.
     pod_files: Vec<PathBuf>,
     /// Kinds that were present but are not used, with their counts.
@@ -246,6 +251,9 @@ impl ClusterInput {
                 | "CSIDriver"
                 | "CSIStorageCapacity"
                 | "VolumeAttachment"
+                | "DeviceClass"
+                | "ResourceSlice"
+                | "ResourceClaim"
         ) {
             *self.ignored.entry(kind).or_insert(0) += 1;
             return Ok(());
@@ -266,6 +274,8 @@ impl ClusterInput {
                 | "CSINode"
                 | "CSIDriver"
                 | "VolumeAttachment"
+                | "DeviceClass"
+                | "ResourceSlice"
         );
         let ns = value
             .pointer("/metadata/namespace")
@@ -358,6 +368,19 @@ impl ClusterInput {
             "VolumeAttachment" => {
                 let o: VolumeAttachment = decode(value).map_err(|m| err(label.clone(), m))?;
                 self.volume_attachments.push(Arc::new(o));
+            }
+            "DeviceClass" => {
+                let o: DeviceClass = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.device_classes.push(Arc::new(o));
+            }
+            "ResourceSlice" => {
+                let o: ResourceSlice = decode(value).map_err(|m| err(label.clone(), m))?;
+                self.resource_slices.push(Arc::new(o));
+            }
+            "ResourceClaim" => {
+                let mut o: ResourceClaim = decode(value).map_err(|m| err(label.clone(), m))?;
+                o.metadata.namespace = Some(ns);
+                self.resource_claims.push(Arc::new(o));
             }
             "ReplicaSet" => {
                 let rs: ReplicaSet = decode(value).map_err(|m| err(label.clone(), m))?;
@@ -647,6 +670,41 @@ mod tests {
                 vec!["-/ebs.csi.aws.com".to_string()],
                 vec!["kube-system/cap-a".to_string(), "default/cap-b".to_string()],
                 vec!["-/va-1".to_string()],
+                0
+            ))
+        );
+    }
+
+    #[test]
+    fn dra_objects_are_read_not_ignored() {
+        let text = "kind: DeviceClass\nmetadata: {name: gpu.example.com}\nspec: {}\n---\nkind: ResourceSlice\napiVersion: resource.k8s.io/v1\nmetadata: {name: n1-gpu}\nspec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}\n---\nkind: ResourceClaim\nmetadata: {name: gpu, namespace: ml}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}\n---\nkind: ResourceClaim\nmetadata: {name: other}\nspec: {}\n";
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        fn names<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(v: &[Arc<T>]) -> Vec<String> {
+            v.iter()
+                .map(|o| {
+                    let m = o.metadata();
+                    format!(
+                        "{}/{}",
+                        m.namespace.as_deref().unwrap_or("-"),
+                        m.name.as_deref().unwrap_or("")
+                    )
+                })
+                .collect()
+        }
+        let got = load(text).map(|i| {
+            (
+                names(&i.device_classes),
+                names(&i.resource_slices),
+                names(&i.resource_claims),
+                i.ignored.len(),
+            )
+        });
+        assert_eq!(
+            got,
+            Ok((
+                vec!["-/gpu.example.com".to_string()],
+                vec!["-/n1-gpu".to_string()],
+                vec!["ml/gpu".to_string(), "default/other".to_string()],
                 0
             ))
         );

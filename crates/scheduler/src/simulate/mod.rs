@@ -397,6 +397,15 @@ fn load(cluster: &MemoryCluster, input: &ClusterInput, clock: &FakeClock) {
     for o in &input.volume_attachments {
         cluster.deliver_other(ObjectEvent::VolumeAttachment(Change::Added(o.clone())));
     }
+    for o in &input.device_classes {
+        cluster.deliver_other(ObjectEvent::DeviceClass(Change::Added(o.clone())));
+    }
+    for o in &input.resource_slices {
+        cluster.deliver_other(ObjectEvent::ResourceSlice(Change::Added(o.clone())));
+    }
+    for o in &input.resource_claims {
+        cluster.deliver_other(ObjectEvent::ResourceClaim(Change::Added(o.clone())));
+    }
     for n in &input.nodes {
         cluster.apply_node((**n).clone());
     }

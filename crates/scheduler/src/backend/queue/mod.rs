@@ -1029,6 +1029,15 @@ pub fn pod_scheduling_properties_change(old: &PodInfo, new: &PodInfo) -> Vec<Clu
     if tolerations(&old.pod) != tolerations(&new.pod) {
         actions.push(ActionType::UPDATE_POD_TOLERATIONS);
     }
+    let generated_claims = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.clone())
+            .unwrap_or_default()
+    };
+    if generated_claims(&old.pod) != generated_claims(&new.pod) {
+        actions.push(ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM);
+    }
     if actions.is_empty() {
         actions.push(ActionType::UPDATE_OTHER);
     }

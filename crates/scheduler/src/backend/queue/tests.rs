@@ -741,6 +741,14 @@ fn update_in_active_queue_keeps_its_place_and_unknown_update_adds() {
 #[case::gates_gone(make_pod("p").req(&[("cpu", "2")]).info(), ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED)]
 #[case::tolerations(make_pod("p").req(&[("cpu", "2")]).scheduling_gate("g").toleration("k", "Exists", "", "NoSchedule").info(), ActionType::UPDATE_POD_TOLERATIONS)]
 #[case::other(make_pod("p").req(&[("cpu", "2")]).scheduling_gate("g").image("nginx").info(), ActionType::UPDATE_OTHER)]
+#[case::generated_resource_claim(make_pod("p").req(&[("cpu", "2")]).scheduling_gate("g").with(|p| {
+    p.status.get_or_insert_with(Default::default).resource_claim_statuses = Some(vec![
+        k8s_openapi::api::core::v1::PodResourceClaimStatus {
+            name: "gpu".into(),
+            resource_claim_name: Some("p-gpu-x7k2q".into()),
+        },
+    ]);
+}).info(), ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM)]
 fn pod_update_events(#[case] new: Arc<PodInfo>, #[case] want: ActionType) {
     let old = make_pod("p")
         .req(&[("cpu", "2")])

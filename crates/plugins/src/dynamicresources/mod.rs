@@ -15,9 +15,9 @@
 //! and keeps the written claim in an assume cache until the informer shows it.
 //!
 //! Where this differs from upstream, on purpose:
-//! - CEL selectors are evaluated through [`allocator::Selectors`]; until an evaluator is
-//!   plugged in, [`RefuseCel`] refuses every expression, so a claim or class with a
-//!   selector fails Filter with an error instead of matching devices it should not.
+//! - CEL selectors are evaluated by `kubesched-cel` (the `cel` crate with the Kubernetes
+//!   libraries selectors use); its runtime cost is not metered (the API server refuses
+//!   selectors over the cost limit when they are written).
 //! - PostFilter's deallocation and Unreserve's removal of the pod from `reservedFor` are
 //!   written in the background (PostFilter and Unreserve are synchronous here); the claim's
 //!   update event requeues the pod.
@@ -27,7 +27,8 @@
 //! - Without the scheduler's live objects (`simulate`), PreEnqueue lets every pod through and
 //!   PreFilter refuses pods whose claims are missing, with the same messages.
 //! - PostFilter tries the unavailable claims in index order (upstream picks one at random).
-//! - The plugin's args (upstream's `filterTimeout`) are not read: Filter is not cut short.
+//! - The plugin's args (`filterTimeout`, `bindingTimeout`) are accepted and warned about,
+//!   not honoured: Filter is not cut short.
 
 pub mod allocator;
 #[cfg(test)]
@@ -48,7 +49,7 @@ use framework::{
 };
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, Device, DeviceClass, ResourceClaim, ResourceClaimConsumerReference,
+    AllocationResult, DeviceClass, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClaimStatus, ResourceSlice,
 };
 
@@ -57,8 +58,7 @@ use crate::names;
 use crate::volumebinding::assume_cache::AssumeCache;
 
 use self::allocator::{
-    AllocateError, Allocator, DeviceId, Features, Outcome, SelectorError, Selectors,
-    CANNOT_ALLOCATE_ALL_CLAIMS,
+    AllocateError, Allocator, DeviceId, Features, Outcome, Selectors, CANNOT_ALLOCATE_ALL_CLAIMS,
 };
 
 pub const NAME: &str = names::DYNAMIC_RESOURCES;
@@ -91,23 +91,17 @@ const CONFLICT_ATTEMPTS: usize = 5;
 /// conflicted on.
 const CONFLICT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// A stand-in for the CEL evaluator: refuses every device selector with an error, so that
-/// no selector is ever taken as matching. Replaced by the `kubesched-cel` evaluator.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct RefuseCel;
+/// Distinct selector expressions kept compiled. A cluster's classes and claims use few.
+const SELECTOR_CACHE_SIZE: usize = 256;
 
-/// The message [`RefuseCel`] refuses expressions with.
-pub const CEL_UNAVAILABLE: &str = "CEL device selectors cannot be evaluated by this build";
-
-impl Selectors for RefuseCel {
-    fn matches(
-        &self,
-        _expression: &str,
-        _driver: &str,
-        _device: &Device,
-    ) -> Result<bool, SelectorError> {
-        Err(SelectorError::Compile(CEL_UNAVAILABLE.to_string()))
-    }
+/// `pluginConfig[].args` of DynamicResources (upstream's DynamicResourcesArgs). Both fields
+/// are accepted so that upstream's configuration files load, and neither is honoured: Filter
+/// is never cut short, and binding conditions are not supported. Setting one is warned about.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct DynamicResourcesArgs {
+    pub filter_timeout: Option<serde_json::Value>,
+    pub binding_timeout: Option<serde_json::Value>,
 }
 
 /// Upstream: dynamicresources.DynamicResources.
@@ -141,16 +135,25 @@ struct ClaimTracker {
     in_flight: HashMap<String, Arc<ResourceClaim>>,
 }
 
-/// Builds the plugin. Its args are not read (see the module docs).
+/// Builds the plugin; its args are decoded, and the ones it does not honour warned about.
 pub fn new(
-    _args: Option<&serde_json::Value>,
+    args: Option<&serde_json::Value>,
     handle: &Handle,
 ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
+    let args: DynamicResourcesArgs = framework::decode_args(args).map_err(|e| vec![e])?;
+    for (field, value) in [
+        ("filterTimeout", &args.filter_timeout),
+        ("bindingTimeout", &args.binding_timeout),
+    ] {
+        if let Some(value) = value {
+            tracing::warn!(%value, "DynamicResources args: {field} is not honoured by kubesched (Filter is never cut short; binding conditions are not supported)");
+        }
+    }
     let mut plugin = DynamicResources::new(
         Features::ALL,
         handle.client.clone(),
         handle.storage.clone(),
-        Arc::new(RefuseCel),
+        Arc::new(kubesched_cel::SelectorCache::new(SELECTOR_CACHE_SIZE)),
     );
     plugin.runtime = handle.runtime.clone();
     Ok(Arc::new(plugin))

@@ -401,7 +401,12 @@ impl PluginsRunner for NoRunner {
 }
 
 fn plugin(client: Arc<RecordingClient>) -> DynamicResources {
-    DynamicResources::new(Features::ALL, client, None, Arc::new(RefuseCel))
+    DynamicResources::new(
+        Features::ALL,
+        client,
+        None,
+        Arc::new(kubesched_cel::SelectorCache::new(16)),
+    )
 }
 
 fn stopped_at_pre_filter(status: Status) -> Attempt {
@@ -542,13 +547,33 @@ fn many_consumers(n: usize) -> Vec<(String, String)> {
         post_filter: Some(Status::unschedulable("still not schedulable")),
         reserve: None, pre_bind: None, written: vec![],
     })]
-#[case::class_selector_is_refused_until_cel_is_available(
+#[case::class_selector_matching_the_device_allocates_it(
     pod_with_claim(), vec![class_with_selector(CLASS, "device.driver == \"some-driver\"")],
     vec![slice(WORKER, 1)], vec![pending(CLAIM)], None,
     Attempt {
         pre_filter: Status::success(),
+        filter: vec![(WORKER.into(), Status::success())],
+        post_filter: None,
+        reserve: Some(Status::success()),
+        pre_bind: Some(Status::success()),
+        written: vec![worker_claim_written(&["some-driver/worker/instance-1"], &[POD])],
+    })]
+#[case::class_selector_matching_no_device_cannot_allocate(
+    pod_with_claim(), vec![class_with_selector(CLASS, "device.driver == \"other-driver\"")],
+    vec![slice(WORKER, 1)], vec![pending(CLAIM)], None,
+    Attempt {
+        pre_filter: Status::success(),
+        filter: vec![(WORKER.into(), Status::unresolvable("cannot allocate all claims"))],
+        post_filter: Some(Status::unschedulable("still not schedulable")),
+        reserve: None, pre_bind: None, written: vec![],
+    })]
+#[case::class_selector_that_does_not_compile_is_an_error(
+    pod_with_claim(), vec![class_with_selector(CLASS, "noSuchVar")],
+    vec![slice(WORKER, 1)], vec![pending(CLAIM)], None,
+    Attempt {
+        pre_filter: Status::success(),
         filter: vec![(WORKER.into(), Status::error(
-            "class my-resource-class: selector #0: CEL compile error: CEL device selectors cannot be evaluated by this build"))],
+            "class my-resource-class: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:1: undeclared reference to 'noSuchVar' (in container '')\n | noSuchVar\n | ^"))],
         post_filter: Some(Status::unschedulable("still not schedulable")),
         reserve: None, pre_bind: None, written: vec![],
     })]
@@ -763,7 +788,7 @@ fn pre_enqueue(
         Features::ALL,
         Arc::new(RecordingClient::default()),
         Some(rx),
-        Arc::new(RefuseCel),
+        Arc::new(kubesched_cel::SelectorCache::new(16)),
     );
     assert_eq!(pl.pre_enqueue(&pod), want);
 }
@@ -1122,7 +1147,12 @@ fn conflict_is_written_again_on_the_informers_newer_claim() {
     newer.metadata.labels = Some([("team".to_string(), "ml".to_string())].into());
     let (_tx, rx) =
         tokio::sync::watch::channel(listers(&[class(CLASS)], &[slice(WORKER, 1)], &[newer]));
-    let pl = DynamicResources::new(Features::ALL, client.clone(), Some(rx), Arc::new(RefuseCel));
+    let pl = DynamicResources::new(
+        Features::ALL,
+        client.clone(),
+        Some(rx),
+        Arc::new(kubesched_cel::SelectorCache::new(16)),
+    );
     let snap = snapshot(
         &[WORKER],
         listers(&[class(CLASS)], &[slice(WORKER, 1)], &[pending(CLAIM)]),
@@ -1149,4 +1179,26 @@ fn conflict_is_written_again_on_the_informers_newer_claim() {
             vec![(Some("2".to_string()), true)]
         )
     );
+}
+
+#[rstest]
+#[case::none(None, Ok(()))]
+#[case::upstreams_fields_are_accepted(
+    Some(json!({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "DynamicResourcesArgs",
+                "filterTimeout": "10s", "bindingTimeout": "600s"})),
+    Ok(())
+)]
+#[case::an_unknown_field_is_refused(
+    Some(json!({"filterTimout": "10s"})),
+    Err(framework::ArgsError::new(
+        "filterTimout",
+        "unknown field `filterTimout`, expected `filterTimeout` or `bindingTimeout`"
+    ))
+)]
+fn args_decode_strictly(
+    #[case] args: Option<serde_json::Value>,
+    #[case] want: Result<(), framework::ArgsError>,
+) {
+    let got = framework::decode_args::<super::DynamicResourcesArgs>(args.as_ref()).map(|_| ());
+    assert_eq!(got, want);
 }

@@ -1086,6 +1086,70 @@ fn a_node_at_its_csi_attach_limit_is_skipped_until_its_csi_node_count_grows() {
     assert_eq!(node, "n1");
 }
 
+/// The GPU example on `up`, every DRA part in play: the device driver stand-in publishes the
+/// nodes' GPUs, the resourceclaim controller makes the pod's claim from its template, the
+/// scheduler allocates two A100s (a CEL selector) and reserves them; a second pod wanting
+/// them waits with upstream's message and is bound once the first pod is deleted (its
+/// generated claim goes with it, and that event requeues the waiting pod: the 30 s bound is
+/// far below the 5 minutes after which unschedulable pods are retried anyway).
+#[test]
+fn the_gpu_example_allocates_a_template_claim_and_frees_it_when_the_pod_goes() {
+    let scratch = Scratch::new("dra-example");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/dra-gpu.yaml");
+    let (_up, kubeconfig, _) = up(&scratch, &["-f", example]);
+    let node_of = |pod: &str| {
+        let key = format!("default/{pod}");
+        wait_for(Duration::from_secs(30), &format!("{pod} bound"), || {
+            let n = pod_nodes(&kubeconfig).remove(&key)?;
+            (!n.is_empty()).then_some(n)
+        })
+    };
+    assert_eq!(node_of("training"), "gpu-node-a");
+    let claims = || {
+        kubectl_ok(
+            &kubeconfig,
+            &[
+                "get",
+                "resourceclaims",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.annotations.resource\\.kubernetes\\.io/pod-claim-name} {.metadata.ownerReferences[0].name}: {range .status.allocation.devices.results[*]}{.pool}/{.device} {end}for={range .status.reservedFor[*]}{.name}{end}{\"\\n\"}{end}",
+            ],
+        )
+    };
+    assert_eq!(
+        claims(),
+        "gpus training: gpu-node-a/gpu-0 gpu-node-a/gpu-1 for=training\n"
+    );
+
+    let second = scratch.path("second.yaml");
+    std::fs::write(
+        &second,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: training-2, namespace: default}\nspec:\n  \
+         resourceClaims: [{name: gpus, resourceClaimTemplateName: two-a100}]\n  containers:\n  \
+         - {name: trainer, image: registry.k8s.io/pause:3.10, resources: {claims: [{name: gpus}]}}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &second.to_string_lossy()]);
+    let message = "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, \
+                   preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.";
+    let condition = wait_for(Duration::from_secs(30), "PodScheduled=False", || {
+        let c = pod_scheduled(&kubeconfig, "training-2");
+        c.starts_with("False/").then_some(c)
+    });
+    assert_eq!(condition, format!("False/Unschedulable/{message}"));
+
+    kubectl_ok(&kubeconfig, &["delete", "pod", "training", "--wait=false"]);
+    assert_eq!(node_of("training-2"), "gpu-node-a");
+    let claims = wait_for(Duration::from_secs(30), "the first claim gone", || {
+        let c = claims();
+        (!c.contains(" training:")).then_some(c)
+    });
+    assert_eq!(
+        claims,
+        "gpus training-2: gpu-node-a/gpu-0 gpu-node-a/gpu-1 for=training-2\n"
+    );
+}
+
 #[test]
 fn a_pod_with_a_resource_claim_gets_the_device_and_the_next_waits_until_it_is_deallocated() {
     let scratch = Scratch::new("dra");

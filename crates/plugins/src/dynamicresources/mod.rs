@@ -577,6 +577,11 @@ impl EnqueueExtensions for DynamicResources {
                 claim_hint,
             ),
             ClusterEventWithHint::with_hint(
+                EventResource::ResourceClaim,
+                ActionType::DELETE,
+                Arc::new(|_pod, old, _new| is_schedulable_after_claim_delete(old)),
+            ),
+            ClusterEventWithHint::with_hint(
                 EventResource::Pod,
                 ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
                 pod_hint,
@@ -591,6 +596,23 @@ impl EnqueueExtensions for DynamicResources {
             ),
         ]
     }
+}
+
+/// Queue when an allocated claim is deleted: its devices are free again. Upstream sees that
+/// as the update that deallocates the claim (its PreBind adds the
+/// `resource.kubernetes.io/delete-protection` finalizer, so the claim controller deallocates
+/// before the claim goes); PreBind here writes only the status, so a claim whose pod is
+/// deleted can go at once, and this event is what frees its devices for waiting pods.
+fn is_schedulable_after_claim_delete(old: Option<&EventObject>) -> Result<QueueingHint, String> {
+    let deleted = old_object::<ResourceClaim>(old)?;
+    let allocated = deleted
+        .and_then(|c| c.status.as_ref())
+        .is_some_and(|s| s.allocation.is_some());
+    Ok(if allocated {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::QueueSkip
+    })
 }
 
 /// Queue when a claim of the pod was created or its status changed, or when any claim was

@@ -834,6 +834,16 @@ fn claim_change_hint(
 }
 
 #[rstest]
+#[case::allocated_claim_deleted(allocated(pending("other"), WORKER), QueueingHint::Queue)]
+#[case::unallocated_claim_deleted(pending("other"), QueueingHint::QueueSkip)]
+fn claim_delete_hint(#[case] deleted: ResourceClaim, #[case] want: QueueingHint) {
+    assert_eq!(
+        super::is_schedulable_after_claim_delete(Some(&claim_event(&deleted))),
+        Ok(want)
+    );
+}
+
+#[rstest]
 #[case::other_pod(pod_with("other", "other-uid", CLAIM), vec![owned_by_pod(pending(CLAIM))],
     QueueingHint::QueueSkip)]
 #[case::generated_claim_named_and_present(pod_with_template(Some(CLAIM)),
@@ -856,7 +866,7 @@ fn pod_change_hint(
 }
 
 #[test]
-fn events_follow_upstream() {
+fn events_follow_upstream_and_a_deleted_claim() {
     let pl = plugin(Arc::new(RecordingClient::default()));
     let got: Vec<(EventResource, ActionType, bool)> = pl
         .events_to_register()
@@ -876,6 +886,7 @@ fn events_follow_upstream() {
                 ActionType::ADD | ActionType::UPDATE,
                 true
             ),
+            (EventResource::ResourceClaim, ActionType::DELETE, true),
             (
                 EventResource::Pod,
                 ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,

@@ -102,7 +102,9 @@ enum Command {
     /// --provisioner get a volume; a default StorageClass `standard`, WaitForFirstConsumer,
     /// provisioner rancher.io/local-path, unless a class is the default already; the
     /// ReplicaSet, Deployment, DaemonSet, StatefulSet and Job controllers and the garbage
-    /// collector; a Job's pods complete after --job-pod-completion), loads the
+    /// collector; a Job's pods complete after --job-pod-completion; for DRA, the
+    /// resourceclaim controller and a device driver stand-in publishing ResourceSlices for
+    /// nodes annotated kubesched.dev/devices, see examples/dra-gpu.yaml), loads the
     /// objects of -f files through the API, and runs the scheduler against it
     /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
     /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,

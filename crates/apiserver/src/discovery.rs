@@ -233,4 +233,40 @@ mod tests {
         ));
         assert!(!wants_aggregated("application/json, */*"));
     }
+
+    #[test]
+    fn a_disabled_group_is_left_out_of_both_group_lists_and_no_other() {
+        let names = |v: &Value, list: &str, name: &str| -> Vec<String> {
+            v[list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| g.pointer(name)?.as_str().map(str::to_string))
+                .collect()
+        };
+        let disabled = ["resource.k8s.io".to_string()];
+        for (label, all, without) in [
+            (
+                "legacy",
+                names(&group_list(&[]), "groups", "/name"),
+                names(&group_list(&disabled), "groups", "/name"),
+            ),
+            (
+                "aggregated",
+                names(&aggregated(false, &[]), "items", "/metadata/name"),
+                names(&aggregated(false, &disabled), "items", "/metadata/name"),
+            ),
+        ] {
+            let want: Vec<String> = all
+                .iter()
+                .filter(|g| *g != "resource.k8s.io")
+                .cloned()
+                .collect();
+            assert!(
+                all.contains(&"resource.k8s.io".to_string()),
+                "{label}: {all:?}"
+            );
+            assert_eq!(without, want, "{label}");
+        }
+    }
 }

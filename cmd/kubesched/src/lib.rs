@@ -123,7 +123,9 @@ enum Command {
     /// spec.schedulerName is one of the configuration's profiles, and binds them. Serves
     /// /healthz, /livez, /readyz and /metrics on --bind-address:--port. With leader election
     /// (the configuration's default, as kube-scheduler), only the replica holding the Lease
-    /// schedules.
+    /// schedules. On a cluster without resource.k8s.io/v1 (before Kubernetes 1.34), its
+    /// kinds are not watched and one warning says pods with resource claims stay
+    /// unschedulable.
     ///
     /// Examples:
     ///   kubesched run --kubeconfig ~/.kube/config --config kubesched.yaml

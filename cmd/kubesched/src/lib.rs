@@ -125,7 +125,9 @@ enum Command {
     /// spec.schedulerName is one of the configuration's profiles, and binds them. Serves
     /// /healthz, /livez, /readyz and /metrics on --bind-address:--port. With leader election
     /// (the configuration's default, as kube-scheduler), only the replica holding the Lease
-    /// schedules.
+    /// schedules. On a cluster without resource.k8s.io/v1 (before Kubernetes 1.34), its
+    /// kinds are not watched and one warning says pods with resource claims stay
+    /// unschedulable.
     ///
     /// Examples:
     ///   kubesched run --kubeconfig ~/.kube/config --config kubesched.yaml
@@ -314,6 +316,10 @@ struct ApiserverFlags {
     /// (any other name gets 403, which stops DNS rebinding); comma-separated or repeated.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     allowed_hosts: Vec<String>,
+    /// API groups not to serve (e.g. resource.k8s.io), as on a cluster without them:
+    /// discovery leaves them out and their paths answer 404. Comma-separated or repeated.
+    #[arg(long, value_name = "GROUP", value_delimiter = ',')]
+    disable_api_group: Vec<String>,
     /// Open connections at most; at the limit the connection idle longest is closed for
     /// each new one. Keep it below `ulimit -n`. A connection must finish a request head
     /// within 32s of its start (of its first byte after a response) and is closed after
@@ -802,6 +808,7 @@ fn server_config(
         },
         cors_allowed_origins: flags.cors_allowed_origins.clone(),
         allowed_hosts: flags.allowed_hosts.clone(),
+        disabled_api_groups: flags.disable_api_group.clone(),
         max_connections: flags.max_connections,
         ..apiserver::Config::default()
     })

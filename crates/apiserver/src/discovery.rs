@@ -30,11 +30,11 @@ pub fn core_versions(server_address: &str) -> Value {
            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]})
 }
 
-/// `/apis` (legacy).
-pub fn group_list() -> Value {
+/// `/apis` (legacy), without the groups in `disabled`.
+pub fn group_list(disabled: &[String]) -> Value {
     let groups: Vec<Value> = resources::group_versions()
         .into_iter()
-        .filter(|(g, _)| !g.is_empty())
+        .filter(|(g, _)| !g.is_empty() && !is_disabled(disabled, g))
         .map(|(g, v)| {
             let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
             json!({"name": group_name_of(g), "versions": [gv.clone()], "preferredVersion": gv})
@@ -110,11 +110,16 @@ pub fn wants_aggregated(accept: &str) -> bool {
     })
 }
 
-/// `/api` (core only) or `/apis` (all groups) as an `APIGroupDiscoveryList`.
-pub fn aggregated(core: bool) -> Value {
+fn is_disabled(disabled: &[String], group: &str) -> bool {
+    disabled.iter().any(|d| d == group)
+}
+
+/// `/api` (core only) or `/apis` (all groups but those in `disabled`) as an
+/// `APIGroupDiscoveryList`.
+pub fn aggregated(core: bool, disabled: &[String]) -> Value {
     let items: Vec<Value> = resources::group_versions()
         .into_iter()
-        .filter(|(g, _)| g.is_empty() == core)
+        .filter(|(g, _)| g.is_empty() == core && !is_disabled(disabled, g))
         .map(|(g, v)| {
             let mut res: Vec<Value> = in_gv(g, v)
                 .map(|r| {
@@ -197,7 +202,7 @@ mod tests {
                 "verbs": ["get", "patch", "update"]})
             )
         );
-        let apis = aggregated(false);
+        let apis = aggregated(false, &[]);
         let sub = apis["items"]
             .as_array()
             .into_iter()
@@ -227,5 +232,41 @@ mod tests {
             "application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io"
         ));
         assert!(!wants_aggregated("application/json, */*"));
+    }
+
+    #[test]
+    fn a_disabled_group_is_left_out_of_both_group_lists_and_no_other() {
+        let names = |v: &Value, list: &str, name: &str| -> Vec<String> {
+            v[list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| g.pointer(name)?.as_str().map(str::to_string))
+                .collect()
+        };
+        let disabled = ["resource.k8s.io".to_string()];
+        for (label, all, without) in [
+            (
+                "legacy",
+                names(&group_list(&[]), "groups", "/name"),
+                names(&group_list(&disabled), "groups", "/name"),
+            ),
+            (
+                "aggregated",
+                names(&aggregated(false, &[]), "items", "/metadata/name"),
+                names(&aggregated(false, &disabled), "items", "/metadata/name"),
+            ),
+        ] {
+            let want: Vec<String> = all
+                .iter()
+                .filter(|g| *g != "resource.k8s.io")
+                .cloned()
+                .collect();
+            assert!(
+                all.contains(&"resource.k8s.io".to_string()),
+                "{label}: {all:?}"
+            );
+            assert_eq!(without, want, "{label}");
+        }
     }
 }

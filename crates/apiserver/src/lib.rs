@@ -218,6 +218,10 @@ pub struct Config {
     /// other name is refused with 403, so a DNS name rebound to this server cannot read from
     /// it.
     pub allowed_hosts: Vec<String>,
+    /// API groups not served over HTTP (upstream's `--runtime-config GROUP/VERSION=false`):
+    /// discovery leaves them out and their paths answer 404, as on a cluster older than the
+    /// group or with it turned off. Controllers inside the server still use their kinds.
+    pub disabled_api_groups: Vec<String>,
 }
 
 /// Reads a token file: upstream's `--token-auth-file` CSV (`token,user,uid,"groups"`; only
@@ -266,6 +270,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(90),
             cors_allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            disabled_api_groups: Vec::new(),
         }
     }
 }
@@ -446,6 +451,7 @@ impl Server {
             allowed_hosts: config.allowed_hosts.clone(),
             watch_backlog_bytes: config.watch_backlog_bytes,
             garbage_collector: config.workload_controllers,
+            disabled_api_groups: config.disabled_api_groups.clone(),
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let stopped = async {

@@ -16,7 +16,10 @@ use tokio::sync::oneshot;
 
 use crate::builder::SchedulerBuilder;
 use crate::client::leader::{LeaderElectionConfig, LeaderElector};
-use crate::client::{run_informers, InformerOptions, KubeClusterClient, WriterOptions};
+use crate::client::{
+    run_informers, serves_dynamic_resources, InformerOptions, KubeClusterClient, WriterOptions,
+    DYNAMIC_RESOURCES_API,
+};
 use crate::clock::RealClock;
 use crate::config::{ConfigError, KubeSchedulerConfiguration};
 use crate::metrics::PrometheusRecorder;
@@ -148,11 +151,15 @@ pub async fn run(
     });
 
     // Informers feed the cache and the queue from now on, leader or not, as upstream.
+    let informer_options = InformerOptions {
+        dynamic_resources: dynamic_resources_served(&client).await,
+        ..InformerOptions::default()
+    };
     let (stop_informers, informers_stopped) = oneshot::channel::<()>();
     let informers = tokio::spawn(run_informers(
         client.clone(),
         sched.event_handler(),
-        InformerOptions::default(),
+        informer_options,
         async {
             let _ = informers_stopped.await;
         },
@@ -167,6 +174,31 @@ pub async fn run(
     let _ = stop_serving.send(());
     let _ = server.await;
     result
+}
+
+/// Whether to watch the resource.k8s.io/v1 kinds. A cluster that does not serve them
+/// (before Kubernetes 1.34, or with the API turned off) would keep their lists failing and
+/// the scheduler from ever becoming ready; without them DynamicResources sees no devices and
+/// everything else schedules as usual. When discovery cannot be asked, they are watched: the
+/// informers retry, as they always do.
+async fn dynamic_resources_served(client: &kube::Client) -> bool {
+    match serves_dynamic_resources(client).await {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::warn!(
+                "the cluster does not serve {DYNAMIC_RESOURCES_API} (DeviceClasses, \
+                 ResourceSlices, ResourceClaims): not watching them, so DynamicResources \
+                 sees no devices and a pod with resource claims stays unschedulable \
+                 (resourceclaim.resource.k8s.io \"NAME\" not found); all other pods are \
+                 scheduled as usual"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "asking discovery for {DYNAMIC_RESOURCES_API} failed; watching its kinds anyway");
+            true
+        }
+    }
 }
 
 /// Waits for the initial lists and (when on) leadership, then schedules until `shutdown` or

@@ -79,10 +79,15 @@ pub(crate) fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
 /// Starts `kubesched <args>`; reads stdout lines until one starts with `until`; returns
 /// the process and the lines read.
 pub(crate) fn spawn(args: &[&str], until: &str) -> (Proc, Vec<String>) {
+    spawn_with_stderr(args, until, Stdio::null())
+}
+
+/// [`spawn`] with the child's stderr (its log) sent to `stderr`.
+pub(crate) fn spawn_with_stderr(args: &[&str], until: &str, stderr: Stdio) -> (Proc, Vec<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kubesched"))
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap_or_else(|e| panic!("starting kubesched {args:?}: {e}"));
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     get, kubectl, kubectl_bin, kubectl_ok, node_yaml, parse_metrics, pod_nodes, pod_scheduled,
-    spawn, up, url_after, wait_for, Proc, Scratch,
+    spawn, spawn_with_stderr, up, url_after, wait_for, Proc, Scratch,
 };
 
 /// `scheduler_schedule_attempts_total` of one result for the default profile (0 if absent).
@@ -675,6 +675,67 @@ fn run(kubeconfig: &Path, extra: &[&str]) -> (Proc, String) {
         "kubesched scheduler serving /healthz, /readyz, /metrics on http://",
     );
     (proc, serving)
+}
+
+/// `kubesched run` on a cluster that does not serve resource.k8s.io (Kubernetes before
+/// 1.34, or the API turned off): it does not wait for DeviceClasses, ResourceSlices and
+/// ResourceClaims that can never be listed, but says so once and schedules the rest.
+#[test]
+fn run_becomes_ready_and_binds_without_resource_k8s_io_and_warns_once() {
+    let scratch = Scratch::new("no-dra");
+    let kubeconfig = scratch.path("kubeconfig");
+    let (_api, url) = apiserver(
+        &kubeconfig,
+        "127.0.0.1:0",
+        &[
+            "--simulate-kubelets",
+            "--disable-api-group",
+            "resource.k8s.io",
+        ],
+    );
+    let api = url.trim_start_matches("http://");
+    assert_eq!(get(api, "/apis/resource.k8s.io/v1/resourceclaims").0, 404);
+    assert!(!get(api, "/apis").1.contains("resource.k8s.io"));
+    let (ok, _, err) = kubectl(&kubeconfig, &["get", "resourceclaims"]);
+    assert!(
+        !ok && err.contains("doesn't have a resource type"),
+        "kubectl should not know resourceclaims: {err}"
+    );
+
+    let log = scratch.path("run.log");
+    let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let (_sched, lines) = spawn_with_stderr(
+        &["run", "--kubeconfig", &kc, "--port", "0"],
+        "kubesched scheduler serving",
+        Stdio::from(log_file),
+    );
+    let serving = url_after(
+        &lines,
+        "kubesched scheduler serving /healthz, /readyz, /metrics on http://",
+    );
+    wait_for(Duration::from_secs(60), "the scheduler ready", || {
+        (get(&serving, "/readyz").0 == 200).then_some(())
+    });
+    let node = scratch.path("node.yaml");
+    std::fs::write(&node, node_yaml("n1", "8", &[], None)).unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &node.to_string_lossy()]);
+    create_pods(&kubeconfig, &scratch, "plain", 1);
+    wait_for(Duration::from_secs(60), "the plain pod bound", || {
+        let nodes = pod_nodes(&kubeconfig);
+        (nodes.get("default/plain-0").map(String::as_str) == Some("n1")).then_some(())
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{e}"));
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("does not serve resource.k8s.io/v1"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning naming the API: {text}");
+    assert!(
+        warnings[0].contains("stays unschedulable"),
+        "the warning says what it means: {}",
+        warnings[0]
+    );
 }
 
 fn create_pods(kubeconfig: &Path, scratch: &Scratch, prefix: &str, n: usize) {

@@ -51,6 +51,8 @@ pub(crate) struct AppState {
     /// Whether the garbage collector runs: only then do deletes with
     /// `propagationPolicy` Orphan or Foreground add its finalizers (nothing else removes them).
     pub garbage_collector: bool,
+    /// API groups not served (see [`crate::Config::disabled_api_groups`]).
+    pub disabled_api_groups: Vec<String>,
 }
 
 /// Whether the `Host` header names this server: an IP address, `localhost`, or one of
@@ -296,6 +298,17 @@ struct ObjectPath {
     sub: Option<String>,
 }
 
+/// Whether `r` is in a group the server does not serve: such paths get the 404 of an
+/// unknown path, as on a server that never had the group.
+fn disabled_route(disabled: &[String], r: &Route) -> bool {
+    let group = match r {
+        Route::ResourceList(g, _) => g.as_str(),
+        Route::Object(p) => p.info.group,
+        _ => return false,
+    };
+    !group.is_empty() && disabled.iter().any(|d| d == group)
+}
+
 fn route(path: &str) -> Option<Route> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segs.as_slice() {
@@ -426,7 +439,7 @@ async fn dispatch(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let Some(r) = route(&path) else {
+    let Some(r) = route(&path).filter(|r| !disabled_route(&st.disabled_api_groups, r)) else {
         return ApiError::no_route().into_response();
     };
     let accept = header_str(&headers, header::ACCEPT);
@@ -483,7 +496,7 @@ fn respond(
             if discovery::wants_aggregated(accept) {
                 json_response_typed(
                     200,
-                    &discovery::aggregated(true),
+                    &discovery::aggregated(true, &[]),
                     discovery::AGGREGATED_CONTENT_TYPE,
                 )
             } else {
@@ -494,11 +507,11 @@ fn respond(
             if discovery::wants_aggregated(accept) {
                 json_response_typed(
                     200,
-                    &discovery::aggregated(false),
+                    &discovery::aggregated(false, &st.disabled_api_groups),
                     discovery::AGGREGATED_CONTENT_TYPE,
                 )
             } else {
-                json_response(200, &discovery::group_list())
+                json_response(200, &discovery::group_list(&st.disabled_api_groups))
             }
         }
         (Route::ResourceList(g, v), &Method::GET) => match discovery::resource_list(&g, &v) {

@@ -471,6 +471,7 @@ mod tests {
             allowed_hosts: Vec::new(),
             watch_backlog_bytes: 1 << 20,
             garbage_collector: false,
+            disabled_api_groups: Vec::new(),
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

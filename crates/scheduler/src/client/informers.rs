@@ -46,6 +46,10 @@ pub struct InformerOptions {
     pub pod_field_selector: String,
     /// Items per page of the initial and re-lists (`None`: the watcher's default).
     pub page_size: Option<u32>,
+    /// Watch resource.k8s.io/v1 DeviceClasses, ResourceSlices and ResourceClaims. Off on a
+    /// cluster that does not serve them ([`serves_dynamic_resources`]): their lists would
+    /// fail for ever and `synced` would never come.
+    pub dynamic_resources: bool,
 }
 
 impl Default for InformerOptions {
@@ -53,12 +57,32 @@ impl Default for InformerOptions {
         InformerOptions {
             pod_field_selector: UNFINISHED_PODS.to_string(),
             page_size: None,
+            dynamic_resources: true,
         }
     }
 }
 
 /// Number of kinds [`run_informers`] watches; `synced` waits for all of them.
 const KINDS: usize = 19;
+
+/// Of [`KINDS`], those of resource.k8s.io/v1 (see [`InformerOptions::dynamic_resources`]).
+const DYNAMIC_RESOURCE_KINDS: usize = 3;
+
+/// The group version of the kinds behind [`InformerOptions::dynamic_resources`].
+pub const DYNAMIC_RESOURCES_API: &str = "resource.k8s.io/v1";
+
+/// Whether the cluster serves every kind [`InformerOptions::dynamic_resources`] watches,
+/// asked of discovery: `Ok(false)` when the group version is unknown to the server (404,
+/// as before Kubernetes 1.34 or with the API turned off) or lacks one of them.
+pub async fn serves_dynamic_resources(client: &kube::Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(DYNAMIC_RESOURCES_API).await {
+        Ok(list) => Ok(["deviceclasses", "resourceslices", "resourceclaims"]
+            .iter()
+            .all(|want| list.resources.iter().any(|r| r.name == *want))),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
 
 /// Watches every kind the scheduler reads and delivers their events to `handler` until
 /// `shutdown` resolves (or the returned future is dropped: each kind runs on its own task,
@@ -86,7 +110,12 @@ pub async fn run_informers(
     options: InformerOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let gate = Arc::new(SyncGate::new(KINDS, handler.clone()));
+    let kinds = if options.dynamic_resources {
+        KINDS
+    } else {
+        KINDS - DYNAMIC_RESOURCE_KINDS
+    };
+    let gate = Arc::new(SyncGate::new(kinds, handler.clone()));
     let base = {
         let mut c = watcher::Config::default();
         if let Some(p) = options.page_size {
@@ -197,25 +226,27 @@ pub async fn run_informers(
         ObjectEvent::VolumeAttachment,
         ctx("volumeattachments"),
     ));
-    tasks.spawn(watch_kind(
-        Api::<ResourceClaim>::all(client.clone()),
-        base.clone(),
-        ObjectEvent::ResourceClaim,
-        ctx("resourceclaims"),
-    ));
-    tasks.spawn(watch_kind(
-        Api::<ResourceSlice>::all(client.clone()),
-        base.clone(),
-        ObjectEvent::ResourceSlice,
-        ctx("resourceslices"),
-    ));
-    tasks.spawn(watch_kind(
-        Api::<DeviceClass>::all(client),
-        base,
-        ObjectEvent::DeviceClass,
-        ctx("deviceclasses"),
-    ));
-    debug_assert_eq!(tasks.len(), KINDS);
+    if options.dynamic_resources {
+        tasks.spawn(watch_kind(
+            Api::<ResourceClaim>::all(client.clone()),
+            base.clone(),
+            ObjectEvent::ResourceClaim,
+            ctx("resourceclaims"),
+        ));
+        tasks.spawn(watch_kind(
+            Api::<ResourceSlice>::all(client.clone()),
+            base.clone(),
+            ObjectEvent::ResourceSlice,
+            ctx("resourceslices"),
+        ));
+        tasks.spawn(watch_kind(
+            Api::<DeviceClass>::all(client),
+            base,
+            ObjectEvent::DeviceClass,
+            ctx("deviceclasses"),
+        ));
+    }
+    debug_assert_eq!(tasks.len(), kinds);
     tokio::select! {
         () = shutdown => {}
         Some(done) = tasks.join_next() => {

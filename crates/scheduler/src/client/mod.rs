@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-pub use informers::{run_informers, InformerOptions};
+pub use informers::{
+    run_informers, serves_dynamic_resources, InformerOptions, DYNAMIC_RESOURCES_API,
+};
 pub use limiter::RateLimiter;
 pub use writer::{KubeClusterClient, WriterOptions, MAX_EVENT_MESSAGE_BYTES};
 

@@ -37,8 +37,14 @@ use crate::source::{Change, EventHandler, ObjectEvent};
 
 /// The local API server and a kube-rs client for it.
 async fn cluster() -> (apiserver::Server, kube::Client) {
+    cluster_without(&[]).await
+}
+
+/// [`cluster`] with the API groups `disabled` not served.
+async fn cluster_without(disabled: &[&str]) -> (apiserver::Server, kube::Client) {
     let config = apiserver::Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        disabled_api_groups: disabled.iter().map(|g| (*g).to_string()).collect(),
         ..apiserver::Config::default()
     };
     let server = apiserver::Server::start(config)
@@ -458,16 +464,16 @@ impl Informers {
     /// Starts them and waits until they have synced; returns them and what the recorder saw
     /// up to then (the initial lists and `Synced`).
     async fn synced(client: kube::Client) -> (Informers, Vec<Seen>) {
+        Informers::synced_with(client, InformerOptions::default()).await
+    }
+
+    /// [`Informers::synced`] with `options`.
+    async fn synced_with(client: kube::Client, options: InformerOptions) -> (Informers, Vec<Seen>) {
         let recorder = Arc::new(Recorder::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(run_informers(
-            client,
-            recorder.clone(),
-            InformerOptions::default(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let task = tokio::spawn(run_informers(client, recorder.clone(), options, async {
+            let _ = stopped.await;
+        }));
         let seen = poll(WAIT, || async {
             let s = recorder.snapshot();
             s.contains(&Seen::Synced).then_some(s)
@@ -753,6 +759,40 @@ async fn informers_deliver_csi_nodes_drivers_capacities_and_attachments() {
     .await;
     assert_eq!(got, Some(want), "all events: {:?}", recorder.snapshot());
 
+    informers.stop().await;
+    server.shutdown().await;
+}
+
+#[rstest]
+#[case::served(&[], true)]
+#[case::resource_group_not_served(&["resource.k8s.io"], false)]
+#[case::other_group_not_served(&["storage.k8s.io"], true)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_tells_whether_dynamic_resources_are_served(
+    #[case] disabled: &[&str],
+    #[case] want: bool,
+) {
+    let (server, client) = cluster_without(disabled).await;
+    let got = serves_dynamic_resources(&client).await.expect("discovery");
+    assert_eq!(got, want);
+    server.shutdown().await;
+}
+
+/// Without resource.k8s.io the informers of its kinds could never list; with them left out,
+/// the others sync and deliver as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_sync_without_resource_k8s_io_when_its_kinds_are_left_out() {
+    let (server, client) = cluster_without(&["resource.k8s.io"]).await;
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &make_node("n1").obj())
+        .await
+        .expect("node");
+    let options = InformerOptions {
+        dynamic_resources: false,
+        ..InformerOptions::default()
+    };
+    let (informers, seen) = Informers::synced_with(client, options).await;
+    assert_eq!(seen, vec![Seen::Added("n1@-".into()), Seen::Synced]);
     informers.stop().await;
     server.shutdown().await;
 }

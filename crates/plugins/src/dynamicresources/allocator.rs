@@ -608,7 +608,7 @@ impl<'a> Allocator<'a> {
 }
 
 /// `namespace/name` (or `name` without a namespace), as klog.KObj prints an object.
-fn object_name(claim: &ResourceClaim) -> String {
+pub(super) fn object_name(claim: &ResourceClaim) -> String {
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     match claim.metadata.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),

@@ -31,6 +31,7 @@
 //!   not honoured: Filter is not cut short.
 
 pub mod allocator;
+pub mod explain;
 #[cfg(test)]
 mod tests;
 
@@ -60,6 +61,7 @@ use crate::volumebinding::assume_cache::AssumeCache;
 use self::allocator::{
     AllocateError, Allocator, DeviceId, Features, Outcome, Selectors, CANNOT_ALLOCATE_ALL_CLAIMS,
 };
+use self::explain::{DeviceReason, NodeRejection};
 
 pub const NAME: &str = names::DYNAMIC_RESOURCES;
 
@@ -372,8 +374,15 @@ impl FilterPlugin for DynamicResources {
                 // Only this node is affected: others may still allocate.
                 Err(e @ AllocateError::InvalidPools) => return Status::unresolvable(e.to_string()),
                 Err(e) => return Status::error(e.to_string()),
-                Ok(Outcome::Unschedulable(_)) => {
-                    return Status::unresolvable(CANNOT_ALLOCATE_ALL_CLAIMS)
+                Ok(Outcome::Unschedulable(explanation)) => {
+                    data.decided().rejections.insert(
+                        node.name().to_string(),
+                        NodeRejection {
+                            unavailable: Vec::new(),
+                            explanation: Some(explanation),
+                        },
+                    );
+                    return Status::unresolvable(CANNOT_ALLOCATE_ALL_CLAIMS);
                 }
                 Ok(Outcome::Allocated(results)) => {
                     if results.len() != claims.len() {
@@ -385,6 +394,18 @@ impl FilterPlugin for DynamicResources {
         }
         let mut decided = data.decided();
         if !unavailable.is_empty() {
+            let names = unavailable
+                .iter()
+                .filter_map(|&i| data.claims.get(i))
+                .map(|c| allocator::object_name(c))
+                .collect();
+            decided.rejections.insert(
+                node.name().to_string(),
+                NodeRejection {
+                    unavailable: names,
+                    explanation: None,
+                },
+            );
             decided.unavailable.extend(unavailable);
             return Status::unresolvable(ERR_CLAIM_NOT_AVAILABLE);
         }
@@ -963,6 +984,22 @@ struct Decided {
     reserved: Vec<Option<AllocationResult>>,
     /// Per claim: what PreBind wrote.
     written: Vec<Option<Arc<ResourceClaim>>>,
+    /// Per node Filter rejected, what it found there (for [`explain_filter`]).
+    rejections: HashMap<String, NodeRejection>,
+}
+
+/// Why Filter rejected `node` in the cycle `state` holds, claim by claim: empty for a node it
+/// did not reject, or a pod it skipped.
+pub fn explain_filter(state: &CycleState, node: &str) -> Vec<DeviceReason> {
+    let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
+        return Vec::new();
+    };
+    let decided = data.decided();
+    decided
+        .rejections
+        .get(node)
+        .map(explain::device_reasons)
+        .unwrap_or_default()
 }
 
 /// Whether the pod references any ResourceClaim.

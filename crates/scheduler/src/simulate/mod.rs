@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use framework::{PodInfo, Status};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
-use plugins::names::{VOLUME_BINDING, VOLUME_ZONE};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use plugins::dynamicresources::{self, explain::DeviceReason};
+use plugins::names::{DYNAMIC_RESOURCES, VOLUME_BINDING, VOLUME_ZONE};
 use plugins::volumebinding::{self, explain::ClaimReason};
 use plugins::volumezone;
 
@@ -94,6 +96,54 @@ pub struct PodReport {
     /// Per node VolumeBinding or VolumeZone rejected, in evaluation order: each claim that
     /// cannot be had there, and why.
     pub volume_reasons: Vec<(String, Vec<ClaimReason>)>,
+    /// The devices the pod's claims were allocated on its node, per claim and request.
+    pub devices: Vec<DeviceDecision>,
+    /// Per node DynamicResources rejected, in evaluation order: why the pod's claims cannot
+    /// be allocated there.
+    pub device_reasons: Vec<(String, Vec<DeviceReason>)>,
+}
+
+/// One device allocated to a request of a claim of a scheduled pod (as the binding cycle
+/// wrote it to the claim's status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceDecision {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// `request` or `request/subrequest`.
+    pub request: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+impl DeviceDecision {
+    /// The devices of the allocations among `claims` (status writes), in write order.
+    fn from_writes(claims: &[ResourceClaim]) -> Vec<Self> {
+        claims
+            .iter()
+            .flat_map(|c| {
+                let claim = format!(
+                    "{}/{}",
+                    c.metadata.namespace.as_deref().unwrap_or(""),
+                    c.metadata.name.as_deref().unwrap_or("")
+                );
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.allocation.as_ref())
+                    .and_then(|a| a.devices.as_ref())
+                    .and_then(|d| d.results.as_deref())
+                    .unwrap_or_default()
+                    .iter()
+                    .map(move |r| DeviceDecision {
+                        claim: claim.clone(),
+                        request: r.request.clone(),
+                        driver: r.driver.clone(),
+                        pool: r.pool.clone(),
+                        device: r.device.clone(),
+                    })
+            })
+            .collect()
+    }
 }
 
 /// What the binding cycle of a scheduled pod did for one of its unbound claims (what the
@@ -293,6 +343,7 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
     for _ in 0..limit {
         let mut explanation = Explanation::default();
         let volume_writes = cluster.volume_write_counts();
+        let claim_writes = cluster.writes().resource_claim_statuses.len();
         let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
             break;
         };
@@ -313,8 +364,11 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
         if r.result == PodResult::Scheduled {
             let (pvs, pvcs) = cluster.volume_writes_since(volume_writes);
             r.volumes = VolumeDecision::from_writes(&pvs, &pvcs);
+            let claims = cluster.writes().resource_claim_statuses;
+            r.devices = DeviceDecision::from_writes(claims.get(claim_writes..).unwrap_or_default());
         }
         r.volume_reasons = volume_reasons(r.explanation.as_ref(), &input.nodes);
+        r.device_reasons = device_reasons(r.explanation.as_ref());
         let key = format!("{}/{}", r.namespace, r.name);
         match seen.get(&key) {
             Some(&i) => {
@@ -431,6 +485,8 @@ fn skipped(info: &PodInfo, scheduler_name: &str, result: PodResult, message: Str
         preemption: Vec::new(),
         volumes: Vec::new(),
         volume_reasons: Vec::new(),
+        devices: Vec::new(),
+        device_reasons: Vec::new(),
     }
 }
 
@@ -467,6 +523,8 @@ fn preempted_report(victim: &PodInfo, preemptor: &PodInfo, node: &str) -> PodRep
         preemption: Vec::new(),
         volumes: Vec::new(),
         volume_reasons: Vec::new(),
+        devices: Vec::new(),
+        device_reasons: Vec::new(),
     }
 }
 
@@ -492,6 +550,8 @@ fn pod_report(
         preemption: Vec::new(),
         volumes: Vec::new(),
         volume_reasons: Vec::new(),
+        devices: Vec::new(),
+        device_reasons: Vec::new(),
     };
     match a.outcome {
         AttemptOutcome::Assumed { node } => {
@@ -587,6 +647,29 @@ fn volume_reasons(
                 .iter()
                 .find(|n| n.metadata.name.as_deref() == Some(name))?;
             let reasons = explain(state, node);
+            (!reasons.is_empty()).then(|| (name.clone(), reasons))
+        })
+        .collect()
+}
+
+/// Per node DynamicResources' Filter rejected, why the pod's claims cannot be allocated
+/// there, as Filter found it. Nothing for pods whose cycle the plugin skipped.
+fn device_reasons(explanation: Option<&Explanation>) -> Vec<(String, Vec<DeviceReason>)> {
+    let Some(e) = explanation else {
+        return Vec::new();
+    };
+    let Some(state) = &e.filter_state else {
+        return Vec::new();
+    };
+    e.filter
+        .iter()
+        .filter_map(|(name, statuses)| {
+            // A node's list ends at its first rejection.
+            let (plugin, status) = statuses.last()?;
+            if *plugin != DYNAMIC_RESOURCES || !status.is_rejected() {
+                return None;
+            }
+            let reasons = dynamicresources::explain_filter(state, name);
             (!reasons.is_empty()).then(|| (name.clone(), reasons))
         })
         .collect()

@@ -7,7 +7,9 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use framework::{Code, Status};
 
-use super::{PodReport, PodResult, Report, VolumeDecision};
+use plugins::dynamicresources::explain::DeviceReason;
+
+use super::{DeviceDecision, PodReport, PodResult, Report, VolumeDecision};
 use crate::schedule_one::{ExtenderFilterVerdict, ExtenderScores};
 
 /// A map serialized in the order of its entries.
@@ -133,6 +135,25 @@ struct ClaimReasonJson<'a> {
     reason: &'a str,
 }
 
+/// One device allocated to a request of a claim.
+#[derive(serde::Serialize)]
+struct DeviceJson<'a> {
+    claim: &'a str,
+    request: &'a str,
+    driver: &'a str,
+    pool: &'a str,
+    device: &'a str,
+}
+
+/// Why the pod's claims cannot be allocated on a node: about one claim, or (no `claim`)
+/// about all of them.
+#[derive(serde::Serialize)]
+struct DeviceReasonJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claim: Option<&'a str>,
+    reason: &'a str,
+}
+
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PodJson<'a> {
@@ -152,6 +173,9 @@ struct PodJson<'a> {
     /// What VolumeBinding decided for the pod's unbound claims on its node.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     volumes: Vec<VolumeJson<'a>>,
+    /// The devices DynamicResources allocated to the pod's claims on its node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    devices: Vec<DeviceJson<'a>>,
     pre_filter: Ordered<&'static str, StatusJson>,
     /// Per node, each Filter plugin's verdict and then each extender's (by `urlPrefix`).
     filter: Ordered<&'a str, Ordered<&'a str, StatusJson>>,
@@ -159,6 +183,9 @@ struct PodJson<'a> {
     /// and why.
     #[serde(skip_serializing_if = "Ordered::is_empty")]
     volume_reasons: Ordered<&'a str, Vec<ClaimReasonJson<'a>>>,
+    /// Per node DynamicResources rejected, why the pod's claims cannot be allocated there.
+    #[serde(skip_serializing_if = "Ordered::is_empty")]
+    device_reasons: Ordered<&'a str, Vec<DeviceReasonJson<'a>>>,
     /// Per node, why preemption did or did not help.
     #[serde(skip_serializing_if = "Ordered::is_empty")]
     preemption: Ordered<&'a str, StatusJson>,
@@ -187,6 +214,17 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
                 .map(|(namespace, name)| VictimJson { namespace, name })
                 .collect(),
             volumes: p.volumes.iter().map(VolumeJson::from).collect(),
+            devices: p
+                .devices
+                .iter()
+                .map(|d| DeviceJson {
+                    claim: &d.claim,
+                    request: &d.request,
+                    driver: &d.driver,
+                    pool: &d.pool,
+                    device: &d.device,
+                })
+                .collect(),
             pre_filter: Ordered(Vec::new()),
             filter: Ordered(Vec::new()),
             volume_reasons: Ordered(
@@ -197,6 +235,21 @@ impl<'a> From<&'a PodReport> for PodJson<'a> {
                             .iter()
                             .map(|r| ClaimReasonJson {
                                 claim: &r.claim,
+                                reason: &r.reason,
+                            })
+                            .collect();
+                        (node.as_str(), list)
+                    })
+                    .collect(),
+            ),
+            device_reasons: Ordered(
+                p.device_reasons
+                    .iter()
+                    .map(|(node, reasons)| {
+                        let list = reasons
+                            .iter()
+                            .map(|r| DeviceReasonJson {
+                                claim: r.claim.as_deref(),
                                 reason: &r.reason,
                             })
                             .collect();
@@ -311,7 +364,8 @@ pub fn to_json(report: &Report) -> String {
 }
 
 /// The report as a table: one line per pod, then the reasons of each unschedulable pod
-/// (with, under each node a volume plugin rejected, why each claim cannot be had there).
+/// (with, under each node a volume plugin or DynamicResources rejected, why each claim
+/// cannot be had there).
 pub fn to_table(report: &Report) -> String {
     let rows: Vec<[String; 4]> = report
         .pods
@@ -370,6 +424,12 @@ pub fn to_table(report: &Report) -> String {
             let _ = writeln!(out, "  node {node}:");
             for r in reasons {
                 let _ = writeln!(out, "    claim {}: {}", r.claim, r.reason);
+            }
+        }
+        for (node, reasons) in &p.device_reasons {
+            let _ = writeln!(out, "  node {node}:");
+            for r in reasons {
+                let _ = writeln!(out, "    {}", device_reason_line(r));
             }
         }
     }
@@ -463,6 +523,7 @@ fn short_reason(p: &PodReport) -> String {
                     }
                 })
                 .collect();
+            parts.extend(p.devices.iter().map(device_line));
             if let Some(ext) = &p.bound_by {
                 parts.insert(0, format!("bound by extender {ext}"));
             }
@@ -484,5 +545,66 @@ fn short_reason(p: &PodReport) -> String {
             None => p.message.clone().unwrap_or_default(),
         },
         _ => p.message.clone().unwrap_or_default(),
+    }
+}
+
+/// A device a scheduled pod's claim was allocated, for the table's reason column.
+fn device_line(d: &DeviceDecision) -> String {
+    format!(
+        "claim {} request {}: device {}/{}/{}",
+        d.claim, d.request, d.driver, d.pool, d.device
+    )
+}
+
+/// One reason the pod's claims cannot be allocated on a node, for the table.
+fn device_reason_line(r: &DeviceReason) -> String {
+    match &r.claim {
+        Some(claim) => format!("claim {claim}, {}", r.reason),
+        None => r.reason.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_line_names_claim_request_and_device() {
+        let d = DeviceDecision {
+            claim: "default/gpu-a".to_string(),
+            request: "gpu".to_string(),
+            driver: "gpu.example.com".to_string(),
+            pool: "a1".to_string(),
+            device: "gpu-0".to_string(),
+        };
+        assert_eq!(
+            device_line(&d),
+            "claim default/gpu-a request gpu: device gpu.example.com/a1/gpu-0"
+        );
+    }
+
+    #[test]
+    fn device_reason_line_prefixes_the_claim_when_there_is_one() {
+        let cases = [
+            (
+                "about one claim",
+                DeviceReason {
+                    claim: Some("default/gpu-b".to_string()),
+                    reason: "request gpu: wants 1 device, 0 usable".to_string(),
+                },
+                "claim default/gpu-b, request gpu: wants 1 device, 0 usable",
+            ),
+            (
+                "about all claims",
+                DeviceReason {
+                    claim: None,
+                    reason: "resource pools being updated: gpu.example.com/a1".to_string(),
+                },
+                "resource pools being updated: gpu.example.com/a1",
+            ),
+        ];
+        for (name, reason, want) in cases {
+            assert_eq!(device_reason_line(&reason), want, "{name}");
+        }
     }
 }

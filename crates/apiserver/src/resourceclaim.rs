@@ -13,9 +13,12 @@
 //!   Event on the pod; the pod is looked at again when a template appears in its namespace.
 //! - For each claim: entries of `status.reservedFor` naming a pod that is gone (or was
 //!   replaced: another uid) or done (Succeeded, Failed, or deleted before it was scheduled)
-//!   are removed. When that leaves nobody, the allocation is cleared too (deallocation), and
-//!   the `resource.kubernetes.io/delete-protection` finalizer the scheduler adds is removed.
-//!   A claim being deleted and reserved for nobody is deallocated and loses that finalizer.
+//!   are removed. When that leaves nobody and the claim carries the
+//!   `resource.kubernetes.io/delete-protection` finalizer the scheduler adds before it
+//!   allocates, the allocation is cleared too (deallocation) and the finalizer removed; a
+//!   claim without it keeps its allocation. A claim being deleted and reserved for nobody is
+//!   deallocated and loses that finalizer, so that it goes only once deallocated (the
+//!   garbage collector deleting a generated claim with its pod included).
 //! - A claim generated for a pod, reserved for nobody, whose pod is done or was replaced, is
 //!   deleted; a claim whose pod is gone is left to the garbage collector (through its owner
 //!   reference).
@@ -286,7 +289,9 @@ impl ResourceClaimController {
         let deleting = claim.pointer("/metadata/deletionTimestamp").is_some();
         let uid = str_at(&claim, "/metadata/uid").to_string();
         if valid.len() < reserved.len() || (valid.is_empty() && deleting && has_finalizer) {
-            let deallocate = valid.is_empty();
+            // Only what the scheduler allocated (it adds the finalizer first) is deallocated;
+            // an allocation written by someone else stays when its last consumer goes.
+            let deallocate = valid.is_empty() && has_finalizer;
             let written = self.store.update(self.claims, ns, name, false, |cur| {
                 if str_at(cur, "/metadata/uid") != uid {
                     return Ok(cur.clone());

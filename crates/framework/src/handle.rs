@@ -198,6 +198,15 @@ pub trait ClusterClient: Send + Sync {
         pvc: &'a PersistentVolumeClaim,
     ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>>;
 
+    /// Replaces a ResourceClaim (PUT, so a stale `resourceVersion` is refused with a
+    /// conflict) and returns what the API server stored: DynamicResources adding the
+    /// `resource.kubernetes.io/delete-protection` finalizer in PreBind, before it writes the
+    /// allocation (a status write leaves metadata alone).
+    fn update_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>>;
+
     /// Replaces a ResourceClaim's status (PUT on `status`, so a stale `resourceVersion` is
     /// refused with a conflict) and returns what the API server stored: DynamicResources
     /// writing `status.allocation` and `status.reservedFor` in PreBind.
@@ -249,6 +258,13 @@ impl ClusterClient for NoopClient {
         pvc: &'a PersistentVolumeClaim,
     ) -> BoxFuture<'a, Result<PersistentVolumeClaim, ClientError>> {
         Box::pin(async move { Ok(pvc.clone()) })
+    }
+
+    fn update_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move { Ok(claim.clone()) })
     }
 
     fn update_resource_claim_status<'a>(

@@ -41,6 +41,8 @@ pub struct Writes {
     pub persistent_volumes: Vec<PersistentVolume>,
     /// PersistentVolumeClaims as written (before the version bump).
     pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
+    /// ResourceClaims as written (before the version bump): finalizers added.
+    pub resource_claims: Vec<ResourceClaim>,
     /// ResourceClaim statuses as written (before the version bump).
     pub resource_claim_statuses: Vec<ResourceClaim>,
 }
@@ -402,6 +404,18 @@ impl ClusterClient for MemoryCluster {
                 .push(pvc.clone());
             let mut stored = pvc.clone();
             stored.metadata.resource_version = Some(next_version(&pvc.metadata));
+            Ok(stored)
+        })
+    }
+
+    fn update_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move {
+            self.lock().writes.resource_claims.push(claim.clone());
+            let mut stored = claim.clone();
+            stored.metadata.resource_version = Some(next_version(&claim.metadata));
             Ok(stored)
         })
     }

@@ -1150,9 +1150,10 @@ fn a_node_at_its_csi_attach_limit_is_skipped_until_its_csi_node_count_grows() {
 /// The GPU example on `up`, every DRA part in play: the device driver stand-in publishes the
 /// nodes' GPUs, the resourceclaim controller makes the pod's claim from its template, the
 /// scheduler allocates two A100s (a CEL selector) and reserves them; a second pod wanting
-/// them waits with upstream's message and is bound once the first pod is deleted (its
-/// generated claim goes with it, and that event requeues the waiting pod: the 30 s bound is
-/// far below the 5 minutes after which unschedulable pods are retried anyway).
+/// them waits with upstream's message and is bound once the first pod is deleted (the claim
+/// controller deallocates its generated claim before the claim goes, and that update requeues
+/// the waiting pod: the 30 s bound is far below the 5 minutes after which unschedulable pods
+/// are retried anyway).
 #[test]
 fn the_gpu_example_allocates_a_template_claim_and_frees_it_when_the_pod_goes() {
     let scratch = Scratch::new("dra-example");

@@ -771,6 +771,148 @@ fn a_generated_claim_is_deleted_with_its_pod_by_the_garbage_collector() {
     });
 }
 
+/// The claim's watch events since `resource_version`, as (type, allocated, finalizers).
+fn claim_history(c: &Cluster, name: &str, resource_version: &str) -> Vec<(String, bool, Value)> {
+    let (code, body) = c.request_raw(
+        "GET",
+        &format!("{CLAIMS}?watch=true&timeoutSeconds=1&resourceVersion={resource_version}&fieldSelector=metadata.name={name}"),
+        None,
+        "",
+    );
+    assert_eq!(code, 200);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .map(|l| {
+            let e: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            (
+                s(&e, "/type").to_string(),
+                e.pointer("/object/status/allocation").is_some(),
+                e.pointer("/object/metadata/finalizers")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
+
+/// A generated claim allocated as the scheduler's PreBind does it: the finalizer (an
+/// update of the object), then the allocation and the pod's reservation (its status).
+fn allocate_as_the_scheduler(c: &Cluster, claim: &Value, pod: &Value) -> String {
+    let name = s(claim, "/metadata/name");
+    let mut protected = claim.clone();
+    protected["metadata"]["finalizers"] = json!(["resource.kubernetes.io/delete-protection"]);
+    let (code, body) = put(c, &format!("{CLAIMS}/{name}"), &protected);
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = put_status(
+        c,
+        name,
+        json!({"allocation": allocation("gpu-0"),
+               "reservedFor": [consumer(s(pod, "/metadata/name"), s(pod, "/metadata/uid"))]}),
+    );
+    assert_eq!(code, 200, "{body}");
+    s(&body, "/metadata/resourceVersion").to_string()
+}
+
+#[test]
+fn a_generated_claim_of_a_deleted_pod_is_deallocated_before_it_goes() {
+    let c = cluster(false);
+    create(
+        &c,
+        TEMPLATES,
+        &template("one-gpu", json!([gpu("gpu", json!({}))])),
+    );
+    let pod = create(
+        &c,
+        PODS,
+        &pod_with_claims(
+            "p",
+            json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
+        ),
+    );
+    let claim = generated_claim(&c, "p", "gpu");
+    let name = s(&claim, "/metadata/name").to_string();
+    let allocated_at = allocate_as_the_scheduler(&c, &claim, &pod);
+    let (code, body) = c.request("DELETE", &format!("{PODS}/p"), None, "");
+    assert_eq!(code, 200, "{body}");
+    wait_for("the claim gone", || {
+        (c.get(&format!("{CLAIMS}/{name}")).0 == 404).then_some(())
+    });
+    // Whether the controller (the pod's deletion) or the garbage collector (marking the
+    // claim deleted) came first, the claim was removed deallocated and unprotected.
+    let history = claim_history(&c, &name, &allocated_at);
+    assert_eq!(
+        history.last(),
+        Some(&("DELETED".to_string(), false, Value::Null)),
+        "{history:?}"
+    );
+}
+
+#[test]
+fn a_claim_reserved_for_a_running_pod_stays_while_deleted_until_the_pod_is_done() {
+    let c = cluster(false);
+    create(
+        &c,
+        TEMPLATES,
+        &template("one-gpu", json!([gpu("gpu", json!({}))])),
+    );
+    let pod = create(
+        &c,
+        PODS,
+        &pod_with_claims(
+            "p",
+            json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
+        ),
+    );
+    let claim = generated_claim(&c, "p", "gpu");
+    let path = format!("{CLAIMS}/{}", s(&claim, "/metadata/name"));
+    allocate_as_the_scheduler(&c, &claim, &pod);
+    let (code, body) = c.request("DELETE", &path, None, "");
+    assert_eq!(code, 200, "{body}");
+    let (code, held) = c.get(&path);
+    assert_eq!(
+        (
+            code,
+            held.pointer("/metadata/deletionTimestamp").is_some(),
+            held.pointer("/status/allocation").is_some()
+        ),
+        (200, true, true),
+        "{held}"
+    );
+    set_phase(&c, "p", "Succeeded");
+    wait_for("the claim gone", || (c.get(&path).0 == 404).then_some(()));
+}
+
+#[test]
+fn a_claim_without_delete_protection_is_released_but_keeps_its_allocation() {
+    let c = cluster(false);
+    create(
+        &c,
+        CLAIMS,
+        &claim_named("plain", json!([gpu("gpu", json!({}))])),
+    );
+    let a = create(
+        &c,
+        PODS,
+        &pod_with_claims("a", json!([{"name": "gpu", "resourceClaimName": "plain"}])),
+    );
+    let (code, body) = put_status(
+        &c,
+        "plain",
+        json!({"allocation": allocation("gpu-0"),
+               "reservedFor": [consumer("a", s(&a, "/metadata/uid"))]}),
+    );
+    assert_eq!(code, 200, "{body}");
+    set_phase(&c, "a", "Succeeded");
+    let status = wait_for("pod a released", || {
+        let (_, claim) = c.get(&format!("{CLAIMS}/plain"));
+        claim["status"]
+            .get("reservedFor")
+            .is_none()
+            .then(|| claim["status"].clone())
+    });
+    assert_eq!(status, json!({"allocation": allocation("gpu-0")}));
+}
+
 #[test]
 fn a_generated_claim_of_a_finished_pod_is_deleted() {
     let c = cluster(false);

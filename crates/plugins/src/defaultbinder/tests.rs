@@ -60,6 +60,13 @@ impl ClusterClient for RecordingClient {
         framework::handle::NoopClient.update_persistent_volume_claim(pvc)
     }
 
+    fn update_resource_claim<'a>(
+        &'a self,
+        claim: &'a k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::resource::v1::ResourceClaim, ClientError>> {
+        framework::handle::NoopClient.update_resource_claim(claim)
+    }
+
     fn update_resource_claim_status<'a>(
         &'a self,
         claim: &'a k8s_openapi::api::resource::v1::ResourceClaim,

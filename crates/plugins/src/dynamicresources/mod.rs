@@ -11,8 +11,11 @@
 //! Filter checks allocated claims' node selectors and runs the allocator for the node.
 //! PostFilter deallocates an allocated claim reserved for no pod, so that the pod may try
 //! again. Reserve records the node's allocations as in flight, so that the next pods' cycles
-//! treat those devices as taken; PreBind writes `status.allocation` and `status.reservedFor`
-//! and keeps the written claim in an assume cache until the informer shows it.
+//! treat those devices as taken; PreBind adds the `resource.kubernetes.io/delete-protection`
+//! finalizer to a claim it allocates (so that the claim controller deallocates it before it
+//! can be removed), writes `status.allocation` and `status.reservedFor`, and keeps the written
+//! claim in an assume cache until the informer shows it. A deallocation is a claim update, so
+//! deleted claims are no event of this plugin, as upstream.
 //!
 //! Where this differs from upstream, on purpose:
 //! - CEL selectors are evaluated by `kubesched-cel` (the `cel` crate with the Kubernetes
@@ -22,8 +25,7 @@
 //!   written in the background (PostFilter and Unreserve are synchronous here); the claim's
 //!   update event requeues the pod.
 //! - On a conflict PreBind writes again on the informer's newer claim (waiting for it up to
-//!   two seconds) where upstream reads the claim from the API server. It does not add the
-//!   `resource.kubernetes.io/delete-protection` finalizer (the client only writes status).
+//!   two seconds) where upstream reads the claim from the API server.
 //! - Without the scheduler's live objects (`simulate`), PreEnqueue lets every pod through and
 //!   PreFilter refuses pods whose claims are missing, with the same messages.
 //! - PostFilter tries the unavailable claims in index order (upstream picks one at random).
@@ -81,6 +83,11 @@ pub const NO_NEW_CLAIMS: &str = "no new claims to deallocate";
 
 /// The most consumers `status.reservedFor` may list (`ResourceClaimReservedForMaxSize`).
 pub const RESERVED_FOR_MAX_SIZE: usize = 256;
+
+/// The finalizer PreBind puts on a claim before writing its allocation, so that the claim
+/// is not removed while allocated; the claim controller takes it off once it deallocated the
+/// claim (upstream's `resourceapi.Finalizer`).
+pub const DELETE_PROTECTION_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 
 /// The `resource` of a pod in `status.reservedFor`.
 const PODS_RESOURCE: &str = "pods";
@@ -598,11 +605,6 @@ impl EnqueueExtensions for DynamicResources {
                 claim_hint,
             ),
             ClusterEventWithHint::with_hint(
-                EventResource::ResourceClaim,
-                ActionType::DELETE,
-                Arc::new(|_pod, old, _new| is_schedulable_after_claim_delete(old)),
-            ),
-            ClusterEventWithHint::with_hint(
                 EventResource::Pod,
                 ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
                 pod_hint,
@@ -617,23 +619,6 @@ impl EnqueueExtensions for DynamicResources {
             ),
         ]
     }
-}
-
-/// Queue when an allocated claim is deleted: its devices are free again. Upstream sees that
-/// as the update that deallocates the claim (its PreBind adds the
-/// `resource.kubernetes.io/delete-protection` finalizer, so the claim controller deallocates
-/// before the claim goes); PreBind here writes only the status, so a claim whose pod is
-/// deleted can go at once, and this event is what frees its devices for waiting pods.
-fn is_schedulable_after_claim_delete(old: Option<&EventObject>) -> Result<QueueingHint, String> {
-    let deleted = old_object::<ResourceClaim>(old)?;
-    let allocated = deleted
-        .and_then(|c| c.status.as_ref())
-        .is_some_and(|s| s.allocation.is_some());
-    Ok(if allocated {
-        QueueingHint::Queue
-    } else {
-        QueueingHint::QueueSkip
-    })
 }
 
 /// Queue when a claim of the pod was created or its status changed, or when any claim was
@@ -797,8 +782,10 @@ impl DynamicResources {
         }
     }
 
-    /// Writes the allocation (if any) and the pod's reservation to the claim's status and
-    /// assumes the written claim until the informer shows it. Upstream: bindClaim.
+    /// Adds the delete-protection finalizer and writes the allocation (when there is one),
+    /// writes the pod's reservation to the claim's status, and assumes the written claim
+    /// until the informer shows it; a conflict on either write starts again on a newer claim.
+    /// Upstream: bindClaim.
     async fn bind_claim(
         &self,
         claim: &Arc<ResourceClaim>,
@@ -842,7 +829,8 @@ impl DynamicResources {
         result
     }
 
-    /// One status write: the allocation (if any) and the pod in `reservedFor`.
+    /// One attempt: the finalizer (an object update) when allocating a claim without it,
+    /// then one status write with the allocation (if any) and the pod in `reservedFor`.
     async fn write_binding(
         &self,
         claim: &ResourceClaim,
@@ -856,18 +844,42 @@ impl DynamicResources {
             )));
         }
         let mut updated = claim.clone();
-        let status = updated
-            .status
-            .get_or_insert_with(ResourceClaimStatus::default);
         if let Some(allocation) = allocation {
-            if status.allocation.is_some() {
+            if updated
+                .status
+                .as_ref()
+                .is_some_and(|s| s.allocation.is_some())
+            {
                 return Err(WriteError::Other(format!(
                     "claim {name} got allocated elsewhere in the meantime"
                 )));
             }
-            status.allocation = Some(allocation.clone());
+            // The finalizer goes first, in an update of the object (a status write leaves
+            // metadata alone): an allocated claim is then never removed before the claim
+            // controller deallocated it. A claim that has it from an interrupted attempt
+            // keeps it as it is.
+            if !has_delete_protection(&updated) {
+                updated
+                    .metadata
+                    .finalizers
+                    .get_or_insert_with(Vec::new)
+                    .push(DELETE_PROTECTION_FINALIZER.to_string());
+                updated = self
+                    .client
+                    .update_resource_claim(&updated)
+                    .await
+                    .map_err(|e| {
+                        WriteError::from_client(format!("add finalizer to claim {name}: {e}"), &e)
+                    })?;
+            }
+            updated
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .allocation = Some(allocation.clone());
         }
-        status
+        updated
+            .status
+            .get_or_insert_with(ResourceClaimStatus::default)
             .reserved_for
             .get_or_insert_with(Vec::new)
             .push(ResourceClaimConsumerReference {
@@ -885,10 +897,7 @@ impl DynamicResources {
                 } else {
                     format!("add reservation to claim {name}: {e}")
                 };
-                match e {
-                    ClientError::Api { code: 409, .. } => WriteError::Conflict(message),
-                    _ => WriteError::Other(message),
-                }
+                WriteError::from_client(message, &e)
             })
     }
 
@@ -944,6 +953,17 @@ impl DynamicResources {
 enum WriteError {
     Conflict(String),
     Other(String),
+}
+
+impl WriteError {
+    /// `message` about the API server's answer `e`: a conflict when it refused a stale
+    /// `resourceVersion`.
+    fn from_client(message: String, e: &ClientError) -> Self {
+        match e {
+            ClientError::Api { code: 409, .. } => WriteError::Conflict(message),
+            _ => WriteError::Other(message),
+        }
+    }
 }
 
 /// What PreFilter found; Filter and Reserve add their decisions under the lock.
@@ -1126,6 +1146,15 @@ fn add_allocated_devices(claim: &ResourceClaim, in_use: &mut HashSet<DeviceId>) 
         }
         in_use.insert(DeviceId::new(&r.driver, &r.pool, &r.device));
     }
+}
+
+/// Whether the claim carries [`DELETE_PROTECTION_FINALIZER`].
+fn has_delete_protection(claim: &ResourceClaim) -> bool {
+    claim
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == DELETE_PROTECTION_FINALIZER))
 }
 
 /// The claim's `resourceVersion` as a number; one that does not parse counts as 0.

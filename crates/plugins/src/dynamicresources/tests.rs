@@ -161,19 +161,61 @@ fn snapshot(nodes: &[&str], storage: Arc<StorageListers>) -> Snapshot {
     snap
 }
 
-/// A client that records every claim status written and bumps its `resourceVersion`, or
-/// answers with `fail` (every write, or only write number `fail_at`, counting from 0).
+/// One claim write as the client received it: an update of the object (PUT) or of its
+/// status (PUT on `status`).
+#[derive(Debug, Clone, PartialEq)]
+enum ClaimWrite {
+    Object(ResourceClaim),
+    Status(ResourceClaim),
+}
+
+/// A client that records every claim write and bumps its `resourceVersion`, or answers with
+/// `fail` (every write, or only write number `fail_at`, counting from 0 over both kinds).
 #[derive(Default)]
 struct RecordingClient {
-    written: Mutex<Vec<ResourceClaim>>,
+    writes: Mutex<Vec<ClaimWrite>>,
     fail: Option<ClientError>,
     fail_at: Option<usize>,
     calls: std::sync::atomic::AtomicUsize,
 }
 
 impl RecordingClient {
+    /// Every write, in order.
+    fn writes(&self) -> Vec<ClaimWrite> {
+        self.writes.lock().map(|w| w.clone()).unwrap_or_default()
+    }
+
+    /// The status writes, in order.
     fn written(&self) -> Vec<ResourceClaim> {
-        self.written.lock().map(|w| w.clone()).unwrap_or_default()
+        self.writes()
+            .into_iter()
+            .filter_map(|w| match w {
+                ClaimWrite::Status(c) => Some(c),
+                ClaimWrite::Object(_) => None,
+            })
+            .collect()
+    }
+
+    fn record(&self, write: ClaimWrite) -> Result<ResourceClaim, ClientError> {
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(e) = &self.fail {
+            if self.fail_at.is_none_or(|n| n == call) {
+                return Err(e.clone());
+            }
+        }
+        let (ClaimWrite::Object(claim) | ClaimWrite::Status(claim)) = &write;
+        let mut stored = claim.clone();
+        let version: i64 = claim
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        stored.metadata.resource_version = Some((version + 1).to_string());
+        if let Ok(mut w) = self.writes.lock() {
+            w.push(write);
+        }
+        Ok(stored)
     }
 }
 
@@ -214,30 +256,18 @@ impl ClusterClient for RecordingClient {
         framework::handle::NoopClient.update_persistent_volume_claim(pvc)
     }
 
+    fn update_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move { self.record(ClaimWrite::Object(claim.clone())) })
+    }
+
     fn update_resource_claim_status<'a>(
         &'a self,
         claim: &'a ResourceClaim,
     ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
-        Box::pin(async move {
-            let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            if let Some(e) = &self.fail {
-                if self.fail_at.is_none_or(|n| n == call) {
-                    return Err(e.clone());
-                }
-            }
-            if let Ok(mut w) = self.written.lock() {
-                w.push(claim.clone());
-            }
-            let mut stored = claim.clone();
-            let version: i64 = claim
-                .metadata
-                .resource_version
-                .as_deref()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            stored.metadata.resource_version = Some((version + 1).to_string());
-            Ok(stored)
-        })
+        Box::pin(async move { self.record(ClaimWrite::Status(claim.clone())) })
     }
 }
 
@@ -586,7 +616,7 @@ fn many_consumers(n: usize) -> Vec<(String, String)> {
         post_filter: None,
         reserve: Some(Status::success()),
         pre_bind: Some(Status::error(
-            "add allocation and reservation to claim default/my-pod-my-resource: api error 409: conflict")),
+            "add finalizer to claim default/my-pod-my-resource: api error 409: conflict")),
         written: vec![],
     })]
 fn scheduling_a_pod(
@@ -834,16 +864,6 @@ fn claim_change_hint(
 }
 
 #[rstest]
-#[case::allocated_claim_deleted(allocated(pending("other"), WORKER), QueueingHint::Queue)]
-#[case::unallocated_claim_deleted(pending("other"), QueueingHint::QueueSkip)]
-fn claim_delete_hint(#[case] deleted: ResourceClaim, #[case] want: QueueingHint) {
-    assert_eq!(
-        super::is_schedulable_after_claim_delete(Some(&claim_event(&deleted))),
-        Ok(want)
-    );
-}
-
-#[rstest]
 #[case::other_pod(pod_with("other", "other-uid", CLAIM), vec![owned_by_pod(pending(CLAIM))],
     QueueingHint::QueueSkip)]
 #[case::generated_claim_named_and_present(pod_with_template(Some(CLAIM)),
@@ -866,7 +886,7 @@ fn pod_change_hint(
 }
 
 #[test]
-fn events_follow_upstream_and_a_deleted_claim() {
+fn events_follow_upstream() {
     let pl = plugin(Arc::new(RecordingClient::default()));
     let got: Vec<(EventResource, ActionType, bool)> = pl
         .events_to_register()
@@ -886,7 +906,6 @@ fn events_follow_upstream_and_a_deleted_claim() {
                 ActionType::ADD | ActionType::UPDATE,
                 true
             ),
-            (EventResource::ResourceClaim, ActionType::DELETE, true),
             (
                 EventResource::Pod,
                 ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
@@ -1001,7 +1020,8 @@ fn unreserve_takes_the_pod_out_of_a_claim_pre_bind_already_reserved() {
             code: 500,
             message: "boom".into(),
         }),
-        fail_at: Some(1),
+        // Claim 1's finalizer (0) and status (1), claim 2's finalizer (2) and status (3).
+        fail_at: Some(3),
         ..RecordingClient::default()
     });
     let pl = plugin(client.clone());
@@ -1142,53 +1162,93 @@ fn post_filter_outside_the_runtime_deallocates_on_the_handle_runtime() {
     );
 }
 
-#[test]
-fn conflict_is_written_again_on_the_informers_newer_claim() {
+/// `claim` at `resourceVersion` `version`.
+fn at_version(mut claim: ResourceClaim, version: &str) -> ResourceClaim {
+    claim.metadata.resource_version = Some(version.into());
+    claim
+}
+
+/// [`pending`] as the informer shows it after someone else's write: version 2, labelled.
+fn changed_elsewhere() -> ResourceClaim {
+    let mut c = at_version(pending(CLAIM), "2");
+    c.metadata.labels = Some([("team".to_string(), "ml".to_string())].into());
+    c
+}
+
+/// `claim` allocated on [`WORKER`] and reserved for the pod, as PreBind writes it.
+fn bound(claim: ResourceClaim) -> ResourceClaim {
+    reserved_for(allocated(claim, WORKER), &[(POD, POD_UID)])
+}
+
+fn api_error(code: u16) -> Option<ClientError> {
+    Some(ClientError::Api {
+        code,
+        message: "refused".into(),
+    })
+}
+
+#[rstest]
+#[case::allocating_adds_the_finalizer_then_writes_allocation_and_reservation(
+    pending(CLAIM), None, None, None, Status::success(),
+    vec![ClaimWrite::Object(with_finalizer(pending(CLAIM))),
+         ClaimWrite::Status(at_version(bound(with_finalizer(pending(CLAIM))), "2"))])]
+#[case::finalizer_left_by_an_interrupted_attempt_is_not_written_again(
+    with_finalizer(pending(CLAIM)), None, None, None, Status::success(),
+    vec![ClaimWrite::Status(bound(with_finalizer(pending(CLAIM))))])]
+#[case::allocated_claim_gets_only_the_reservation(
+    allocated(pending(CLAIM), WORKER), None, None, None, Status::success(),
+    vec![ClaimWrite::Status(bound(pending(CLAIM)))])]
+#[case::refused_finalizer_is_an_error_and_nothing_more_is_written(
+    pending(CLAIM), None, api_error(500), None,
+    Status::error("add finalizer to claim default/my-pod-my-resource: api error 500: refused"),
+    vec![])]
+#[case::conflict_on_the_finalizer_is_written_again_on_the_informers_newer_claim(
+    pending(CLAIM), Some(changed_elsewhere()), api_error(409), Some(0), Status::success(),
+    vec![ClaimWrite::Object(with_finalizer(changed_elsewhere())),
+         ClaimWrite::Status(at_version(bound(with_finalizer(changed_elsewhere())), "3"))])]
+#[case::conflict_on_the_status_is_written_again_without_adding_the_finalizer_twice(
+    pending(CLAIM), Some(at_version(with_finalizer(pending(CLAIM)), "2")), api_error(409),
+    Some(1), Status::success(),
+    vec![ClaimWrite::Object(with_finalizer(pending(CLAIM))),
+         ClaimWrite::Status(at_version(bound(with_finalizer(pending(CLAIM))), "2"))])]
+#[case::claim_deleted_in_the_meantime_is_not_written(
+    pending(CLAIM), Some(deleting(changed_elsewhere())), api_error(409), Some(0),
+    Status::error("claim default/my-pod-my-resource got deleted in the meantime"),
+    vec![])]
+#[case::claim_allocated_elsewhere_in_the_meantime_is_not_written(
+    pending(CLAIM), Some(allocated(changed_elsewhere(), "other-node")), api_error(409), Some(0),
+    Status::error("claim default/my-pod-my-resource got allocated elsewhere in the meantime"),
+    vec![])]
+fn pre_bind_writes(
+    #[case] claim: ResourceClaim,
+    #[case] informer_shows: Option<ResourceClaim>,
+    #[case] fail: Option<ClientError>,
+    #[case] fail_at: Option<usize>,
+    #[case] want_status: Status,
+    #[case] want_writes: Vec<ClaimWrite>,
+) {
     let client = Arc::new(RecordingClient {
-        fail: Some(ClientError::Api {
-            code: 409,
-            message: "the object has been modified".into(),
-        }),
-        fail_at: Some(0),
+        fail,
+        fail_at,
         ..RecordingClient::default()
     });
-    // PreFilter read version 1; the informer meanwhile shows version 2 (labelled).
-    let mut newer = pending(CLAIM);
-    newer.metadata.resource_version = Some("2".into());
-    newer.metadata.labels = Some([("team".to_string(), "ml".to_string())].into());
-    let (_tx, rx) =
-        tokio::sync::watch::channel(listers(&[class(CLASS)], &[slice(WORKER, 1)], &[newer]));
+    // The live objects a conflict is retried on; without them there is no newer claim.
+    let live = informer_shows
+        .map(|c| tokio::sync::watch::channel(listers(&[class(CLASS)], &[slice(WORKER, 1)], &[c])));
     let pl = DynamicResources::new(
         Features::ALL,
         client.clone(),
-        Some(rx),
+        live.as_ref().map(|(_, rx)| rx.clone()),
         Arc::new(kubesched_cel::SelectorCache::new(16)),
     );
     let snap = snapshot(
         &[WORKER],
-        listers(&[class(CLASS)], &[slice(WORKER, 1)], &[pending(CLAIM)]),
+        listers(&[class(CLASS)], &[slice(WORKER, 1)], &[claim]),
     );
     let got = attempt(&pl, &client, &pod_with_claim(), &snap);
-    let based_on: Vec<(Option<String>, bool)> = client
-        .written()
-        .iter()
-        .map(|c| {
-            (
-                c.metadata.resource_version.clone(),
-                c.metadata.labels.is_some(),
-            )
-        })
-        .collect();
     assert_eq!(
-        (got.pre_bind, got.written, based_on),
-        (
-            Some(Status::success()),
-            vec![worker_claim_written(
-                &["some-driver/worker/instance-1"],
-                &[POD]
-            )],
-            vec![(Some("2".to_string()), true)]
-        )
+        (got.pre_bind, client.writes()),
+        (Some(want_status), want_writes)
     );
 }
 

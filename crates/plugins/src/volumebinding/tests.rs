@@ -1095,6 +1095,13 @@ impl ClusterClient for RecordingClient {
         })
     }
 
+    fn update_resource_claim<'a>(
+        &'a self,
+        claim: &'a k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::resource::v1::ResourceClaim, ClientError>> {
+        NoopClient.update_resource_claim(claim)
+    }
+
     fn update_resource_claim_status<'a>(
         &'a self,
         claim: &'a k8s_openapi::api::resource::v1::ResourceClaim,

@@ -585,6 +585,21 @@ impl ClusterClient for KubeClusterClient {
         })
     }
 
+    fn update_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
+            let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+            let name = claim.metadata.name.as_deref().unwrap_or("");
+            api.replace(name, &PostParams::default(), claim)
+                .await
+                .map_err(client_error)
+        })
+    }
+
     fn update_resource_claim_status<'a>(
         &'a self,
         claim: &'a ResourceClaim,

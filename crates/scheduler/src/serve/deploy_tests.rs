@@ -183,7 +183,7 @@ fn bindings_grant_the_service_account_kube_schedulers_roles_and_ours() {
 }
 
 #[test]
-fn our_cluster_role_covers_the_kubesched_lease_priority_classes_and_volume_attachments() {
+fn our_cluster_role_covers_the_kubesched_lease_priority_classes_volume_attachments_and_dra() {
     let m = manifests();
     /// apiGroups, resources, resourceNames, verbs.
     type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
@@ -222,6 +222,22 @@ fn our_cluster_role_covers_the_kubesched_lease_priority_classes_and_volume_attac
                 s(&["volumeattachments"]),
                 s(&[]),
                 s(&["get", "list", "watch"])
+            ),
+            (
+                s(&["resource.k8s.io"]),
+                s(&["deviceclasses", "resourceclaims", "resourceslices"]),
+                s(&[]),
+                s(&["get", "list", "watch"])
+            ),
+            (
+                s(&["resource.k8s.io"]),
+                s(&[
+                    "resourceclaims",
+                    "resourceclaims/status",
+                    "resourceclaims/binding"
+                ]),
+                s(&[]),
+                s(&["update"])
             ),
         ]
     );

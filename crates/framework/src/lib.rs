@@ -9,6 +9,7 @@
 
 pub mod args;
 pub mod cycle_state;
+pub mod duration;
 pub mod events;
 pub mod handle;
 pub mod interface;

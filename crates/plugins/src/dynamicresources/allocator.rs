@@ -291,6 +291,9 @@ pub enum AllocateError {
     /// A slice's node selector with more than one term (validation forbids it).
     #[error("create NodeSelector for claim {claim}: unsupported ResourceSlice.NodeSelector with {terms} terms")]
     UnsupportedNodeSelector { claim: String, terms: usize },
+    /// The search was given up because its deadline passed (Filter's `filterTimeout`).
+    #[error("context deadline exceeded")]
+    DeadlineExceeded,
 }
 
 /// The allocator for one set of cluster objects; [`Allocator::allocate`] may be called for
@@ -301,6 +304,9 @@ pub struct Allocator<'a> {
     classes: &'a dyn DeviceClassLister,
     slices: Vec<&'a ResourceSlice>,
     selectors: &'a dyn Selectors,
+    /// Asked before each device the search tries: `true` gives the search up with
+    /// [`AllocateError::DeadlineExceeded`].
+    deadline_passed: Option<&'a (dyn Fn() -> bool + Sync)>,
 }
 
 impl fmt::Debug for Allocator<'_> {
@@ -329,7 +335,16 @@ impl<'a> Allocator<'a> {
             classes,
             slices: slices.into_iter().collect(),
             selectors,
+            deadline_passed: None,
         }
+    }
+
+    /// Gives the search up once `passed` says so: a pathological combination of claims and
+    /// devices must not hold up the scheduling cycle (upstream cancels the allocation's
+    /// context after `filterTimeout`).
+    pub fn with_deadline(mut self, passed: &'a (dyn Fn() -> bool + Sync)) -> Self {
+        self.deadline_passed = Some(passed);
+        self
     }
 
     /// Allocates devices for all `claims` on `node`, or explains why that is impossible.
@@ -1031,6 +1046,13 @@ impl<'s, 'a> Search<'s, 'a> {
     }
 
     fn step(&mut self, p: Position, in_subrequest: bool) -> Result<bool, Stop> {
+        if self
+            .allocator
+            .deadline_passed
+            .is_some_and(|passed| passed())
+        {
+            return Err(Stop::Error(AllocateError::DeadlineExceeded));
+        }
         let claims: &'s [ClaimData<'a>] = self.claims;
         let Some(claim) = claims.get(p.claim) else {
             return Ok(true);

@@ -29,8 +29,9 @@
 //! - Without the scheduler's live objects (`simulate`), PreEnqueue lets every pod through and
 //!   PreFilter refuses pods whose claims are missing, with the same messages.
 //! - PostFilter tries the unavailable claims in index order (upstream picks one at random).
-//! - The plugin's args (`filterTimeout`, `bindingTimeout`) are accepted and warned about,
-//!   not honoured: Filter is not cut short.
+//! - `bindingTimeout` is accepted and warned about, not honoured: binding conditions are not
+//!   supported. `filterTimeout` is honoured as upstream's (Filter gives a node up after it,
+//!   `0s` for no limit).
 
 pub mod allocator;
 pub mod explain;
@@ -39,6 +40,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use framework::events::QueueingHintFn;
 use framework::interface::BoxFuture;
@@ -103,15 +105,39 @@ const CONFLICT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Distinct selector expressions kept compiled. A cluster's classes and claims use few.
 const SELECTOR_CACHE_SIZE: usize = 256;
 
-/// `pluginConfig[].args` of DynamicResources (upstream's DynamicResourcesArgs). Both fields
-/// are accepted so that upstream's configuration files load, and neither is honoured: Filter
-/// is never cut short, and binding conditions are not supported. Setting one is warned about.
+/// How long Filter may search for devices on one node when `filterTimeout` is not set
+/// (upstream's DynamicResourcesFilterTimeoutDefault).
+pub const DEFAULT_FILTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Filter's message for a node whose allocation was given up after `filterTimeout`.
+pub const ERR_FILTER_TIMED_OUT: &str = "timed out trying to allocate devices";
+
+/// `pluginConfig[].args` of DynamicResources (upstream's DynamicResourcesArgs).
+/// `filterTimeout` (a Go duration, default [`DEFAULT_FILTER_TIMEOUT`], `0s` for no limit)
+/// bounds Filter's search on one node. `bindingTimeout` is accepted so that upstream's
+/// configuration files load, and warned about: it applies to binding conditions, which are
+/// not supported.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct DynamicResourcesArgs {
-    pub filter_timeout: Option<serde_json::Value>,
+    pub filter_timeout: Option<String>,
     pub binding_timeout: Option<serde_json::Value>,
 }
+
+impl DynamicResourcesArgs {
+    /// The limit on Filter's search per node; `None` for no limit.
+    pub fn filter_timeout(&self) -> Result<Option<Duration>, ArgsError> {
+        let Some(text) = &self.filter_timeout else {
+            return Ok(Some(DEFAULT_FILTER_TIMEOUT));
+        };
+        let timeout = framework::duration::parse_go_duration(text)
+            .map_err(|e| ArgsError::new("filterTimeout", e))?;
+        Ok((!timeout.is_zero()).then_some(timeout))
+    }
+}
+
+/// What Filter reads the time from: the monotonic clock, or a test's.
+type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// Upstream: dynamicresources.DynamicResources.
 pub struct DynamicResources {
@@ -124,6 +150,9 @@ pub struct DynamicResources {
     runtime: Option<tokio::runtime::Handle>,
     selectors: Arc<dyn Selectors>,
     claims: Mutex<ClaimTracker>,
+    /// How long Filter searches for devices on one node; `None`: as long as it takes.
+    filter_timeout: Option<Duration>,
+    clock: Clock,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -144,19 +173,15 @@ struct ClaimTracker {
     in_flight: HashMap<String, Arc<ResourceClaim>>,
 }
 
-/// Builds the plugin; its args are decoded, and the ones it does not honour warned about.
+/// Builds the plugin; its args are decoded, and `bindingTimeout` warned about.
 pub fn new(
     args: Option<&serde_json::Value>,
     handle: &Handle,
 ) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
     let args: DynamicResourcesArgs = framework::decode_args(args).map_err(|e| vec![e])?;
-    for (field, value) in [
-        ("filterTimeout", &args.filter_timeout),
-        ("bindingTimeout", &args.binding_timeout),
-    ] {
-        if let Some(value) = value {
-            tracing::warn!(%value, "DynamicResources args: {field} is not honoured by kubesched (Filter is never cut short; binding conditions are not supported)");
-        }
+    let filter_timeout = args.filter_timeout().map_err(|e| vec![e])?;
+    if let Some(value) = &args.binding_timeout {
+        tracing::warn!(%value, "DynamicResources args: bindingTimeout is not honoured by kubesched (binding conditions are not supported)");
     }
     let mut plugin = DynamicResources::new(
         Features::ALL,
@@ -165,6 +190,7 @@ pub fn new(
         Arc::new(kubesched_cel::SelectorCache::new(SELECTOR_CACHE_SIZE)),
     );
     plugin.runtime = handle.runtime.clone();
+    plugin.filter_timeout = filter_timeout;
     Ok(Arc::new(plugin))
 }
 
@@ -185,6 +211,8 @@ impl DynamicResources {
                 assumed: AssumeCache::new("resource.k8s.io/v1.ResourceClaim"),
                 in_flight: HashMap::new(),
             }),
+            filter_timeout: Some(DEFAULT_FILTER_TIMEOUT),
+            clock: Arc::new(Instant::now),
         }
     }
 
@@ -370,16 +398,25 @@ impl FilterPlugin for DynamicResources {
                 .iter()
                 .filter_map(|&i| data.claims.get(i).map(AsRef::as_ref))
                 .collect();
-            let allocator = Allocator::new(
+            let deadline = self.filter_timeout.map(|t| (self.clock)() + t);
+            let clock = &self.clock;
+            let deadline_passed = move || deadline.is_some_and(|d| clock() >= d);
+            let mut allocator = Allocator::new(
                 self.features,
                 &input.in_use,
                 &input.classes,
                 input.slices.iter().map(AsRef::as_ref),
                 self.selectors.as_ref(),
             );
+            if deadline.is_some() {
+                allocator = allocator.with_deadline(&deadline_passed);
+            }
             match allocator.allocate(node.node(), &claims) {
                 // Only this node is affected: others may still allocate.
                 Err(e @ AllocateError::InvalidPools) => return Status::unresolvable(e.to_string()),
+                Err(AllocateError::DeadlineExceeded) => {
+                    return Status::unresolvable(ERR_FILTER_TIMED_OUT)
+                }
                 Err(e) => return Status::error(e.to_string()),
                 Ok(Outcome::Unschedulable(explanation)) => {
                     data.decided().rejections.insert(

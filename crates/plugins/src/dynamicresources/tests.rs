@@ -1252,6 +1252,86 @@ fn pre_bind_writes(
     );
 }
 
+/// A claim for three devices that must agree on `some-driver/index`, and a slice on
+/// [`WORKER`] whose sixteen devices all differ in it: the search starts from each device in
+/// turn (more than ten steps) before it finds that none works.
+fn no_three_devices_agree() -> (ResourceClaim, ResourceSlice) {
+    let mut claim = with_request(
+        pending(CLAIM),
+        json!({"name": "req-1", "exactly": {"deviceClassName": CLASS, "count": 3}}),
+    );
+    if let Some(devices) = claim.spec.devices.as_mut() {
+        devices.constraints = Some(vec![obj(json!({"matchAttribute": "some-driver/index"}))]);
+    }
+    let devices: Vec<_> = (0..16)
+        .map(|i| json!({"name": format!("instance-{i}"), "attributes": {"index": {"int": i}}}))
+        .collect();
+    let slice = obj(json!({"metadata": {"name": format!("{WORKER}-{DRIVER}")},
+        "spec": {"driver": DRIVER, "nodeName": WORKER,
+            "pool": {"name": WORKER, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices}}));
+    (claim, slice)
+}
+
+/// A clock that moves `step` forward each time it is read.
+fn ticking_clock(step: Duration) -> Clock {
+    let start = Instant::now();
+    let reads = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    Arc::new(move || start + step * reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+}
+
+#[rstest]
+#[case::search_is_given_up_once_the_timeout_passes(
+    Some(Duration::from_secs(10)),
+    Duration::from_secs(1),
+    Status::unresolvable("timed out trying to allocate devices")
+)]
+#[case::no_timeout_searches_to_the_end(
+    None,
+    Duration::from_secs(1),
+    Status::unresolvable("cannot allocate all claims")
+)]
+#[case::search_within_the_timeout_is_not_cut_short(
+    Some(Duration::from_secs(10)),
+    Duration::ZERO,
+    Status::unresolvable("cannot allocate all claims")
+)]
+fn filter_timeout(#[case] timeout: Option<Duration>, #[case] tick: Duration, #[case] want: Status) {
+    let (claim, slice) = no_three_devices_agree();
+    let mut pl = plugin(Arc::new(RecordingClient::default()));
+    pl.filter_timeout = timeout;
+    pl.clock = ticking_clock(tick);
+    let snap = snapshot(&[WORKER], listers(&[class(CLASS)], &[slice], &[claim]));
+    let (_, status) = filter_once(&pl, &pod_with_claim(), &snap);
+    assert_eq!(status, want);
+}
+
+#[rstest]
+#[case::unset_is_upstreams_default(None, Ok(Some(Duration::from_secs(10))))]
+#[case::zero_means_no_limit(Some("0s"), Ok(None))]
+#[case::a_go_duration(Some("1m30s"), Ok(Some(Duration::from_secs(90))))]
+#[case::negative_is_refused(
+    Some("-1s"),
+    Err(framework::ArgsError::new(
+        "filterTimeout",
+        "invalid duration \"-1s\": a duration here cannot be negative"
+    ))
+)]
+#[case::not_a_duration_is_refused(
+    Some("ten seconds"),
+    Err(framework::ArgsError::new("filterTimeout", "invalid duration \"ten seconds\""))
+)]
+fn filter_timeout_from_args(
+    #[case] text: Option<&str>,
+    #[case] want: Result<Option<Duration>, framework::ArgsError>,
+) {
+    let args = super::DynamicResourcesArgs {
+        filter_timeout: text.map(str::to_string),
+        binding_timeout: None,
+    };
+    assert_eq!(args.filter_timeout(), want);
+}
+
 #[rstest]
 #[case::none(None, Ok(()))]
 #[case::upstreams_fields_are_accepted(

@@ -15,7 +15,7 @@
 //! here either: each plugin's factory does that.
 
 pub mod defaults;
-pub mod duration;
+pub use framework::duration;
 pub mod types;
 pub mod validation;
 

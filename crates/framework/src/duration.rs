@@ -1,5 +1,5 @@
 //! Go duration strings (`"15s"`, `"1m30s"`, `"1.5h"`), the form every `metav1.Duration`
-//! field of the configuration takes.
+//! field of the configuration and of plugin args takes.
 //!
 //! Upstream: Go's `time.ParseDuration` and `Duration.String`. The grammar is the same: an
 //! optional sign, then one or more decimal numbers each followed by a unit (`ns`, `us`/`µs`,
@@ -155,7 +155,7 @@ fn leading_digits(s: &str) -> usize {
 
 /// Serde for `metav1.Duration` fields: a Go duration string; `null` reads as zero, which
 /// upstream treats as unset.
-pub(crate) mod serde_go_duration {
+pub mod serde_go_duration {
     use super::*;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -26,10 +26,14 @@
 //! [`DeviceSelector::compile`] runs a check of its own over the parsed expression (see
 //! `check.rs`): undeclared variables, fields `device` does not have, a result type known not
 //! to be bool, and a worst-case cost estimate refused above upstream's limit. Evaluation is
-//! not metered (upstream also stops an evaluation at the limit; the `cel` crate has no way to
-//! count): what keeps a selector's evaluation bounded is the API server refusing, when the
-//! object is written, a selector whose estimate, made with the API's bounds on a device's
-//! attributes and strings, is above the limit.
+//! not metered, where upstream stops one at the limit (`actual cost limit exceeded`): the
+//! `cel` crate (0.15, its newest release) evaluates a program in one recursive call with no
+//! cost tracker, observer, interrupt check or cancellation, and runs operators and
+//! comprehension loops inside the interpreter, so code outside it could count only the
+//! calls of the functions registered here, which is not cel-go's cost. What keeps a
+//! selector's evaluation bounded is the API server refusing, when the object is written, a
+//! selector whose estimate, made with the API's bounds on a device's attributes and
+//! strings, is above the limit.
 //!
 //! The `cel` crate's parser and interpreter recurse per level of nesting, deeply enough that
 //! an expression of a few hundred bytes would overflow an ordinary thread's stack and abort

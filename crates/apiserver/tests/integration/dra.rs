@@ -783,7 +783,7 @@ fn claim_history(c: &Cluster, name: &str, resource_version: &str) -> Vec<(String
     String::from_utf8_lossy(&body)
         .lines()
         .map(|l| {
-            let e: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            let e: Value = serde_json::from_str(l).expect("one JSON event per line");
             (
                 s(&e, "/type").to_string(),
                 e.pointer("/object/status/allocation").is_some(),

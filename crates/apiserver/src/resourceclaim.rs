@@ -292,22 +292,43 @@ impl ResourceClaimController {
             // Only what the scheduler allocated (it adds the finalizer first) is deallocated;
             // an allocation written by someone else stays when its last consumer goes.
             let deallocate = valid.is_empty() && has_finalizer;
-            let written = self.store.update(self.claims, ns, name, false, |cur| {
-                if str_at(cur, "/metadata/uid") != uid {
-                    return Ok(cur.clone());
-                }
-                let mut new = cur.clone();
-                if let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) {
-                    if valid.is_empty() {
-                        status.remove("reservedFor");
-                    } else {
-                        status.insert("reservedFor".into(), Value::Array(valid.clone()));
+            let allocated = claim.pointer("/status/allocation").is_some();
+            // The status and the finalizer are two writes, as upstream's controller makes
+            // them: watchers see the claim deallocated before the finalizer goes, which for
+            // a claim being deleted is its removal (a DELETED event, no update).
+            if valid.len() < reserved.len() || (deallocate && allocated) {
+                let written = self.store.update(self.claims, ns, name, false, |cur| {
+                    if str_at(cur, "/metadata/uid") != uid {
+                        return Ok(cur.clone());
                     }
-                    if deallocate {
-                        status.remove("allocation");
+                    let mut new = cur.clone();
+                    if let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) {
+                        if valid.is_empty() {
+                            status.remove("reservedFor");
+                        } else {
+                            status.insert("reservedFor".into(), Value::Array(valid.clone()));
+                        }
+                        if deallocate {
+                            status.remove("allocation");
+                        }
                     }
+                    Ok(new)
+                });
+                if let Err(e) = written {
+                    tracing::debug!(claim = %name, error = %e.message,
+                        "resourceclaim controller: claim status not written");
+                    return;
                 }
-                if deallocate {
+            }
+            if deallocate {
+                let written = self.store.update(self.claims, ns, name, false, |cur| {
+                    // Another claim by that name, or one allocated again meanwhile, keeps it.
+                    if str_at(cur, "/metadata/uid") != uid
+                        || cur.pointer("/status/allocation").is_some()
+                    {
+                        return Ok(cur.clone());
+                    }
+                    let mut new = cur.clone();
                     if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
                         let left: Vec<Value> = m
                             .get("finalizers")
@@ -323,13 +344,13 @@ impl ResourceClaimController {
                             m.insert("finalizers".into(), Value::Array(left));
                         }
                     }
+                    Ok(new)
+                });
+                if let Err(e) = written {
+                    tracing::debug!(claim = %name, error = %e.message,
+                        "resourceclaim controller: finalizer not removed");
+                    return;
                 }
-                Ok(new)
-            });
-            if let Err(e) = written {
-                tracing::debug!(claim = %name, error = %e.message,
-                    "resourceclaim controller: claim status not written");
-                return;
             }
         }
         if !valid.is_empty() || deleting {

@@ -29,7 +29,8 @@ pub const RESOURCE_DEVICE_CLASS_PREFIX: &str = "deviceclass.resource.kubernetes.
 
 /// The annotation (value `"true"`) that marks the claim of a pod's extended resources
 /// (`resource.k8s.io/v1` ExtendedResourceClaimAnnotation).
-pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str = "resource.kubernetes.io/extended-resource-claim";
+pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str =
+    "resource.kubernetes.io/extended-resource-claim";
 
 /// The name of the special claim while it exists only in memory; it is no valid object name,
 /// so it never collides with a claim of the API server.
@@ -143,11 +144,16 @@ fn find_extended_resource_claim(
                 .as_ref()
                 .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION))
                 .is_some_and(|v| v == "true")
-                && c.metadata.owner_references.as_deref().unwrap_or(&[]).iter().any(|o| {
-                    o.uid == uid
-                        && o.controller == Some(true)
-                        && Some(&o.name) == pod.metadata.name.as_ref()
-                })
+                && c.metadata
+                    .owner_references
+                    .as_deref()
+                    .unwrap_or(&[])
+                    .iter()
+                    .any(|o| {
+                        o.uid == uid
+                            && o.controller == Some(true)
+                            && Some(&o.name) == pod.metadata.name.as_ref()
+                    })
         })
 }
 
@@ -236,12 +242,13 @@ pub(super) fn node_claim(
     resources: &BTreeMap<String, (i64, String)>,
 ) -> (ResourceClaim, Vec<ContainerExtendedResourceRequest>) {
     let spec = pod.spec.as_ref();
-    let init = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
+    let init = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[]);
     let regular = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
     let containers: Vec<&Container> = init.iter().chain(regular).collect();
-    let is_short_lived = |i: usize, c: &Container| {
-        i < init.len() && c.restart_policy.as_deref() != Some("Always")
-    };
+    let is_short_lived =
+        |i: usize, c: &Container| i < init.len() && c.restart_policy.as_deref() != Some("Always");
 
     let mut requests: Vec<DeviceRequest> = Vec::new();
     let mut mappings = Vec::new();
@@ -302,11 +309,7 @@ pub(super) fn node_claim(
 }
 
 fn exact_count(request: &DeviceRequest) -> i64 {
-    request
-        .exactly
-        .as_ref()
-        .and_then(|e| e.count)
-        .unwrap_or(0)
+    request.exactly.as_ref().and_then(|e| e.count).unwrap_or(0)
 }
 
 /// Container `index`'s request of `resource` (requests, else limits, as the API server

@@ -470,7 +470,9 @@ impl PostFilterPlugin for DynamicResources {
         _statuses: &NodeToStatus,
         _runner: &dyn PluginsRunner,
     ) -> (Option<PostFilterResult>, Status) {
-        let data = state.read::<StateData>(STATE_KEY).map(|StateData(d)| d.clone());
+        let data = state
+            .read::<StateData>(STATE_KEY)
+            .map(|StateData(d)| d.clone());
         let has_extended = data.as_ref().is_some_and(|d| d.extended.is_some());
         if !has_claims(&pod.pod) && !has_extended {
             return (
@@ -806,12 +808,9 @@ impl DynamicResources {
             return None;
         }
         let tracker = self.tracker();
-        extended::pre_filter(
-            &pod.pod,
-            &pod.requests.scalar_resources,
-            storage,
-            |key| tracker.assumed.get(key, storage.resource_claims.get(key)),
-        )
+        extended::pre_filter(&pod.pod, &pod.requests.scalar_resources, storage, |key| {
+            tracker.assumed.get(key, storage.resource_claims.get(key))
+        })
     }
 
     /// Creates the special claim Reserve chose, writes its allocation and the pod's

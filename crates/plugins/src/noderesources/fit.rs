@@ -275,11 +275,7 @@ pub(super) fn is_schedulable_after_device_class_event(
     new: Option<&EventObject>,
 ) -> Result<QueueingHint, String> {
     let pod_info = PodInfo::new(Arc::new(pod.clone()));
-    extended::is_schedulable_after_device_class_event(
-        &pod_info.requests.scalar_resources,
-        old,
-        new,
-    )
+    extended::is_schedulable_after_device_class_event(&pod_info.requests.scalar_resources, old, new)
 }
 
 /// The extended resources in `requests` that a DeviceClass serves.

@@ -239,8 +239,7 @@ fn device_class(name: &str, extended: Option<&str>) -> DeviceClass {
     if let Some(e) = extended {
         spec["extendedResourceName"] = json!(e);
     }
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))
-        .unwrap_or_default()
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap_or_default()
 }
 
 fn with_classes(classes: &[DeviceClass]) -> Snapshot {
@@ -861,7 +860,9 @@ fn balanced_args_validation(#[case] args: Value, #[case] want: Vec<ArgsError>) {
 }
 
 fn class_obj(name: &str, extended: Option<&str>) -> Option<EventObject> {
-    Some(EventObject::DeviceClass(Arc::new(device_class(name, extended))))
+    Some(EventObject::DeviceClass(Arc::new(device_class(
+        name, extended,
+    ))))
 }
 
 /// Upstream's isSchedulableAfterDeviceClassEvent cases.

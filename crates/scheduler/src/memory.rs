@@ -427,23 +427,28 @@ impl ClusterClient for MemoryCluster {
         })
     }
 
-    /// Records the claim and answers with it named after its `generateName`, as the API
-    /// server would name it (a counter stands in for the random suffix).
+    /// Records the claim, names it after its `generateName` as the API server would (a
+    /// counter stands in for the random suffix) and delivers it, as an informer would.
     fn create_resource_claim<'a>(
         &'a self,
         claim: &'a ResourceClaim,
     ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
         Box::pin(async move {
-            let mut inner = self.lock();
-            inner.writes.resource_claims_created.push(claim.clone());
             let mut stored = claim.clone();
-            if stored.metadata.name.as_deref().unwrap_or("").is_empty() {
-                let n = inner.writes.resource_claims_created.len();
-                let base = stored.metadata.generate_name.clone().unwrap_or_default();
-                stored.metadata.name = Some(format!("{base}{n}"));
-                stored.metadata.uid = Some(format!("{base}{n}-uid"));
+            {
+                let mut inner = self.lock();
+                inner.writes.resource_claims_created.push(claim.clone());
+                if stored.metadata.name.as_deref().unwrap_or("").is_empty() {
+                    let n = inner.writes.resource_claims_created.len();
+                    let base = stored.metadata.generate_name.clone().unwrap_or_default();
+                    stored.metadata.name = Some(format!("{base}{n}"));
+                    stored.metadata.uid = Some(format!("{base}{n}-uid"));
+                }
             }
             stored.metadata.resource_version = Some("1".to_string());
+            self.deliver(ObjectEvent::ResourceClaim(Change::Added(Arc::new(
+                stored.clone(),
+            ))));
             Ok(stored)
         })
     }

@@ -14,6 +14,13 @@
 //! treat those devices as taken; PreBind writes `status.allocation` and `status.reservedFor`
 //! and keeps the written claim in an assume cache until the informer shows it.
 //!
+//! Extended resources a DeviceClass serves ([`extended`]) are requested through one more
+//! claim per pod: PreFilter finds it (or starts it in memory), Filter gives it the node's
+//! requests and allocates it with the pod's other claims, PreBind creates it, writes its
+//! allocation and reservation, and records it in the pod's
+//! `status.extendedResourceClaimStatus`; Unreserve and PostFilter delete it when it was made
+//! for an attempt that failed.
+//!
 //! Where this differs from upstream, on purpose:
 //! - CEL selectors are evaluated by `kubesched-cel` (the `cel` crate with the Kubernetes
 //!   libraries selectors use); its runtime cost is not metered (the API server refuses
@@ -29,6 +36,9 @@
 //! - PostFilter tries the unavailable claims in index order (upstream picks one at random).
 //! - The plugin's args (`filterTimeout`, `bindingTimeout`) are accepted and warned about,
 //!   not honoured: Filter is not cut short.
+//! - PreBind waits for the informer to show the extended-resource claim it created up to two
+//!   seconds (upstream polls up to two minutes) before writing its status; the
+//!   `scheduler_resourceclaim_creates_total` metric is not kept.
 
 pub mod allocator;
 pub mod explain;

@@ -8,7 +8,8 @@
 //! memory, ephemeral-storage, then scalar resources by name. An extended resource that a
 //! DeviceClass serves (its `extendedResourceName`, or the implicit
 //! `deviceclass.resource.kubernetes.io/<class>`) is left to DynamicResources on a node that
-//! does not advertise it.
+//! does not advertise it. Scoring counts only what nodes advertise: upstream's scoring of
+//! such resources by the devices of each node is not built.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

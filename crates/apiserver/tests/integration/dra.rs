@@ -1217,10 +1217,14 @@ fn a_class_keeps_its_extended_resource_name_and_a_pod_its_extended_resource_clai
 fn the_kubelet_waits_for_the_extended_resource_claim_and_the_claim_goes_with_the_pod() {
     let c = cluster(true);
     create(&c, NODES, &annotated_node("n1", "gpu.example.com=1"));
-    let pod = create(&c, PODS, &gpu_pod("p", Some("n1")));
+    // As a scheduler does: the claim and the pod's status first, then the binding.
+    let pod = create(&c, PODS, &gpu_pod("p", None));
     let claim = create(&c, CLAIMS, &extended_resource_claim(&pod));
     let name = s(&claim, "/metadata/name").to_string();
     record_extended_claim(&c, "p", &name);
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    create(&c, &format!("{PODS}/p/binding"), &binding);
     // A pod without claims created after it on the same node runs; by then the kubelet
     // stand-in has looked at the first one and left it Pending.
     create(&c, PODS, &gpu_pod("plain", Some("n1")));
@@ -1228,10 +1232,12 @@ fn the_kubelet_waits_for_the_extended_resource_claim_and_the_claim_goes_with_the
         (phase(&c, "plain") == "Running").then_some(())
     });
     assert_eq!(phase(&c, "p"), "Pending");
+    let mut allocated = allocation("gpu-0");
+    allocated["devices"]["results"][0]["request"] = json!("container-0-request-0");
     let (code, body) = put_status(
         &c,
         &name,
-        json!({"allocation": allocation("gpu-0"),
+        json!({"allocation": allocated,
                "reservedFor": [consumer("p", s(&pod, "/metadata/uid"))]}),
     );
     assert_eq!(code, 200, "{body}");

@@ -1193,7 +1193,10 @@ fn a_class_keeps_its_extended_resource_name_and_a_pod_its_extended_resource_clai
         CLASSES,
         &class(json!({"extendedResourceName": "example.com/gpu"})),
     );
-    assert_eq!(stored["spec"]["extendedResourceName"], json!("example.com/gpu"));
+    assert_eq!(
+        stored["spec"]["extendedResourceName"],
+        json!("example.com/gpu")
+    );
     create(&c, PODS, &gpu_pod("p", None));
     let patched = record_extended_claim(&c, "p", "p-extended-resources-abc");
     let (_, got) = c.get(&format!("{PODS}/p"));

@@ -658,7 +658,7 @@ impl PreBindPlugin for DynamicResources {
             }
             let reserved = data.decided().extended_reserved.clone();
             if let Some(decision) = reserved {
-                if let Err(message) = self.bind_extended_claim(&data, &decision, &pod.pod).await {
+                if let Err(message) = self.bind_extended_claim(data, &decision, &pod.pod).await {
                     return Status::error(message);
                 }
             }

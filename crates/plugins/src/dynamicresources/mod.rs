@@ -493,15 +493,6 @@ impl PostFilterPlugin for DynamicResources {
         let Some(data) = data else {
             return (None, Status::unschedulable(NO_NEW_CLAIMS));
         };
-        // A special claim from an earlier attempt goes, and the pod starts over without it.
-        if let Some(ext) = &data.extended {
-            if !extended::is_special_claim_name(&ext.claim) {
-                return match self.delete_in_background((*ext.claim).clone()) {
-                    Ok(()) => (None, Status::unschedulable(extended::DELETION_COMPLETED)),
-                    Err(status) => (None, status),
-                };
-            }
-        }
         let unavailable = data.decided().unavailable.clone();
         for index in unavailable {
             let Some(claim) = data.claims.get(index) else {
@@ -526,6 +517,15 @@ impl PostFilterPlugin for DynamicResources {
                 Ok(()) => (None, Status::unschedulable(DEALLOCATION_COMPLETED)),
                 Err(status) => (None, status),
             };
+        }
+        // A special claim from an earlier attempt goes, and the pod starts over without it.
+        if let Some(ext) = &data.extended {
+            if !extended::is_special_claim_name(&ext.claim) {
+                return match self.delete_in_background((*ext.claim).clone()) {
+                    Ok(()) => (None, Status::unschedulable(extended::DELETION_COMPLETED)),
+                    Err(status) => (None, status),
+                };
+            }
         }
         (None, Status::unschedulable(STILL_NOT_SCHEDULABLE))
     }

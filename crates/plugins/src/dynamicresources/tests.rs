@@ -1634,3 +1634,27 @@ fn in_flight_extended_allocation_takes_the_device() -> Result<(), String> {
     assert_eq!(pl.filter(&again, &second, &node), Status::success());
     Ok(())
 }
+
+fn class_created_at(name: &str, extended: &str, created: &str) -> Arc<DeviceClass> {
+    Arc::new(obj(json!({"metadata": {"name": name, "creationTimestamp": created},
+        "spec": {"extendedResourceName": extended}})))
+}
+
+/// Which DeviceClass serves an extended resource name.
+#[rstest]
+#[case::explicit_name(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], GPU, Some("a"))]
+#[case::implicit_name_of_a_class_with_an_explicit_one(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], "deviceclass.resource.kubernetes.io/a", Some("a"))]
+#[case::implicit_name_of_a_missing_class(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], "deviceclass.resource.kubernetes.io/b", None)]
+#[case::name_no_class_serves(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], "example.com/other", None)]
+#[case::newest_of_two_classes_with_the_name(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z"), class_created_at("b", GPU, "2026-02-01T00:00:00Z")], GPU, Some("b"))]
+#[case::first_by_name_of_two_created_together(vec![class_created_at("b", GPU, "2026-01-01T00:00:00Z"), class_created_at("a", GPU, "2026-01-01T00:00:00Z")], GPU, Some("a"))]
+fn device_class_for_an_extended_resource(
+    #[case] classes: Vec<Arc<DeviceClass>>,
+    #[case] name: &str,
+    #[case] want: Option<&str>,
+) {
+    assert_eq!(
+        extended::device_class_for(&classes, name).and_then(|c| c.metadata.name.as_deref()),
+        want
+    );
+}

@@ -1636,8 +1636,10 @@ fn in_flight_extended_allocation_takes_the_device() -> Result<(), String> {
 }
 
 fn class_created_at(name: &str, extended: &str, created: &str) -> Arc<DeviceClass> {
-    Arc::new(obj(json!({"metadata": {"name": name, "creationTimestamp": created},
-        "spec": {"extendedResourceName": extended}})))
+    Arc::new(obj(
+        json!({"metadata": {"name": name, "creationTimestamp": created},
+        "spec": {"extendedResourceName": extended}}),
+    ))
 }
 
 /// Which DeviceClass serves an extended resource name.

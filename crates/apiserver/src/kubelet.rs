@@ -6,8 +6,9 @@
 //!   volumes name is Bound (a kubelet waits to mount them; until then the pod stays Pending):
 //!   `PodScheduled`,
 //!   and every ResourceClaim its `spec.resourceClaims` name (directly, or the claim made from
-//!   a template as recorded in `status.resourceClaimStatuses`) is allocated and reserved for
-//!   it (a kubelet waits to prepare the devices); then
+//!   a template as recorded in `status.resourceClaimStatuses`), and the claim of its
+//!   extended resources named in `status.extendedResourceClaimStatus`, is allocated and
+//!   reserved for it (a kubelet waits to prepare the devices); then
 //!   `Initialized`, `ContainersReady` and `Ready` True, a pod IP, the node's InternalIP as
 //!   host IP, and one running, ready container status per container.
 //! - A Running, ready pod a Job owns (an owner reference of kind `Job`) completes after the
@@ -448,6 +449,15 @@ impl Kubelets {
             if !reserved {
                 unready.push(claim);
             }
+        }
+        let extended = str_at(pod, "/status/extendedResourceClaimStatus/resourceClaimName");
+        if !extended.is_empty()
+            && !self
+                .store
+                .get(self.resource_claims, ns, extended)
+                .is_some_and(|c| claim_reserved_for(&c, uid))
+        {
+            unready.push(extended.to_string());
         }
         if unready.is_empty() {
             return ready;

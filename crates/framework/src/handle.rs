@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, Pod, PodExtendedResourceClaimStatus,
+};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use thiserror::Error;
@@ -214,6 +216,47 @@ pub trait ClusterClient: Send + Sync {
         &'a self,
         claim: &'a ResourceClaim,
     ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>>;
+
+    /// Creates a ResourceClaim (`metadata.generateName` honoured) and returns what the API
+    /// server stored: DynamicResources creating the claim of a pod's extended resources
+    /// backed by a DeviceClass. The default refuses: a client that cannot create claims
+    /// leaves such pods unbound with the error.
+    fn create_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        let _ = claim;
+        Box::pin(async { Err(unsupported("create resourceclaims")) })
+    }
+
+    /// Deletes a ResourceClaim (namespace and name; a claim already gone is not an error):
+    /// DynamicResources removing an extended-resource claim that its pod no longer uses.
+    fn delete_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        let _ = claim;
+        Box::pin(async { Err(unsupported("delete resourceclaims")) })
+    }
+
+    /// Writes a pod's `status.extendedResourceClaimStatus` (a patch of `pods/status`) and
+    /// waits for the answer: which claim and requests serve the pod's extended resources.
+    fn update_pod_extended_resource_claim_status<'a>(
+        &'a self,
+        pod: &'a PodRef,
+        status: &'a PodExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        let _ = (pod, status);
+        Box::pin(async { Err(unsupported("patch pods/status extendedResourceClaimStatus")) })
+    }
+}
+
+/// The error of a write a client does not implement.
+fn unsupported(what: &str) -> ClientError {
+    ClientError::Api {
+        code: 405,
+        message: format!("this client cannot {what}"),
+    }
 }
 
 /// The scheduler's current PersistentVolumes, claims and classes, published again after
@@ -272,6 +315,28 @@ impl ClusterClient for NoopClient {
         claim: &'a ResourceClaim,
     ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
         Box::pin(async move { Ok(claim.clone()) })
+    }
+
+    fn create_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move { Ok(claim.clone()) })
+    }
+
+    fn delete_resource_claim<'a>(
+        &'a self,
+        _claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn update_pod_extended_resource_claim_status<'a>(
+        &'a self,
+        _pod: &'a PodRef,
+        _status: &'a PodExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async { Ok(()) })
     }
 }
 

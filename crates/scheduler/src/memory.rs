@@ -24,6 +24,7 @@ use framework::{
 };
 use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition,
+    PodExtendedResourceClaimStatus,
 };
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -45,6 +46,11 @@ pub struct Writes {
     pub resource_claims: Vec<ResourceClaim>,
     /// ResourceClaim statuses as written (before the version bump).
     pub resource_claim_statuses: Vec<ResourceClaim>,
+    /// ResourceClaims created (as sent, before the API server names them).
+    pub resource_claims_created: Vec<ResourceClaim>,
+    pub resource_claims_deleted: Vec<ResourceClaim>,
+    /// Pods' `status.extendedResourceClaimStatus` as written.
+    pub extended_resource_claim_statuses: Vec<(PodRef, PodExtendedResourceClaimStatus)>,
 }
 
 #[derive(Debug, Default)]
@@ -432,6 +438,59 @@ impl ClusterClient for MemoryCluster {
             let mut stored = claim.clone();
             stored.metadata.resource_version = Some(next_version(&claim.metadata));
             Ok(stored)
+        })
+    }
+
+    /// Records the claim, names it after its `generateName` as the API server would (a
+    /// counter stands in for the random suffix) and delivers it, as an informer would.
+    fn create_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move {
+            let mut stored = claim.clone();
+            {
+                let mut inner = self.lock();
+                inner.writes.resource_claims_created.push(claim.clone());
+                if stored.metadata.name.as_deref().unwrap_or("").is_empty() {
+                    let n = inner.writes.resource_claims_created.len();
+                    let base = stored.metadata.generate_name.clone().unwrap_or_default();
+                    stored.metadata.name = Some(format!("{base}{n}"));
+                    stored.metadata.uid = Some(format!("{base}{n}-uid"));
+                }
+            }
+            stored.metadata.resource_version = Some("1".to_string());
+            self.deliver(ObjectEvent::ResourceClaim(Change::Added(Arc::new(
+                stored.clone(),
+            ))));
+            Ok(stored)
+        })
+    }
+
+    fn delete_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.lock()
+                .writes
+                .resource_claims_deleted
+                .push(claim.clone());
+            Ok(())
+        })
+    }
+
+    fn update_pod_extended_resource_claim_status<'a>(
+        &'a self,
+        pod: &'a PodRef,
+        status: &'a PodExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.lock()
+                .writes
+                .extended_resource_claim_statuses
+                .push((pod.clone(), status.clone()));
+            Ok(())
         })
     }
 }

@@ -44,6 +44,7 @@ fn read(path: &Path) -> Option<String> {
 #[case::volume_reasons_per_claim_and_node("volume_reasons")]
 #[case::dynamic_resources_gives_one_device_to_one_claim("dynamic_resources")]
 #[case::dynamic_resources_reasons_name_request_and_selector("dynamic_resources_selector")]
+#[case::dynamic_resources_extended_resource_gets_a_device("dynamic_resources_extended")]
 #[case::bin_packing_config("bin_packing_config")]
 #[case::priority_orders_the_queue("priority_orders_the_queue")]
 #[case::preemption("preemption")]

@@ -1212,6 +1212,104 @@ fn the_gpu_example_allocates_a_template_claim_and_frees_it_when_the_pod_goes() {
     );
 }
 
+/// The extended-resource example on `up` with real kubectl: a pod asking for
+/// `example.com/gpu: 1` (a DeviceClass's extendedResourceName) is bound to the node with the
+/// devices, the claim the scheduler made for it shows the allocation and the reservation and
+/// is named in the pod's `status.extendedResourceClaimStatus`; the kubelet stand-in starts
+/// the pod. A second pod wanting two waits with upstream's message; once the first pod is
+/// deleted its claim goes with it (garbage collector) and the second is bound.
+#[test]
+fn the_extended_resource_example_gets_a_device_through_the_claim_the_scheduler_makes() {
+    let scratch = Scratch::new("dra-extended");
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/dra-extended-resource.yaml"
+    );
+    let (_up, kubeconfig, _) = up(&scratch, &["-f", example]);
+    let node_of = |pod: &str| {
+        let key = format!("default/{pod}");
+        wait_for(Duration::from_secs(30), &format!("{pod} bound"), || {
+            let n = pod_nodes(&kubeconfig).remove(&key)?;
+            (!n.is_empty()).then_some(n)
+        })
+    };
+    assert_eq!(node_of("inference"), "gpu-node");
+    let claims = || {
+        kubectl_ok(
+            &kubeconfig,
+            &[
+                "get",
+                "resourceclaims",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.resource\\.kubernetes\\.io/extended-resource-claim} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {range .spec.devices.requests[*]}{.name}:{.exactly.deviceClassName}:{.exactly.count} {end}{range .status.allocation.devices.results[*]}{.pool}/{.device} {end}for={range .status.reservedFor[*]}{.name}{end}{\"\\n\"}{end}",
+            ],
+        )
+    };
+    let listed = claims();
+    let name = listed.split(' ').next().unwrap_or("").to_string();
+    assert!(
+        name.starts_with("inference-extended-resources-"),
+        "{listed}"
+    );
+    assert_eq!(
+        listed,
+        format!(
+            "{name} true Pod/inference container-0-request-0:l4.example.com:1 gpu-node/l4-0 for=inference\n"
+        )
+    );
+    let pod_status = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "pod",
+            "inference",
+            "-o",
+            "jsonpath={.status.extendedResourceClaimStatus.resourceClaimName} {range .status.extendedResourceClaimStatus.requestMappings[*]}{.containerName}/{.resourceName}/{.requestName}{end}",
+        ],
+    );
+    assert_eq!(
+        pod_status,
+        format!("{name} server/example.com/gpu/container-0-request-0")
+    );
+    let phase = wait_for(Duration::from_secs(30), "inference running", || {
+        let p = kubectl_ok(
+            &kubeconfig,
+            &["get", "pod", "inference", "-o", "jsonpath={.status.phase}"],
+        );
+        (p == "Running").then_some(p)
+    });
+    assert_eq!(phase, "Running");
+
+    let second = scratch.path("second.yaml");
+    std::fs::write(
+        &second,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: training, namespace: default}\nspec:\n  \
+         containers:\n  - {name: trainer, image: registry.k8s.io/pause:3.10, resources: {limits: {example.com/gpu: 2}}}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_ok(&kubeconfig, &["apply", "-f", &second.to_string_lossy()]);
+    let message = "0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, \
+                   preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+    let condition = wait_for(Duration::from_secs(30), "PodScheduled=False", || {
+        let c = pod_scheduled(&kubeconfig, "training");
+        c.starts_with("False/").then_some(c)
+    });
+    assert_eq!(condition, format!("False/Unschedulable/{message}"));
+
+    kubectl_ok(&kubeconfig, &["delete", "pod", "inference", "--wait=false"]);
+    assert_eq!(node_of("training"), "gpu-node");
+    let listed = wait_for(Duration::from_secs(30), "the first claim gone", || {
+        let c = claims();
+        (!c.contains(&name)).then_some(c)
+    });
+    assert!(
+        listed.ends_with(
+            " true Pod/training container-0-request-0:l4.example.com:2 gpu-node/l4-0 gpu-node/l4-1 for=training\n"
+        ),
+        "{listed}"
+    );
+}
+
 #[test]
 fn a_pod_with_a_resource_claim_gets_the_device_and_the_next_waits_until_it_is_deallocated() {
     let scratch = Scratch::new("dra");

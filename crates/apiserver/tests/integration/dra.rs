@@ -1301,3 +1301,111 @@ fn a_deleted_claim_reserved_for_nobody_is_deallocated_and_released_by_its_finali
     assert_eq!(code, 200, "{body}");
     wait_for("the claim gone", || (c.get(&path).0 == 404).then_some(()));
 }
+
+/// The claim a scheduler makes for a pod's extended resources: annotated, owned by the pod.
+fn extended_resource_claim(pod: &Value) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"generateName": "p-extended-resources-",
+                        "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                             "uid": s(pod, "/metadata/uid"), "controller": true}]},
+           "spec": {"devices": {"requests": [{"name": "container-0-request-0",
+               "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount",
+                           "count": 1}}]}}})
+}
+
+fn gpu_pod(name: &str, node: Option<&str>) -> Value {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "nginx",
+                                    "resources": {"limits": {"example.com/gpu": "1"}}}]}});
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    pod
+}
+
+/// Writes the pod's `status.extendedResourceClaimStatus` as a scheduler's PreBind does (a
+/// merge patch of `pods/status`).
+fn record_extended_claim(c: &Cluster, pod: &str, claim: &str) -> Value {
+    let patch = json!({"status": {"extendedResourceClaimStatus": {
+        "requestMappings": [{"containerName": "c", "resourceName": "example.com/gpu",
+                             "requestName": "container-0-request-0"}],
+        "resourceClaimName": claim}}});
+    let (code, body) = c.request(
+        "PATCH",
+        &format!("{PODS}/{pod}/status"),
+        Some("application/merge-patch+json"),
+        &patch.to_string(),
+    );
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+#[test]
+fn a_class_keeps_its_extended_resource_name_and_a_pod_its_extended_resource_claim_status() {
+    let c = cluster(false);
+    let stored = create(
+        &c,
+        CLASSES,
+        &class(json!({"extendedResourceName": "example.com/gpu"})),
+    );
+    assert_eq!(
+        stored["spec"]["extendedResourceName"],
+        json!("example.com/gpu")
+    );
+    create(&c, PODS, &gpu_pod("p", None));
+    let patched = record_extended_claim(&c, "p", "p-extended-resources-abc");
+    let (_, got) = c.get(&format!("{PODS}/p"));
+    assert_eq!(
+        (
+            &got["status"]["extendedResourceClaimStatus"],
+            &patched["status"]["extendedResourceClaimStatus"]
+        ),
+        (
+            &json!({"requestMappings": [{"containerName": "c", "resourceName": "example.com/gpu",
+                                         "requestName": "container-0-request-0"}],
+                    "resourceClaimName": "p-extended-resources-abc"}),
+            &json!({"requestMappings": [{"containerName": "c", "resourceName": "example.com/gpu",
+                                         "requestName": "container-0-request-0"}],
+                    "resourceClaimName": "p-extended-resources-abc"})
+        )
+    );
+}
+
+#[test]
+fn the_kubelet_waits_for_the_extended_resource_claim_and_the_claim_goes_with_the_pod() {
+    let c = cluster(true);
+    create(&c, NODES, &annotated_node("n1", "gpu.example.com=1"));
+    // As a scheduler does: the claim and the pod's status first, then the binding.
+    let pod = create(&c, PODS, &gpu_pod("p", None));
+    let claim = create(&c, CLAIMS, &extended_resource_claim(&pod));
+    let name = s(&claim, "/metadata/name").to_string();
+    record_extended_claim(&c, "p", &name);
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    create(&c, &format!("{PODS}/p/binding"), &binding);
+    // A pod without claims created after it on the same node runs; by then the kubelet
+    // stand-in has looked at the first one and left it Pending.
+    create(&c, PODS, &gpu_pod("plain", Some("n1")));
+    wait_for("the plain pod running", || {
+        (phase(&c, "plain") == "Running").then_some(())
+    });
+    assert_eq!(phase(&c, "p"), "Pending");
+    let mut allocated = allocation("gpu-0");
+    allocated["devices"]["results"][0]["request"] = json!("container-0-request-0");
+    let (code, body) = put_status(
+        &c,
+        &name,
+        json!({"allocation": allocated,
+               "reservedFor": [consumer("p", s(&pod, "/metadata/uid"))]}),
+    );
+    assert_eq!(code, 200, "{body}");
+    wait_for("the pod running", || {
+        (phase(&c, "p") == "Running").then_some(())
+    });
+    let (code, body) = c.request("DELETE", &format!("{PODS}/p"), None, "");
+    assert_eq!(code, 200, "{body}");
+    wait_for("the claim deleted", || {
+        (c.get(&format!("{CLAIMS}/{name}")).0 == 404).then_some(())
+    });
+}

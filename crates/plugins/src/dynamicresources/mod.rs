@@ -17,6 +17,13 @@
 //! claim in an assume cache until the informer shows it. A deallocation is a claim update, so
 //! deleted claims are no event of this plugin, as upstream.
 //!
+//! Extended resources a DeviceClass serves ([`extended`]) are requested through one more
+//! claim per pod: PreFilter finds it (or starts it in memory), Filter gives it the node's
+//! requests and allocates it with the pod's other claims, PreBind creates it, writes its
+//! allocation and reservation, and records it in the pod's
+//! `status.extendedResourceClaimStatus`; Unreserve and PostFilter delete it when it was made
+//! for an attempt that failed.
+//!
 //! Where this differs from upstream, on purpose:
 //! - CEL selectors are evaluated by `kubesched-cel` (the `cel` crate with the Kubernetes
 //!   libraries selectors use); its runtime cost is not metered (the API server refuses
@@ -32,9 +39,13 @@
 //! - `bindingTimeout` is accepted and warned about, not honoured: binding conditions are not
 //!   supported. `filterTimeout` is honoured as upstream's (Filter gives a node up after it,
 //!   `0s` for no limit).
+//! - PreBind waits for the informer to show the extended-resource claim it created up to two
+//!   seconds (upstream polls up to two minutes) before writing its status; the
+//!   `scheduler_resourceclaim_creates_total` metric is not kept.
 
 pub mod allocator;
 pub mod explain;
+pub mod extended;
 #[cfg(test)]
 mod tests;
 
@@ -52,7 +63,9 @@ use framework::{
     PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Snapshot,
     Status, StorageListers, StorageWatch,
 };
-use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
+use k8s_openapi::api::core::v1::{
+    ContainerExtendedResourceRequest, Pod, PodExtendedResourceClaimStatus, PodResourceClaim,
+};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceClass, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClaimStatus, ResourceSlice,
@@ -66,6 +79,7 @@ use self::allocator::{
     AllocateError, Allocator, DeviceId, Features, Outcome, Selectors, CANNOT_ALLOCATE_ALL_CLAIMS,
 };
 use self::explain::{DeviceReason, NodeRejection};
+use self::extended::ExtendedResources;
 
 pub const NAME: &str = names::DYNAMIC_RESOURCES;
 
@@ -302,15 +316,16 @@ impl PreFilterPlugin for DynamicResources {
         pod: &PodInfo,
         snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
-        if !has_claims(&pod.pod) {
+        let storage = snapshot.storage();
+        let extended = self.pre_filter_extended(pod, storage);
+        if !has_claims(&pod.pod) && extended.is_none() {
             return (None, Status::skip());
         }
-        let storage = snapshot.storage();
         let claims = match self.pod_claims(&pod.pod, storage) {
             Ok(claims) => claims,
             Err(message) => return (None, Status::unresolvable(message)),
         };
-        if claims.is_empty() {
+        if claims.is_empty() && extended.is_none() {
             return (None, Status::skip());
         }
         let mut available_on = Vec::with_capacity(claims.len());
@@ -352,7 +367,15 @@ impl PreFilterPlugin for DynamicResources {
                 to_allocate.push(index);
             }
         }
-        let allocation = if to_allocate.is_empty() {
+        // A special claim without requests yet is allocated per node in Filter.
+        let allocate_extended = extended.as_ref().is_some_and(|e| {
+            !extended::has_requests(&e.claim)
+                && e.claim
+                    .status
+                    .as_ref()
+                    .is_none_or(|s| s.allocation.is_none())
+        });
+        let allocation = if to_allocate.is_empty() && !allocate_extended {
             None
         } else {
             Some(self.allocation_input(to_allocate, storage))
@@ -364,6 +387,7 @@ impl PreFilterPlugin for DynamicResources {
                 claims,
                 available_on,
                 allocation,
+                extended,
                 decided: Mutex::new(Decided {
                     reserved: vec![None; count],
                     written: vec![None; count],
@@ -377,9 +401,13 @@ impl PreFilterPlugin for DynamicResources {
 
 impl FilterPlugin for DynamicResources {
     /// Checks allocated claims' node selectors and allocates the others on this node.
-    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
             return Status::success();
+        };
+        let node_extended = match filter_extended(data.extended.as_ref(), &pod.pod, node) {
+            Ok(claim) => claim,
+            Err(status) => return status,
         };
         let unavailable: Vec<usize> = data
             .available_on
@@ -392,12 +420,16 @@ impl FilterPlugin for DynamicResources {
             .map(|(i, _)| i)
             .collect();
         let mut allocations = None;
+        let mut extended_allocation = None;
         if let Some(input) = &data.allocation {
-            let claims: Vec<&ResourceClaim> = input
+            let mut claims: Vec<&ResourceClaim> = input
                 .indices
                 .iter()
                 .filter_map(|&i| data.claims.get(i).map(AsRef::as_ref))
                 .collect();
+            if let Some((claim, _)) = &node_extended {
+                claims.push(claim);
+            }
             let deadline = self.filter_timeout.map(|t| (self.clock)() + t);
             let clock = &self.clock;
             let deadline_passed = move || deadline.is_some_and(|d| clock() >= d);
@@ -411,7 +443,13 @@ impl FilterPlugin for DynamicResources {
             if deadline.is_some() {
                 allocator = allocator.with_deadline(&deadline_passed);
             }
-            match allocator.allocate(node.node(), &claims) {
+            // Nothing to allocate when the special claim needs no devices on this node.
+            let outcome = if claims.is_empty() {
+                Ok(Outcome::Allocated(Vec::new()))
+            } else {
+                allocator.allocate(node.node(), &claims)
+            };
+            match outcome {
                 // Only this node is affected: others may still allocate.
                 Err(e @ AllocateError::InvalidPools) => return Status::unresolvable(e.to_string()),
                 Err(AllocateError::DeadlineExceeded) => {
@@ -428,9 +466,12 @@ impl FilterPlugin for DynamicResources {
                     );
                     return Status::unresolvable(CANNOT_ALLOCATE_ALL_CLAIMS);
                 }
-                Ok(Outcome::Allocated(results)) => {
+                Ok(Outcome::Allocated(mut results)) => {
                     if results.len() != claims.len() {
                         return Status::unresolvable(CANNOT_ALLOCATE_ALL_CLAIMS);
+                    }
+                    if node_extended.is_some() {
+                        extended_allocation = results.pop();
                     }
                     allocations = Some(results);
                 }
@@ -458,6 +499,16 @@ impl FilterPlugin for DynamicResources {
                 .node_allocations
                 .insert(node.name().to_string(), results);
         }
+        if let (Some((claim, mappings)), Some(allocation)) = (node_extended, extended_allocation) {
+            decided.extended_on.insert(
+                node.name().to_string(),
+                ExtendedDecision {
+                    claim: Arc::new(claim),
+                    allocation,
+                    mappings,
+                },
+            );
+        }
         Status::success()
     }
 }
@@ -473,13 +524,17 @@ impl PostFilterPlugin for DynamicResources {
         _statuses: &NodeToStatus,
         _runner: &dyn PluginsRunner,
     ) -> (Option<PostFilterResult>, Status) {
-        if !has_claims(&pod.pod) {
+        let data = state
+            .read::<StateData>(STATE_KEY)
+            .map(|StateData(d)| d.clone());
+        let has_extended = data.as_ref().is_some_and(|d| d.extended.is_some());
+        if !has_claims(&pod.pod) && !has_extended {
             return (
                 None,
                 Status::with_reasons(Code::Unschedulable, std::iter::empty::<&'static str>()),
             );
         }
-        let Some(StateData(data)) = state.read::<StateData>(STATE_KEY) else {
+        let Some(data) = data else {
             return (None, Status::unschedulable(NO_NEW_CLAIMS));
         };
         let unavailable = data.decided().unavailable.clone();
@@ -506,6 +561,15 @@ impl PostFilterPlugin for DynamicResources {
                 Ok(()) => (None, Status::unschedulable(DEALLOCATION_COMPLETED)),
                 Err(status) => (None, status),
             };
+        }
+        // A special claim from an earlier attempt goes, and the pod starts over without it.
+        if let Some(ext) = &data.extended {
+            if !extended::is_special_claim_name(&ext.claim) {
+                return match self.delete_in_background((*ext.claim).clone()) {
+                    Ok(()) => (None, Status::unschedulable(extended::DELETION_COMPLETED)),
+                    Err(status) => (None, status),
+                };
+            }
         }
         (None, Status::unschedulable(STILL_NOT_SCHEDULABLE))
     }
@@ -534,6 +598,17 @@ impl ReservePlugin for DynamicResources {
             ));
         }
         let mut tracker = self.tracker();
+        if let Some(decision) = decided.extended_on.get(node_name).cloned() {
+            let mut pending = (*decision.claim).clone();
+            pending
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .allocation = Some(decision.allocation.clone());
+            if let Some(uid) = claim_uid(&decision.claim) {
+                tracker.in_flight.insert(uid.to_string(), Arc::new(pending));
+            }
+            decided.extended_reserved = Some(decision);
+        }
         for (&index, allocation) in input.indices.iter().zip(allocations) {
             let Some(claim) = data.claims.get(index) else {
                 return Status::error("internal error, claim with allocation not found");
@@ -560,8 +635,15 @@ impl ReservePlugin for DynamicResources {
             return;
         };
         let written = std::mem::take(&mut data.decided().written);
+        let extended_written = data.decided().extended_written.take();
         {
             let mut tracker = self.tracker();
+            if let Some(uid) = data.extended.as_ref().and_then(|e| claim_uid(&e.claim)) {
+                tracker.in_flight.remove(uid);
+            }
+            if let Some(claim) = &extended_written {
+                tracker.assumed.restore(&object_ref(claim));
+            }
             for claim in &data.claims {
                 if let Some(uid) = claim_uid(claim) {
                     if tracker.in_flight.remove(uid).is_some() {
@@ -584,6 +666,10 @@ impl ReservePlugin for DynamicResources {
             }
             // The pod is retried either way; a failed write is taken up then.
             let _ = self.write_in_background(released, "unreserve");
+        }
+        // The special claim was made for this attempt only.
+        if let Some(claim) = extended_written {
+            let _ = self.delete_in_background((*claim).clone());
         }
     }
 }
@@ -612,6 +698,12 @@ impl PreBindPlugin for DynamicResources {
                         }
                     }
                     Err(message) => return Status::error(message),
+                }
+            }
+            let reserved = data.decided().extended_reserved.clone();
+            if let Some(decision) = reserved {
+                if let Err(message) = self.bind_extended_claim(data, &decision, &pod.pod).await {
+                    return Status::error(message);
                 }
             }
             Status::success()
@@ -737,6 +829,119 @@ fn is_schedulable_after_pod_change(
 }
 
 impl DynamicResources {
+    /// The pod's extended resources when a DeviceClass serves one of them, with its special
+    /// claim (from an earlier attempt as the scheduler sees it, or a new one in memory).
+    fn pre_filter_extended(
+        &self,
+        pod: &PodInfo,
+        storage: &StorageListers,
+    ) -> Option<ExtendedResources> {
+        if pod.requests.scalar_resources.is_empty() || storage.device_classes.is_empty() {
+            return None;
+        }
+        let tracker = self.tracker();
+        extended::pre_filter(&pod.pod, &pod.requests.scalar_resources, storage, |key| {
+            tracker.assumed.get(key, storage.resource_claims.get(key))
+        })
+    }
+
+    /// Creates the special claim Reserve chose, writes its allocation and the pod's
+    /// reservation, and records it in the pod's `status.extendedResourceClaimStatus`.
+    /// Upstream: bindClaim for the special claim, createExtendedResourceClaimInAPI,
+    /// patchPodExtendedResourceClaimStatus.
+    async fn bind_extended_claim(
+        &self,
+        data: &State,
+        decision: &ExtendedDecision,
+        pod: &Pod,
+    ) -> Result<(), String> {
+        let to_create = extended::to_create(&decision.claim);
+        let created = self
+            .client
+            .create_resource_claim(&to_create)
+            .await
+            .map_err(|e| {
+                format!(
+                    "create claim for extended resources {}: {e}",
+                    object_ref(&to_create)
+                )
+            })?;
+        data.decided().extended_written = Some(Arc::new(created.clone()));
+        // The allocation is written on the informer's copy, so that the assume cache holds
+        // it until the informer shows the write.
+        let current = match self.claim_in_informer(&created).await {
+            Some(current) => current,
+            None => Arc::new(created),
+        };
+        let result = self
+            .bind_claim(&current, Some(decision.allocation.clone()), pod)
+            .await;
+        if let Some(uid) = claim_uid(&decision.claim) {
+            self.tracker().in_flight.remove(uid);
+        }
+        let stored = result?;
+        let name = stored.metadata.name.clone().unwrap_or_default();
+        data.decided().extended_written = Some(Arc::new(stored));
+        let pod_ref = framework::PodRef::of(pod);
+        let status = PodExtendedResourceClaimStatus {
+            request_mappings: decision.mappings.clone(),
+            resource_claim_name: name,
+        };
+        self.client
+            .update_pod_extended_resource_claim_status(&pod_ref, &status)
+            .await
+            .map_err(|e| {
+                format!(
+                    "update pod {}/{} ExtendedResourceClaimStatus: {e}",
+                    pod_ref.namespace, pod_ref.name
+                )
+            })
+    }
+
+    /// The claim as the informer shows it, waiting up to [`CONFLICT_WAIT`] for a claim
+    /// just created; `None` without live objects, or when it does not come.
+    async fn claim_in_informer(&self, claim: &ResourceClaim) -> Option<Arc<ResourceClaim>> {
+        let mut storage = self.storage.clone()?;
+        let ns = claim.metadata.namespace.as_deref().unwrap_or("");
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        let deadline = tokio::time::Instant::now() + CONFLICT_WAIT;
+        loop {
+            // The guard is dropped before waiting.
+            let seen = storage
+                .borrow_and_update()
+                .resource_claim(ns, name)
+                .cloned();
+            if seen.is_some() {
+                return seen;
+            }
+            match tokio::time::timeout_at(deadline, storage.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// Deletes a claim without waiting (PostFilter and Unreserve are synchronous).
+    fn delete_in_background(&self, claim: ResourceClaim) -> Result<(), Status> {
+        let runtime = self
+            .runtime
+            .clone()
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        let Some(runtime) = runtime else {
+            return Err(Status::error(format!(
+                "cannot delete claim {}: no runtime to write it",
+                object_ref(&claim)
+            )));
+        };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            if let Err(e) = client.delete_resource_claim(&claim).await {
+                tracing::warn!(claim = %object_ref(&claim), error = %e, "delete failed");
+            }
+        });
+        Ok(())
+    }
+
     /// Refuses a request whose DeviceClass does not exist, or of a kind this code does not
     /// know. Upstream: validateDeviceClass.
     fn check_requests(
@@ -1014,6 +1219,8 @@ struct State {
     available_on: Vec<Option<NodeSelector>>,
     /// The claims to allocate and the allocator's inputs; `None` when all are allocated.
     allocation: Option<AllocationInput>,
+    /// The pod's extended resources served by DeviceClasses, and its special claim.
+    extended: Option<ExtendedResources>,
     decided: Mutex<Decided>,
 }
 
@@ -1043,6 +1250,21 @@ struct Decided {
     written: Vec<Option<Arc<ResourceClaim>>>,
     /// Per node Filter rejected, what it found there (for [`explain_filter`]).
     rejections: HashMap<String, NodeRejection>,
+    /// Per node: the special claim for that node and its allocation.
+    extended_on: HashMap<String, ExtendedDecision>,
+    /// The special claim Reserve chose.
+    extended_reserved: Option<ExtendedDecision>,
+    /// The special claim as PreBind created (and then wrote) it.
+    extended_written: Option<Arc<ResourceClaim>>,
+}
+
+/// The special claim for one node: its requests, the devices allocated to them, and which
+/// request serves which container's resource.
+#[derive(Clone)]
+struct ExtendedDecision {
+    claim: Arc<ResourceClaim>,
+    allocation: AllocationResult,
+    mappings: Vec<ContainerExtendedResourceRequest>,
 }
 
 /// Why Filter rejected `node` in the cycle `state` holds, claim by claim: empty for a node it
@@ -1057,6 +1279,34 @@ pub fn explain_filter(state: &CycleState, node: &str) -> Vec<DeviceReason> {
         .get(node)
         .map(explain::device_reasons)
         .unwrap_or_default()
+}
+
+/// Filter's part for the special claim on `node`: the node's variant of it (requests for
+/// the resources the node does not advertise) with its container mappings, `None` when the
+/// node needs none, or the status that rejects the node. Upstream: filterExtendedResources.
+fn filter_extended(
+    ext: Option<&ExtendedResources>,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Result<Option<(ResourceClaim, Vec<ContainerExtendedResourceRequest>)>, Status> {
+    let Some(ext) = ext else {
+        return Ok(None);
+    };
+    // From an earlier attempt: PostFilter deletes it and the pod starts over.
+    if extended::has_requests(&ext.claim) {
+        return Err(Status::unresolvable(extended::ERR_STALE_EXTENDED_CLAIM));
+    }
+    let resources = extended::node_resources(ext, &node.allocatable.scalar_resources)
+        .map_err(|()| Status::unresolvable(extended::ERR_CANNOT_FIT_RESOURCE))?;
+    let allocated = ext
+        .claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.allocation.is_some());
+    if resources.is_empty() || allocated {
+        return Ok(None);
+    }
+    Ok(Some(extended::node_claim(&ext.claim, pod, &resources)))
 }
 
 /// Whether the pod references any ResourceClaim.

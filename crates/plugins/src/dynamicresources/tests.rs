@@ -1,6 +1,8 @@
 use super::*;
 
 use framework::testing::{make_node, make_pod};
+use std::collections::BTreeMap;
+
 use framework::{ClientError, Code, PodEvent, PodRef, PodStatusUpdate};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use rstest::rstest;
@@ -177,6 +179,14 @@ struct RecordingClient {
     fail: Option<ClientError>,
     fail_at: Option<usize>,
     calls: std::sync::atomic::AtomicUsize,
+    /// Claims created, as sent.
+    created: Mutex<Vec<ResourceClaim>>,
+    /// Claims deleted, as `namespace/name`.
+    deleted: Mutex<Vec<String>>,
+    /// Pods' `status.extendedResourceClaimStatus` written.
+    pod_statuses: Mutex<Vec<(PodRef, PodExtendedResourceClaimStatus)>>,
+    /// Answer pod status writes with this error.
+    fail_pod_status: Option<ClientError>,
 }
 
 impl RecordingClient {
@@ -268,6 +278,54 @@ impl ClusterClient for RecordingClient {
         claim: &'a ResourceClaim,
     ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
         Box::pin(async move { self.record(ClaimWrite::Status(claim.clone())) })
+    }
+
+    /// Names the claim `<generateName>xyz<n>` (n counting creations from 1).
+    fn create_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move {
+            let mut created = self
+                .created
+                .lock()
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
+            created.push(claim.clone());
+            let mut stored = claim.clone();
+            let base = claim.metadata.generate_name.clone().unwrap_or_default();
+            stored.metadata.name = Some(format!("{base}xyz{}", created.len()));
+            stored.metadata.uid = Some(format!("created-uid-{}", created.len()));
+            stored.metadata.resource_version = Some("1".into());
+            Ok(stored)
+        })
+    }
+
+    fn delete_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            if let Ok(mut d) = self.deleted.lock() {
+                d.push(object_ref(claim));
+            }
+            Ok(())
+        })
+    }
+
+    fn update_pod_extended_resource_claim_status<'a>(
+        &'a self,
+        pod: &'a PodRef,
+        status: &'a PodExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            if let Some(e) = &self.fail_pod_status {
+                return Err(e.clone());
+            }
+            if let Ok(mut w) = self.pod_statuses.lock() {
+                w.push((pod.clone(), status.clone()));
+            }
+            Ok(())
+        })
     }
 }
 
@@ -1352,4 +1410,393 @@ fn args_decode_strictly(
 ) {
     let got = framework::decode_args::<super::DynamicResourcesArgs>(args.as_ref()).map(|_| ());
     assert_eq!(got, want);
+}
+
+// ---- extended resources backed by DRA ----
+
+const GPU: &str = "example.com/gpu";
+const IMPLICIT: &str = "deviceclass.resource.kubernetes.io/my-resource-class";
+
+/// [`CLASS`], serving [`GPU`] too.
+fn gpu_class() -> DeviceClass {
+    obj(json!({"metadata": {"name": CLASS}, "spec": {"extendedResourceName": GPU}}))
+}
+
+/// The pod with one container per entry, each requesting its resources.
+fn pod_requesting(containers: &[&[(&str, &str)]]) -> Arc<PodInfo> {
+    let mut pod = make_pod(POD).uid(POD_UID);
+    for c in containers {
+        pod = pod.req(c);
+    }
+    pod.info()
+}
+
+fn gpu_pod() -> Arc<PodInfo> {
+    pod_requesting(&[&[(GPU, "1")]])
+}
+
+/// The special claim of an earlier attempt, named `name`, with one request.
+fn earlier_special_claim(name: &str) -> ResourceClaim {
+    let mut claim = owned_by_pod(with_request(
+        pending(name),
+        json!({"name": "container-0-request-0",
+            "exactly": {"deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}),
+    ));
+    claim.metadata.annotations = Some(BTreeMap::from([(
+        "resource.kubernetes.io/extended-resource-claim".to_string(),
+        "true".to_string(),
+    )]));
+    claim
+}
+
+/// A snapshot of [`WORKER`] advertising `allocatable`.
+fn worker_with(allocatable: &[(&str, &str)], storage: Arc<StorageListers>) -> Snapshot {
+    let node = make_node(WORKER).capacity(allocatable).obj();
+    let mut snap = Snapshot::new(vec![Arc::new(node)], Vec::new());
+    snap.set_storage(storage);
+    snap
+}
+
+/// One attempt with extended resources: what the plugin decided, and the claims it created
+/// (`generateName`, annotation, owner, requests as `name class count`), deleted, and the pod
+/// status it wrote (claim name, then `container resource request` per mapping).
+#[derive(Debug, PartialEq)]
+struct ExtendedAttempt {
+    attempt: Attempt,
+    created: Vec<Vec<String>>,
+    deleted: Vec<String>,
+    pod_status: Vec<Vec<String>>,
+}
+
+fn created(claim: &ResourceClaim) -> Vec<String> {
+    let meta = &claim.metadata;
+    let mut out = vec![
+        format!(
+            "generateName={}",
+            meta.generate_name.as_deref().unwrap_or("")
+        ),
+        format!("name={}", meta.name.as_deref().unwrap_or("")),
+        format!(
+            "annotations={:?}",
+            meta.annotations.clone().unwrap_or_default()
+        ),
+    ];
+    for o in meta.owner_references.as_deref().unwrap_or(&[]) {
+        out.push(format!(
+            "owner={}/{} {} {} controller={:?}",
+            o.api_version, o.kind, o.name, o.uid, o.controller
+        ));
+    }
+    for r in claim
+        .spec
+        .devices
+        .as_ref()
+        .and_then(|d| d.requests.as_deref())
+        .unwrap_or(&[])
+    {
+        let e = r.exactly.as_ref();
+        out.push(format!(
+            "request={} {} {} {}",
+            r.name,
+            e.map(|e| e.device_class_name.as_str()).unwrap_or(""),
+            e.and_then(|e| e.allocation_mode.as_deref()).unwrap_or(""),
+            e.and_then(|e| e.count).unwrap_or(0)
+        ));
+    }
+    out
+}
+
+fn attempt_extended(client: RecordingClient, pod: Arc<PodInfo>, snap: Snapshot) -> ExtendedAttempt {
+    let client = Arc::new(client);
+    let pl = plugin(client.clone());
+    let attempt = attempt(&pl, &client, &pod, &snap);
+    let lock = |m: &Mutex<Vec<ResourceClaim>>| m.lock().map(|v| v.clone()).unwrap_or_default();
+    ExtendedAttempt {
+        attempt,
+        created: lock(&client.created).iter().map(created).collect(),
+        deleted: client.deleted.lock().map(|v| v.clone()).unwrap_or_default(),
+        pod_status: client
+            .pod_statuses
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(pod, status)| {
+                let mut out = vec![format!(
+                    "{}/{} claim={}",
+                    pod.namespace, pod.name, status.resource_claim_name
+                )];
+                out.extend(status.request_mappings.iter().map(|m| {
+                    format!(
+                        "{} {} {}",
+                        m.container_name, m.resource_name, m.request_name
+                    )
+                }));
+                out
+            })
+            .collect(),
+    }
+}
+
+/// What the special claim looks like when created for [`POD`], with these requests.
+fn special_created(requests: &[&str]) -> Vec<String> {
+    let mut out = vec![
+        format!("generateName={POD}-extended-resources-"),
+        "name=".to_string(),
+        "annotations={\"resource.kubernetes.io/extended-resource-claim\": \"true\"}".to_string(),
+        format!("owner=v1/Pod {POD} {POD_UID} controller=Some(true)"),
+    ];
+    out.extend(requests.iter().map(|r| format!("request={r}")));
+    out
+}
+
+fn special_written(devices: &[&str]) -> Written {
+    Written {
+        claim: format!("default/{POD}-extended-resources-xyz1"),
+        devices: devices.iter().map(|s| s.to_string()).collect(),
+        reserved_for: vec![POD.to_string()],
+    }
+}
+
+fn bound(written: Vec<Written>) -> Attempt {
+    Attempt {
+        pre_filter: Status::success(),
+        filter: vec![(WORKER.into(), Status::success())],
+        post_filter: None,
+        reserve: Some(Status::success()),
+        pre_bind: Some(Status::success()),
+        written,
+    }
+}
+
+fn rejected(filter: Status, post_filter: Status) -> Attempt {
+    Attempt {
+        pre_filter: Status::success(),
+        filter: vec![(WORKER.into(), filter)],
+        post_filter: Some(post_filter),
+        reserve: None,
+        pre_bind: None,
+        written: vec![],
+    }
+}
+
+fn pod_status(mappings: &[&str]) -> Vec<Vec<String>> {
+    let mut out = vec![format!("default/{POD} claim={POD}-extended-resources-xyz1")];
+    out.extend(mappings.iter().map(|m| m.to_string()));
+    vec![out]
+}
+
+/// Upstream's extended-resource cases of the DynamicResources tests, and the container
+/// mappings of createRequestsAndMappings.
+#[rstest]
+#[case::extended_resource_name_with_node_resource(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[(GPU, "1")], listers(&[gpu_class()], &[slice(WORKER, 1)], &[])),
+    ExtendedAttempt { attempt: bound(vec![]), created: vec![], deleted: vec![], pod_status: vec![] })]
+#[case::extended_resource_name_with_zero_allocatable(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[(GPU, "0")], listers(&[gpu_class()], &[slice(WORKER, 1)], &[])),
+    ExtendedAttempt {
+        attempt: bound(vec![special_written(&["some-driver/worker/instance-1"])]),
+        created: vec![special_created(&["container-0-request-0 my-resource-class ExactCount 1"])],
+        deleted: vec![],
+        pod_status: pod_status(&["c0 example.com/gpu container-0-request-0"]),
+    })]
+#[case::non_dra_extended_resource_name_with_zero_allocatable(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[(GPU, "0")], listers(&[class(CLASS)], &[slice(WORKER, 1)], &[])),
+    ExtendedAttempt { attempt: stopped_at_pre_filter(Status::skip()), created: vec![], deleted: vec![], pod_status: vec![] })]
+#[case::extended_resource_name_no_resource(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[], listers(&[gpu_class()], &[], &[])),
+    ExtendedAttempt {
+        attempt: rejected(Status::unresolvable("cannot allocate all claims"), Status::unschedulable("still not schedulable")),
+        created: vec![], deleted: vec![], pod_status: vec![],
+    })]
+#[case::extended_resource_name_with_resources(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[])),
+    ExtendedAttempt {
+        attempt: bound(vec![special_written(&["some-driver/worker/instance-1"])]),
+        created: vec![special_created(&["container-0-request-0 my-resource-class ExactCount 1"])],
+        deleted: vec![],
+        pod_status: pod_status(&["c0 example.com/gpu container-0-request-0"]),
+    })]
+#[case::implicit_extended_resource_name_with_resources(
+    RecordingClient::default(), pod_requesting(&[&[(IMPLICIT, "2")]]),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 2)], &[])),
+    ExtendedAttempt {
+        attempt: bound(vec![special_written(&["some-driver/worker/instance-1", "some-driver/worker/instance-2"])]),
+        created: vec![special_created(&["container-0-request-0 my-resource-class ExactCount 2"])],
+        deleted: vec![],
+        pod_status: pod_status(&["c0 deviceclass.resource.kubernetes.io/my-resource-class container-0-request-0"]),
+    })]
+#[case::implicit_extended_resource_name_two_containers_with_resources(
+    RecordingClient::default(), pod_requesting(&[&[(IMPLICIT, "1")], &[("cpu", "1"), (IMPLICIT, "1")]]),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 2)], &[])),
+    ExtendedAttempt {
+        attempt: bound(vec![special_written(&["some-driver/worker/instance-1", "some-driver/worker/instance-2"])]),
+        created: vec![special_created(&[
+            "container-0-request-0 my-resource-class ExactCount 1",
+            "container-1-request-1 my-resource-class ExactCount 1"])],
+        deleted: vec![],
+        pod_status: pod_status(&[
+            "c0 deviceclass.resource.kubernetes.io/my-resource-class container-0-request-0",
+            "c1 deviceclass.resource.kubernetes.io/my-resource-class container-1-request-1"]),
+    })]
+#[case::init_container_reuses_the_devices_of_later_containers(
+    RecordingClient::default(),
+    make_pod(POD).uid(POD_UID).init_req(&[(GPU, "2")]).req(&[(GPU, "1")]).info(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 2)], &[])),
+    ExtendedAttempt {
+        attempt: bound(vec![special_written(&["some-driver/worker/instance-1", "some-driver/worker/instance-2"])]),
+        created: vec![special_created(&[
+            "container-0-request-0 my-resource-class ExactCount 1",
+            "container-1-request-0 my-resource-class ExactCount 1"])],
+        deleted: vec![],
+        pod_status: pod_status(&[
+            "c0 example.com/gpu container-1-request-0",
+            "init0 example.com/gpu container-1-request-0",
+            "init0 example.com/gpu container-0-request-0"]),
+    })]
+#[case::extended_resource_name_with_resources_fail_patch(
+    RecordingClient { fail_pod_status: Some(ClientError::Api { code: 500, message: "patch error".into() }), ..RecordingClient::default() },
+    gpu_pod(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[])),
+    ExtendedAttempt {
+        attempt: Attempt {
+            pre_bind: Some(Status::error("update pod default/my-pod ExtendedResourceClaimStatus: api error 500: patch error")),
+            ..bound(vec![special_written(&["some-driver/worker/instance-1"])])
+        },
+        created: vec![special_created(&["container-0-request-0 my-resource-class ExactCount 1"])],
+        deleted: vec![format!("default/{POD}-extended-resources-xyz1")],
+        pod_status: vec![],
+    })]
+#[case::extended_resource_name_with_resources_has_claim(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[earlier_special_claim("my-pod-extended-resources-old")])),
+    ExtendedAttempt {
+        attempt: rejected(Status::unresolvable("cannot schedule extended resource claim"), Status::unschedulable("deletion of ResourceClaim completed")),
+        created: vec![], deleted: vec!["default/my-pod-extended-resources-old".into()], pod_status: vec![],
+    })]
+#[case::extended_resource_name_with_resources_delete_allocated_claim(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[allocated(earlier_special_claim("my-pod-extended-resources-old"), "other-node")])),
+    ExtendedAttempt {
+        attempt: rejected(Status::unresolvable("cannot schedule extended resource claim"), Status::unschedulable("deletion of ResourceClaim completed")),
+        created: vec![], deleted: vec!["default/my-pod-extended-resources-old".into()], pod_status: vec![],
+    })]
+#[case::resource_neither_advertised_nor_backed_cannot_fit(
+    RecordingClient::default(), pod_requesting(&[&[(GPU, "1"), ("example.com/other", "1")]]),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[])),
+    ExtendedAttempt {
+        attempt: rejected(Status::unresolvable("cannot fit resource"), Status::unschedulable("still not schedulable")),
+        created: vec![], deleted: vec![], pod_status: vec![],
+    })]
+#[case::one_device_plugin_one_dra(
+    RecordingClient::default(), pod_requesting(&[&[(GPU, "1"), (IMPLICIT, "1")]]),
+    worker_with(&[(GPU, "1")], listers(&[gpu_class()], &[slice(WORKER, 1)], &[])),
+    ExtendedAttempt {
+        attempt: bound(vec![special_written(&["some-driver/worker/instance-1"])]),
+        created: vec![special_created(&["container-0-request-0 my-resource-class ExactCount 1"])],
+        deleted: vec![],
+        pod_status: pod_status(&["c0 deviceclass.resource.kubernetes.io/my-resource-class container-0-request-0"]),
+    })]
+#[case::claim_and_extended_resource_are_allocated_together(
+    RecordingClient::default(),
+    make_pod(POD).uid(POD_UID).req(&[(GPU, "1")]).with(|p| {
+        p.spec.get_or_insert_with(Default::default).resource_claims = Some(vec![obj(
+            json!({"name": "my-resource", "resourceClaimName": CLAIM}))]);
+    }).info(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 2)], &[pending(CLAIM)])),
+    ExtendedAttempt {
+        attempt: bound(vec![
+            worker_claim_written(&["some-driver/worker/instance-1"], &[POD]),
+            special_written(&["some-driver/worker/instance-2"])]),
+        created: vec![special_created(&["container-0-request-0 my-resource-class ExactCount 1"])],
+        deleted: vec![],
+        pod_status: pod_status(&["c0 example.com/gpu container-0-request-0"]),
+    })]
+#[case::claim_and_extended_resource_do_not_share_the_last_device(
+    RecordingClient::default(),
+    make_pod(POD).uid(POD_UID).req(&[(GPU, "1")]).with(|p| {
+        p.spec.get_or_insert_with(Default::default).resource_claims = Some(vec![obj(
+            json!({"name": "my-resource", "resourceClaimName": CLAIM}))]);
+    }).info(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[pending(CLAIM)])),
+    ExtendedAttempt {
+        attempt: rejected(Status::unresolvable("cannot allocate all claims"), Status::unschedulable("still not schedulable")),
+        created: vec![], deleted: vec![], pod_status: vec![],
+    })]
+#[case::device_allocated_to_another_claim_is_not_used(
+    RecordingClient::default(), gpu_pod(),
+    worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[allocated(pending("other-claim"), WORKER)])),
+    ExtendedAttempt {
+        attempt: rejected(Status::unresolvable("cannot allocate all claims"), Status::unschedulable("still not schedulable")),
+        created: vec![], deleted: vec![], pod_status: vec![],
+    })]
+fn extended_resources(
+    #[case] client: RecordingClient,
+    #[case] pod: Arc<PodInfo>,
+    #[case] snap: Snapshot,
+    #[case] want: ExtendedAttempt,
+) {
+    assert_eq!(attempt_extended(client, pod, snap), want);
+}
+
+/// A second pod's cycle sees the devices of the first pod's special claim as taken while
+/// its allocation is in flight (after Reserve, before PreBind).
+#[test]
+fn in_flight_extended_allocation_takes_the_device() -> Result<(), String> {
+    let client = Arc::new(RecordingClient::default());
+    let pl = plugin(client);
+    let snap = worker_with(&[], listers(&[gpu_class()], &[slice(WORKER, 1)], &[]));
+    let first = gpu_pod();
+    let mut state = CycleState::new();
+    let (_, status) = pl.pre_filter(&mut state, &first, &snap);
+    assert_eq!(status, Status::success());
+    let node = snap.node_infos().first().cloned().ok_or("no node")?;
+    assert_eq!(pl.filter(&state, &first, &node), Status::success());
+    assert_eq!(pl.reserve(&mut state, &first, WORKER), Status::success());
+
+    let second = make_pod("other").uid("other-uid").req(&[(GPU, "1")]).info();
+    let mut other_state = CycleState::new();
+    let (_, status) = pl.pre_filter(&mut other_state, &second, &snap);
+    assert_eq!(status, Status::success());
+    assert_eq!(
+        pl.filter(&other_state, &second, &node),
+        Status::unresolvable("cannot allocate all claims")
+    );
+
+    pl.unreserve(&mut state, &first, WORKER);
+    let mut again = CycleState::new();
+    let _ = pl.pre_filter(&mut again, &second, &snap);
+    assert_eq!(pl.filter(&again, &second, &node), Status::success());
+    Ok(())
+}
+
+fn class_created_at(name: &str, extended: &str, created: &str) -> Arc<DeviceClass> {
+    Arc::new(obj(
+        json!({"metadata": {"name": name, "creationTimestamp": created},
+        "spec": {"extendedResourceName": extended}}),
+    ))
+}
+
+/// Which DeviceClass serves an extended resource name.
+#[rstest]
+#[case::explicit_name(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], GPU, Some("a"))]
+#[case::implicit_name_of_a_class_with_an_explicit_one(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], "deviceclass.resource.kubernetes.io/a", Some("a"))]
+#[case::implicit_name_of_a_missing_class(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], "deviceclass.resource.kubernetes.io/b", None)]
+#[case::name_no_class_serves(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z")], "example.com/other", None)]
+#[case::newest_of_two_classes_with_the_name(vec![class_created_at("a", GPU, "2026-01-01T00:00:00Z"), class_created_at("b", GPU, "2026-02-01T00:00:00Z")], GPU, Some("b"))]
+#[case::first_by_name_of_two_created_together(vec![class_created_at("b", GPU, "2026-01-01T00:00:00Z"), class_created_at("a", GPU, "2026-01-01T00:00:00Z")], GPU, Some("a"))]
+fn device_class_for_an_extended_resource(
+    #[case] classes: Vec<Arc<DeviceClass>>,
+    #[case] name: &str,
+    #[case] want: Option<&str>,
+) {
+    assert_eq!(
+        extended::device_class_for(&classes, name).and_then(|c| c.metadata.name.as_deref()),
+        want
+    );
 }

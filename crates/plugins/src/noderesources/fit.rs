@@ -5,10 +5,14 @@
 //! node's whole allocatable can never fit, whatever is evicted: that node is
 //! `UnschedulableAndUnresolvable`, so preemption does not try it. A request larger than what
 //! is free is `Unschedulable`. All shortfalls are reported together, in the order pods, cpu,
-//! memory, ephemeral-storage, then scalar resources by name.
+//! memory, ephemeral-storage, then scalar resources by name. An extended resource that a
+//! DeviceClass serves (its `extendedResourceName`, or the implicit
+//! `deviceclass.resource.kubernetes.io/<class>`) is left to DynamicResources on a node that
+//! does not advertise it. Scoring counts only what nodes advertise: upstream's scoring of
+//! such resources by the devices of each node is not built.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Node, Pod, PodStatus};
@@ -20,6 +24,7 @@ use framework::{
     ActionType, ArgsError, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, EventObject,
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, PreScorePlugin, QueueingHint, Resource, ScorePlugin, Snapshot, Status,
+    StorageListers,
 };
 
 use super::args::{
@@ -28,6 +33,7 @@ use super::args::{
 use super::requested_to_capacity_ratio::FunctionShape;
 use super::resource_allocation::ResourceAllocation;
 use super::{least_allocated, most_allocated, requested_to_capacity_ratio};
+use crate::dynamicresources::extended;
 use crate::names;
 
 pub const NAME: &str = names::NODE_RESOURCES_FIT;
@@ -129,16 +135,21 @@ impl PreFilterPlugin for Fit {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _snapshot: &Snapshot,
+        snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
-        state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod.requests.clone()));
+        let backed_by_dra = dra_backed_resources(&pod.requests, snapshot.storage());
+        state.write(
+            PRE_FILTER_STATE_KEY,
+            PreFilterState(pod.requests.clone(), backed_by_dra),
+        );
         (None, Status::success())
     }
 }
 
 impl FilterPlugin for Fit {
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
-        let Some(PreFilterState(requests)) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY)
+        let Some(PreFilterState(requests, backed_by_dra)) =
+            state.read::<PreFilterState>(PRE_FILTER_STATE_KEY)
         else {
             return Status::error(format!(
                 "error reading {PRE_FILTER_STATE_KEY:?} from cycleState: not found"
@@ -149,6 +160,7 @@ impl FilterPlugin for Fit {
             node,
             &self.ignored_resources,
             &self.ignored_resource_groups,
+            backed_by_dra,
         );
         if insufficient.is_empty() {
             return Status::success();
@@ -247,8 +259,41 @@ impl EnqueueExtensions for Fit {
                 ActionType::ADD | ActionType::UPDATE_NODE_ALLOCATABLE,
                 Arc::new(is_schedulable_after_node_change),
             ),
+            ClusterEventWithHint::with_hint(
+                EventResource::DeviceClass,
+                ActionType::ADD | ActionType::UPDATE,
+                Arc::new(is_schedulable_after_device_class_event),
+            ),
         ]
     }
+}
+
+/// A DeviceClass added or updated helps when it now serves an extended resource the pod
+/// requests (upstream isSchedulableAfterDeviceClassEvent).
+pub(super) fn is_schedulable_after_device_class_event(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> Result<QueueingHint, String> {
+    let pod_info = PodInfo::new(Arc::new(pod.clone()));
+    extended::is_schedulable_after_device_class_event(&pod_info.requests.scalar_resources, old, new)
+}
+
+/// The extended resources in `requests` that a DeviceClass serves.
+fn dra_backed_resources(requests: &Resource, storage: &StorageListers) -> BTreeSet<String> {
+    if storage.device_classes.is_empty() {
+        return BTreeSet::new();
+    }
+    requests
+        .scalar_resources
+        .iter()
+        .filter(|(name, &quantity)| {
+            quantity != 0
+                && extended::is_dra_extended_resource_name(name)
+                && extended::device_class_for(storage.device_classes.values(), name).is_some()
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// A deleted pod frees room only if it was on a node (or nominated to one). A pod update
@@ -336,7 +381,7 @@ pub(super) fn is_schedulable_after_node_change(
     let modified = NodeInfo::new(modified.clone());
     // Ignored resources are not consulted here, as upstream's hint does not.
     let none = HashSet::new();
-    if !fits_request(requests, &modified, &none, &none).is_empty() {
+    if !fits_request(requests, &modified, &none, &none, &BTreeSet::new()).is_empty() {
         return Ok(QueueingHint::QueueSkip);
     }
     let Some(original) = original else {
@@ -363,7 +408,8 @@ enum Strategy {
 
 /// The pod's requests, computed once per cycle.
 #[derive(Debug, Clone)]
-struct PreFilterState(Resource);
+/// The pod's requests, and those of its extended resources a DeviceClass serves.
+struct PreFilterState(Resource, BTreeSet<String>);
 
 /// The pod's request of each scored resource, in configuration order.
 #[derive(Debug, Clone)]
@@ -380,12 +426,16 @@ pub(super) struct InsufficientResource {
 }
 
 /// Upstream fitsRequest: every resource `node` lacks for `requests` (empty when the pod
-/// fits; allocates only on a shortfall). Ignored extended resources are not checked.
+/// fits; allocates only on a shortfall). Ignored extended resources are not checked, nor
+/// those `backed_by_dra` the node does not advertise: DynamicResources allocates them from
+/// devices (upstream's shouldDelegateResourceToDRA). A node that advertises one serves it
+/// as a plain extended resource.
 pub(super) fn fits_request(
     requests: &Resource,
     node: &NodeInfo,
     ignored_resources: &HashSet<String>,
     ignored_resource_groups: &HashSet<String>,
+    backed_by_dra: &BTreeSet<String>,
 ) -> Vec<InsufficientResource> {
     let mut insufficient = Vec::new();
     let allocatable = &node.allocatable;
@@ -449,6 +499,9 @@ pub(super) fn fits_request(
             continue;
         }
         let node_allocatable = allocatable.scalar_resources.get(name).copied().unwrap_or(0);
+        if node_allocatable <= 0 && backed_by_dra.contains(name) {
+            continue;
+        }
         let node_used = used.scalar_resources.get(name).copied().unwrap_or(0);
         if requested > node_allocatable.wrapping_sub(node_used) {
             insufficient.push(InsufficientResource {

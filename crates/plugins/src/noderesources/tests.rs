@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 use framework::testing::{make_node, make_pod};
 use framework::{
     ActionType, ArgsError, ClusterEvent, Code, CycleState, EventObject, EventResource, Handle,
-    NodeInfo, Plugin, PodInfo, QueueingHint, Snapshot, Status,
+    NodeInfo, Plugin, PodInfo, QueueingHint, Snapshot, Status, StorageListers,
 };
+use k8s_openapi::api::resource::v1::DeviceClass;
 
 use super::requested_to_capacity_ratio::FunctionShape;
 use super::*;
@@ -230,6 +231,62 @@ fn filter(
     #[case] want: Status,
 ) {
     assert_eq!(run_filter(args, &pod, &node), Ok(want));
+}
+
+/// A DeviceClass `name` serving `extended` (when given) besides its implicit name.
+fn device_class(name: &str, extended: Option<&str>) -> DeviceClass {
+    let mut spec = json!({});
+    if let Some(e) = extended {
+        spec["extendedResourceName"] = json!(e);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap_or_default()
+}
+
+fn with_classes(classes: &[DeviceClass]) -> Snapshot {
+    let mut storage = StorageListers::default();
+    for c in classes {
+        storage.device_classes.insert(
+            c.metadata.name.clone().unwrap_or_default(),
+            Arc::new(c.clone()),
+        );
+    }
+    let mut snapshot = Snapshot::default();
+    snapshot.set_storage(Arc::new(storage));
+    snapshot
+}
+
+/// Upstream's fit tests with DRAExtendedResource: an extended resource a DeviceClass serves
+/// is DynamicResources' business on a node that does not advertise it, and a plain extended
+/// resource on a node that does.
+#[rstest]
+#[case::resource_backed_by_a_class_the_node_lacks_is_left_to_dra(vec![device_class("gpuclass", Some("example.com/gpu"))], pod(&[("cpu", "1m"), ("example.com/gpu", "1")]), filter_node(&[]), Status::success())]
+#[case::implicit_name_the_node_lacks_is_left_to_dra(vec![device_class("gpuclass", None)], pod(&[("deviceclass.resource.kubernetes.io/gpuclass", "2")]), filter_node(&[]), Status::success())]
+#[case::implicit_name_of_a_class_with_an_explicit_name_is_left_to_dra(vec![device_class("gpuclass", Some("example.com/gpu"))], pod(&[("deviceclass.resource.kubernetes.io/gpuclass", "1")]), filter_node(&[]), Status::success())]
+#[case::resource_backed_by_a_class_with_zero_allocatable_is_left_to_dra(vec![device_class("gpuclass", Some("example.com/gpu"))], pod(&[("example.com/gpu", "1")]), node("n", &[("cpu", "10m"), ("pods", "32"), ("example.com/gpu", "0")], &[]), Status::success())]
+#[case::resource_backed_by_a_class_the_node_advertises_is_a_plain_extended_resource(vec![device_class("aaaclass", Some("example.com/aaa"))], pod(&[("example.com/aaa", "10")]), filter_node(&[]), unresolvable(&["Insufficient example.com/aaa"]))]
+#[case::resource_of_no_class_the_node_lacks_is_insufficient(vec![device_class("gpuclass", Some("example.com/gpu"))], pod(&[("example.com/bbb", "1")]), filter_node(&[]), unresolvable(&["Insufficient example.com/bbb"]))]
+#[case::implicit_name_of_a_missing_class_is_insufficient(vec![device_class("gpuclass", None)], pod(&[("deviceclass.resource.kubernetes.io/other", "1")]), filter_node(&[]), unresolvable(&["Insufficient deviceclass.resource.kubernetes.io/other"]))]
+#[case::other_shortfalls_are_still_reported(vec![device_class("gpuclass", Some("example.com/gpu"))], pod(&[("cpu", "20m"), ("example.com/gpu", "1")]), filter_node(&[]), unresolvable(&["Insufficient cpu"]))]
+fn filter_with_device_classes(
+    #[case] classes: Vec<DeviceClass>,
+    #[case] pod: Arc<PodInfo>,
+    #[case] node: NodeInfo,
+    #[case] want: Status,
+) -> Result<(), String> {
+    let plugin = fit_plugin(&json!({}))?;
+    let mut state = CycleState::new();
+    let (_, status) = plugin.as_pre_filter().ok_or("no PreFilter")?.pre_filter(
+        &mut state,
+        &pod,
+        &with_classes(&classes),
+    );
+    assert_eq!(status, Status::success());
+    let got = plugin
+        .as_filter()
+        .ok_or("no Filter")?
+        .filter(&state, &pod, &node);
+    assert_eq!(got, want);
+    Ok(())
 }
 
 #[test]
@@ -452,7 +509,7 @@ fn upstream_broken_linear_function(#[case] utilization: i64, #[case] want: i64) 
 // ---- NodeResourcesFit: events and queueing hints ----
 
 #[test]
-fn fit_registers_pod_and_node_events_with_hints() -> Result<(), String> {
+fn fit_registers_pod_node_and_device_class_events_with_hints() -> Result<(), String> {
     let plugin = fit_plugin(&json!({}))?;
     let events: Vec<(ClusterEvent, bool)> = plugin
         .as_enqueue_extensions()
@@ -475,6 +532,13 @@ fn fit_registers_pod_and_node_events_with_hints() -> Result<(), String> {
                 ClusterEvent::new(
                     EventResource::Node,
                     ActionType::ADD | ActionType::UPDATE_NODE_ALLOCATABLE
+                ),
+                true
+            ),
+            (
+                ClusterEvent::new(
+                    EventResource::DeviceClass,
+                    ActionType::ADD | ActionType::UPDATE
                 ),
                 true
             ),
@@ -793,4 +857,31 @@ fn balanced_args_validation(#[case] args: Value, #[case] want: Vec<ArgsError>) {
         Err(errs) => errs,
     };
     assert_eq!(got, want);
+}
+
+fn class_obj(name: &str, extended: Option<&str>) -> Option<EventObject> {
+    Some(EventObject::DeviceClass(Arc::new(device_class(
+        name, extended,
+    ))))
+}
+
+/// Upstream's isSchedulableAfterDeviceClassEvent cases.
+#[rstest]
+#[case::skip_on_class_add_with_implicit_name_not_matching(pod(&[("deviceclass.resource.kubernetes.io/gpuclass", "1")]), None, class_obj("myclass", Some("example.com/gpu")), QueueingHint::QueueSkip)]
+#[case::skip_on_class_add_with_explicit_name_not_matching(pod(&[("example.com/othergpu", "1")]), None, class_obj("myclass", Some("example.com/gpu")), QueueingHint::QueueSkip)]
+#[case::skip_on_class_update_with_implicit_name(pod(&[("deviceclass.resource.kubernetes.io/gpuclass", "1")]), class_obj("gpuclass", None), class_obj("gpuclass", Some("example.com/gpu")), QueueingHint::QueueSkip)]
+#[case::queue_on_class_add_with_extended_resource_name(pod(&[("example.com/gpu", "1")]), None, class_obj("", Some("example.com/gpu")), QueueingHint::Queue)]
+#[case::queue_on_class_add_with_implicit_name(pod(&[("deviceclass.resource.kubernetes.io/gpuclass", "1")]), None, class_obj("gpuclass", None), QueueingHint::Queue)]
+#[case::queue_on_class_update_with_extended_resource_name(pod(&[("example.com/gpu", "1")]), class_obj("", Some("example.com/gpu1")), class_obj("", Some("example.com/gpu")), QueueingHint::Queue)]
+#[case::skip_on_class_update_that_keeps_the_name(pod(&[("example.com/gpu", "1")]), class_obj("", Some("example.com/gpu")), class_obj("", Some("example.com/gpu")), QueueingHint::QueueSkip)]
+fn device_class_hint(
+    #[case] pod: Arc<PodInfo>,
+    #[case] old: Option<EventObject>,
+    #[case] new: Option<EventObject>,
+    #[case] want: QueueingHint,
+) {
+    assert_eq!(
+        hint(EventResource::DeviceClass, &pod.pod, old, new),
+        Ok(want)
+    );
 }

@@ -46,7 +46,7 @@ use framework::{
 };
 use k8s_openapi::api::core::v1::{
     Binding as CoreBinding, Event as CoreEvent, EventSeries, EventSource, ObjectReference,
-    PersistentVolume, PersistentVolumeClaim, Pod,
+    PersistentVolume, PersistentVolumeClaim, Pod, PodExtendedResourceClaimStatus,
 };
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -611,6 +611,55 @@ impl ClusterClient for KubeClusterClient {
             let name = claim.metadata.name.as_deref().unwrap_or("");
             api.replace_status(name, &PostParams::default(), claim)
                 .await
+                .map_err(client_error)
+        })
+    }
+
+    fn create_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<ResourceClaim, ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
+            let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+            api.create(&PostParams::default(), claim)
+                .await
+                .map_err(client_error)
+        })
+    }
+
+    fn delete_resource_claim<'a>(
+        &'a self,
+        claim: &'a ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
+            let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+            let name = claim.metadata.name.as_deref().unwrap_or("");
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(e) => match client_error(e) {
+                    ClientError::Api { code: 404, .. } => Ok(()),
+                    e => Err(e),
+                },
+            }
+        })
+    }
+
+    fn update_pod_extended_resource_claim_status<'a>(
+        &'a self,
+        pod: &'a PodRef,
+        status: &'a PodExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+            let patch = json!({"status": {"extendedResourceClaimStatus": status}});
+            pods.patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
                 .map_err(client_error)
         })
     }

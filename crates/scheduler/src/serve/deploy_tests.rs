@@ -239,6 +239,12 @@ fn our_cluster_role_covers_the_kubesched_lease_priority_classes_volume_attachmen
                 s(&[]),
                 s(&["update"])
             ),
+            (
+                s(&["resource.k8s.io"]),
+                s(&["resourceclaims"]),
+                s(&[]),
+                s(&["create", "delete"])
+            ),
         ]
     );
 }

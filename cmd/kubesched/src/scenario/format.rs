@@ -108,8 +108,8 @@ pub enum PatchType {
 pub enum Condition {
     /// The pod is bound: to any node, or to one of `nodes`.
     PodBound { pod: String, nodes: Vec<String> },
-    /// The pod is not bound and its PodScheduled condition is False; with `message`, its
-    /// message is exactly that (or, with `contains`, holds it).
+    /// The pod exists and is not bound; with `message`, its PodScheduled condition is False
+    /// with exactly that message (or, with `Contains`, one holding it).
     PodPending {
         pod: String,
         message: Option<MessageMatch>,

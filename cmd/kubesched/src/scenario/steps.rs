@@ -334,11 +334,10 @@ async fn observe(target: &Target, c: &Condition) -> (bool, String) {
             Ok(Some(p)) => match bound_node(&p) {
                 Some(node) => (false, format!("pod {pod} is bound to {node}")),
                 None => {
-                    let ok = match pod_scheduled(&p) {
-                        Some((status, _, msg)) if status == "False" => {
-                            message.as_ref().is_none_or(|m| m.matches(msg))
-                        }
-                        _ => false,
+                    let ok = match (message, pod_scheduled(&p)) {
+                        (None, _) => true,
+                        (Some(m), Some(("False", _, msg))) => m.matches(msg),
+                        (Some(_), _) => false,
                     };
                     (ok, pending_state(pod, &p))
                 }

@@ -272,3 +272,85 @@ fn a_plugin_named_like_an_in_tree_plugin_is_refused_at_start_up() {
         ]);
     assert_eq!(code, ExitCode::from(2));
 }
+
+/// Runs `nodenumber-scheduler ARGS` for at most `limit`; (exit code, stdout, stderr), the
+/// code `None` when it had to be killed.
+fn run_bounded(args: &[&str], limit: Duration) -> (Option<i32>, String, String) {
+    let mut child = Proc(
+        Command::new(BIN)
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting nodenumber-scheduler {args:?}: {e}")),
+    );
+    let pipe = |p: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut p) = p {
+                let _ = p.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = pipe(child.0.stdout.take().map(|p| Box::new(p) as _));
+    let err = pipe(child.0.stderr.take().map(|p| Box::new(p) as _));
+    let start = Instant::now();
+    let code = loop {
+        match child.0.try_wait() {
+            Ok(Some(status)) => break status.code(),
+            _ if start.elapsed() >= limit => break None,
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    drop(child);
+    (
+        code,
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    )
+}
+
+/// simulate with the README's configuration, where NodeNumber's Permit makes pods wait:
+/// simulate does not wait, so it rejects them with a message saying so. This once panicked
+/// ("timers are disabled") when the binding cycle armed the Permit timeout on simulate's
+/// runtime, and the process then hung.
+#[test]
+fn simulate_rejects_a_pod_a_permit_plugin_makes_wait_instead_of_panicking() {
+    let (code, stdout, stderr) = run_bounded(
+        &[
+            "simulate",
+            "-o",
+            "json",
+            "-f",
+            &example("nodes.yaml"),
+            "-f",
+            &example("pods.yaml"),
+            "--config",
+            &example("config.yaml"),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, Some(0), "simulate: {stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let got: Vec<(String, String, String)> = report["pods"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no pods in {report}"))
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+            (s("name"), s("result"), s("message"))
+        })
+        .collect();
+    let rejected = |pod: &str| {
+        (
+            pod.to_string(),
+            "Unschedulable".to_string(),
+            "permit plugin(s) NodeNumber asked the pod to wait; simulate does not wait"
+                .to_string(),
+        )
+    };
+    assert_eq!(got, vec![rejected("pod1"), rejected("pod3")]);
+}

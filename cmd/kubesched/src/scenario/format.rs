@@ -766,7 +766,7 @@ mod tests {
     )]
     #[case::an_unknown_field_is_named(
         "steps:\n- wait: {podBound: web, timout: 2s}\n",
-        Err("s.yaml: steps[0].wait: unknown field `timout`, expected `timeout`".into())
+        Err("s.yaml: steps[0].wait.timout: unknown field `timout`, expected one of `timeout`, `podBound`, `podPending`, `podDeleted`, `event`".into())
     )]
     #[case::a_bad_duration_is_named(
         "steps:\n- sleep: soon\n",

@@ -1,6 +1,6 @@
 //! `nodenumber-scheduler` end to end: mini-kube-scheduler's scenario under `up` with real
-//! kubectl, NodeNumber's scores under `simulate`, and what start-up refuses. The files are
-//! the ones the README runs.
+//! kubectl, NodeNumber's scores under `simulate`, its scenarios under `scenario run`, and
+//! what start-up refuses. The files are the ones the README runs.
 
 // Failing loudly is what test helpers are for.
 #![allow(clippy::panic)]
@@ -353,4 +353,56 @@ fn simulate_rejects_a_pod_a_permit_plugin_makes_wait_instead_of_panicking() {
         )
     };
     assert_eq!(got, vec![rejected("pod1"), rejected("pod3")]);
+}
+
+/// mini-kube-scheduler's steps as scenarios (scenarios/): NodeNumber's scoring and
+/// PreScore, and its Permit wait, each passing step by step under `scenario run`.
+#[test]
+fn every_nodenumber_scenario_passes() {
+    let (code, stdout, stderr) = run_bounded(
+        &[
+            "scenario",
+            "run",
+            &example("scenarios/permit-wait.yaml"),
+            &example("scenarios/scoring.yaml"),
+            "-o",
+            "json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{stderr}\n{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let got: Vec<(String, String, Vec<String>)> = report["scenarios"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no scenarios in {report}"))
+        .iter()
+        .map(|s| {
+            let steps = s["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|st| format!("{} {}", st["type"].as_str().unwrap_or_default(), st["result"].as_str().unwrap_or_default()))
+                .collect();
+            (
+                s["name"].as_str().unwrap_or_default().to_string(),
+                s["result"].as_str().unwrap_or_default().to_string(),
+                steps,
+            )
+        })
+        .collect();
+    let passed = |name: &str, steps: &[&str]| {
+        (
+            name.to_string(),
+            "passed".to_string(),
+            steps.iter().map(|s| format!("{s} passed")).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            passed("nodenumber-permit-wait", &["apply", "apply", "sleep", "expect", "wait"]),
+            passed("nodenumber-scoring", &["apply", "apply", "wait", "wait", "wait", "expect"]),
+        ]
+    );
 }

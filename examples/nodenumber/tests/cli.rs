@@ -348,8 +348,7 @@ fn simulate_rejects_a_pod_a_permit_plugin_makes_wait_instead_of_panicking() {
         (
             pod.to_string(),
             "Unschedulable".to_string(),
-            "permit plugin(s) NodeNumber asked the pod to wait; simulate does not wait"
-                .to_string(),
+            "permit plugin(s) NodeNumber asked the pod to wait; simulate does not wait".to_string(),
         )
     };
     assert_eq!(got, vec![rejected("pod1"), rejected("pod3")]);
@@ -382,7 +381,13 @@ fn every_nodenumber_scenario_passes() {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|st| format!("{} {}", st["type"].as_str().unwrap_or_default(), st["result"].as_str().unwrap_or_default()))
+                .map(|st| {
+                    format!(
+                        "{} {}",
+                        st["type"].as_str().unwrap_or_default(),
+                        st["result"].as_str().unwrap_or_default()
+                    )
+                })
                 .collect();
             (
                 s["name"].as_str().unwrap_or_default().to_string(),
@@ -395,14 +400,23 @@ fn every_nodenumber_scenario_passes() {
         (
             name.to_string(),
             "passed".to_string(),
-            steps.iter().map(|s| format!("{s} passed")).collect::<Vec<_>>(),
+            steps
+                .iter()
+                .map(|s| format!("{s} passed"))
+                .collect::<Vec<_>>(),
         )
     };
     assert_eq!(
         got,
         vec![
-            passed("nodenumber-permit-wait", &["apply", "apply", "sleep", "expect", "wait"]),
-            passed("nodenumber-scoring", &["apply", "apply", "wait", "wait", "wait", "expect"]),
+            passed(
+                "nodenumber-permit-wait",
+                &["apply", "apply", "sleep", "expect", "wait"]
+            ),
+            passed(
+                "nodenumber-scoring",
+                &["apply", "apply", "wait", "wait", "wait", "expect"]
+            ),
         ]
     );
 }

@@ -43,7 +43,11 @@ const KINDS: &[(&str, &str, &str)] = &[
     ("storage.k8s.io/v1", "StorageClass", "storageclasses"),
     ("storage.k8s.io/v1", "CSINode", "csinodes"),
     ("storage.k8s.io/v1", "CSIDriver", "csidrivers"),
-    ("storage.k8s.io/v1", "CSIStorageCapacity", "csistoragecapacities"),
+    (
+        "storage.k8s.io/v1",
+        "CSIStorageCapacity",
+        "csistoragecapacities",
+    ),
     ("storage.k8s.io/v1", "VolumeAttachment", "volumeattachments"),
     ("resource.k8s.io/v1", "DeviceClass", "deviceclasses"),
     ("resource.k8s.io/v1", "ResourceSlice", "resourceslices"),

@@ -52,8 +52,14 @@ pub enum Action {
     Apply(Vec<Object>),
     Patch(Patch),
     Delete(ObjectRef),
-    Scale { target: ObjectRef, replicas: i64 },
-    Wait { until: Condition, timeout: Duration },
+    Scale {
+        target: ObjectRef,
+        replicas: i64,
+    },
+    Wait {
+        until: Condition,
+        timeout: Duration,
+    },
     Expect(Vec<Condition>),
     Sleep(Duration),
 }
@@ -364,10 +370,16 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario, InvalidScenario> {
     };
     let raw: FileJson = serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();
-        err(if path == "." { "(file)" } else { &path }, e.into_inner().to_string())
+        err(
+            if path == "." { "(file)" } else { &path },
+            e.into_inner().to_string(),
+        )
     })?;
     if raw.kind != KIND {
-        return Err(err("kind", format!("expected {KIND:?}, got {:?}", raw.kind)));
+        return Err(err(
+            "kind",
+            format!("expected {KIND:?}, got {:?}", raw.kind),
+        ));
     }
     if let Some(v) = raw.api_version.as_deref() {
         if v != API_VERSION {
@@ -574,14 +586,14 @@ fn step_action(s: StepJson, dir: &Path, at: &str, err: &ErrFn) -> Result<Action,
         return Ok(Action::Expect(out));
     }
     let sleep = s.sleep.unwrap_or_default();
-    Ok(Action::Sleep(duration(&sleep, &format!("{at}.sleep"), err)?))
+    Ok(Action::Sleep(duration(
+        &sleep,
+        &format!("{at}.sleep"),
+        err,
+    )?))
 }
 
-fn conditions(
-    c: WaitJson,
-    at: &str,
-    err: &ErrFn,
-) -> Result<Vec<Condition>, InvalidScenario> {
+fn conditions(c: WaitJson, at: &str, err: &ErrFn) -> Result<Vec<Condition>, InvalidScenario> {
     let mut out = Vec::new();
     if let Some(b) = c.pod_bound {
         out.push(match b {
@@ -661,12 +673,8 @@ fn object_ref(
 }
 
 fn duration(text: &str, at: &str, err: &ErrFn) -> Result<Duration, InvalidScenario> {
-    scheduler::config::parse_go_duration(text).map_err(|m| {
-        err(
-            at,
-            format!("expected a duration such as 500ms or 10s: {m}"),
-        )
-    })
+    scheduler::config::parse_go_duration(text)
+        .map_err(|m| err(at, format!("expected a duration such as 500ms or 10s: {m}")))
 }
 
 /// The objects of an `apply` (or `cluster`): inline ones, then those of each file (relative
@@ -707,7 +715,10 @@ fn expand(
     let str_at = |p: &str| v.pointer(p).and_then(|x| x.as_str()).unwrap_or_default();
     let kind = str_at("/kind");
     if kind.is_empty() {
-        return Err(err(at, "expected an object with apiVersion and kind".into()));
+        return Err(err(
+            at,
+            "expected an object with apiVersion and kind".into(),
+        ));
     }
     if kind.ends_with("List") {
         if let Some(items) = v.get("items").and_then(|i| i.as_array()) {

@@ -73,11 +73,7 @@ pub fn to_text(reports: &[ScenarioReport]) -> String {
                 explain_text(&mut out, ns, name, e.as_ref());
             }
         }
-        let _ = writeln!(
-            out,
-            "\n{}",
-            if r.passed() { "PASSED" } else { "FAILED" }
-        );
+        let _ = writeln!(out, "\n{}", if r.passed() { "PASSED" } else { "FAILED" });
     }
     out
 }
@@ -132,7 +128,10 @@ fn explain_text(out: &mut String, ns: &str, name: &str, e: Option<&serde_json::V
             let _ = writeln!(out, "    final scores: {}", all.join(", "));
         }
     }
-    if let Some(plugins) = e.pointer(&format!("/score/{node}")).and_then(|s| s.as_object()) {
+    if let Some(plugins) = e
+        .pointer(&format!("/score/{node}"))
+        .and_then(|s| s.as_object())
+    {
         if !node.is_empty() && !plugins.is_empty() {
             let all: Vec<String> = plugins.iter().map(|(p, s)| format!("{p} {s}")).collect();
             let _ = writeln!(out, "    scores on {node}: {}", all.join(", "));

@@ -96,7 +96,11 @@ async fn run_step(target: &mut Target, action: &Action) -> Result<String, String
             let (api, what) = api_for(target, &p.target)?;
             match p.patch_type {
                 PatchType::Merge => api
-                    .patch(&p.target.name, &PatchParams::default(), &Patch::Merge(&p.patch))
+                    .patch(
+                        &p.target.name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&p.patch),
+                    )
                     .await
                     .map(drop),
                 PatchType::Strategic => api
@@ -119,7 +123,10 @@ async fn run_step(target: &mut Target, action: &Action) -> Result<String, String
                 .map_err(|e| format!("deleting {what}: {}", api_error(e)))?;
             Ok(format!("deleted {what}"))
         }
-        Action::Scale { target: r, replicas } => {
+        Action::Scale {
+            target: r,
+            replicas,
+        } => {
             let (api, what) = api_for(target, r)?;
             let body = serde_json::json!({ "spec": { "replicas": replicas } });
             api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&body))

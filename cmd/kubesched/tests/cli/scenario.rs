@@ -82,12 +82,30 @@ fn every_example_scenario_passes() {
     assert_eq!(
         summary(&stdout),
         vec![
-            passed("gated-pod", &["apply", "apply", "wait", "sleep", "expect", "patch", "wait"]),
-            passed("node-unschedulable", &["apply", "apply", "wait", "expect", "patch", "apply", "wait", "patch", "wait"]),
-            passed("preemption-with-pdb", &["apply", "wait", "wait", "apply", "wait", "wait", "expect"]),
-            passed("requeue-on-node-add", &["apply", "apply", "wait", "apply", "wait"]),
-            passed("topology-spread-min-domains", &["apply", "wait", "wait", "expect", "scale", "wait", "apply", "wait"]),
-            passed("unschedulable-and-backoff", &["apply", "wait", "apply", "wait", "patch", "sleep", "expect", "delete", "wait"]),
+            passed(
+                "gated-pod",
+                &["apply", "apply", "wait", "sleep", "expect", "patch", "wait"]
+            ),
+            passed(
+                "node-unschedulable",
+                &["apply", "apply", "wait", "expect", "patch", "apply", "wait", "patch", "wait"]
+            ),
+            passed(
+                "preemption-with-pdb",
+                &["apply", "wait", "wait", "apply", "wait", "wait", "expect"]
+            ),
+            passed(
+                "requeue-on-node-add",
+                &["apply", "apply", "wait", "apply", "wait"]
+            ),
+            passed(
+                "topology-spread-min-domains",
+                &["apply", "wait", "wait", "expect", "scale", "wait", "apply", "wait"]
+            ),
+            passed(
+                "unschedulable-and-backoff",
+                &["apply", "wait", "apply", "wait", "patch", "sleep", "expect", "delete", "wait"]
+            ),
         ]
     );
 }
@@ -123,7 +141,8 @@ FAILED
 fn an_invalid_file_exits_2_naming_the_file_the_field_and_what_was_expected() {
     // The valid file first: nothing runs when any file is invalid.
     let (code, stdout, stderr) = scenario_run(&testdata(), &["pending.yaml", "invalid.yaml"]);
-    let want = "error: invalid.yaml: steps[1].expect.pendng: unknown field `pendng`, expected one of \
+    let want =
+        "error: invalid.yaml: steps[1].expect.pendng: unknown field `pendng`, expected one of \
                 `placements`, `pending`, `deleted`, `events`\n";
     assert_eq!(
         (code, stdout.as_str(), stderr.as_str()),
@@ -137,10 +156,9 @@ fn json_output_has_each_step_and_each_pods_explanation() {
     assert_eq!(code, Some(0), "{stderr}");
     let got: serde_json::Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let golden = std::fs::read_to_string(testdata().join("pending.json"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let want: serde_json::Value =
-        serde_json::from_str(&golden).unwrap_or_else(|e| panic!("{e}"));
+    let golden =
+        std::fs::read_to_string(testdata().join("pending.json")).unwrap_or_else(|e| panic!("{e}"));
+    let want: serde_json::Value = serde_json::from_str(&golden).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(got, want);
 }
 
@@ -152,8 +170,10 @@ fn with_kubeconfig_a_scenario_runs_in_its_own_namespace_and_cleans_up() {
     let scratch = Scratch::new("scenario-kubeconfig");
     let (_up, kubeconfig, _) = up(&scratch, &[]);
     let kc = kubeconfig.to_string_lossy().into_owned();
-    let (code, stdout, stderr) =
-        scenario_run(&testdata(), &["pending.yaml", "--kubeconfig", &kc, "-o", "json"]);
+    let (code, stdout, stderr) = scenario_run(
+        &testdata(),
+        &["pending.yaml", "--kubeconfig", &kc, "-o", "json"],
+    );
     assert_eq!(code, Some(0), "{stderr}\n{stdout}");
     let doc: serde_json::Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));

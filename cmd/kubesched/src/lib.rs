@@ -174,7 +174,7 @@ enum ScenarioCommand {
     /// where the cluster's scheduler schedules. Steps: apply, patch, delete, scale, wait,
     /// expect, sleep. The report gives each step's outcome, then each pod of the scenario
     /// with the scheduler's explanation, as simulate explains it from the cluster at the
-    /// end (a bound pod as if it were pending).
+    /// end (a bound pod as if it were pending). The format: docs/scenarios.md.
     ///
     /// Examples:
     ///   kubesched scenario run examples/scenarios/*.yaml
@@ -197,14 +197,8 @@ struct ScenarioRunArgs {
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
     /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = ScenarioOutput::Text)]
-    output: ScenarioOutput,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ScenarioOutput {
-    Text,
-    Json,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = scenario::Format::Text)]
+    output: scenario::Format,
 }
 
 /// kube-scheduler's serving and leader election flags, shared by `run` and `up`.
@@ -549,10 +543,7 @@ impl SchedulerCommand {
             Command::Scenario(ScenarioCommand::Run(args)) => scenario::run_files(
                 &args.files,
                 args.kubeconfig.as_deref(),
-                match args.output {
-                    ScenarioOutput::Text => scenario::Format::Text,
-                    ScenarioOutput::Json => scenario::Format::Json,
-                },
+                args.output,
                 &registry,
             ),
         };

@@ -79,7 +79,7 @@ impl Action {
     }
 }
 
-/// An object to apply, with the file it came from (the scenario file for inline objects).
+/// An object to apply, as written (inline or in a file), with apiVersion, kind and name.
 #[derive(Debug, Clone)]
 pub struct Object {
     pub value: serde_json::Value,

@@ -37,7 +37,7 @@ const EMBEDDED_NAMESPACE: &str = "default";
 pub struct ScenarioFailed(pub Vec<String>);
 
 /// How to print the reports.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
 pub enum Format {
     Text,
     Json,

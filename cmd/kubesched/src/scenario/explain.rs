@@ -27,7 +27,7 @@ pub trait ExplanationSource {
     fn explain(&self, namespace: &str, name: &str) -> Option<serde_json::Value>;
 }
 
-/// The kinds simulate reads: (apiVersion, kind, plural, namespaced).
+/// The kinds simulate reads: (apiVersion, kind, plural).
 const KINDS: &[(&str, &str, &str)] = &[
     ("v1", "Node", "nodes"),
     ("v1", "Pod", "pods"),

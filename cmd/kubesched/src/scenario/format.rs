@@ -12,6 +12,9 @@ use serde::Deserialize;
 /// The `kind` every scenario file has.
 pub const KIND: &str = "Scenario";
 
+/// The optional `apiVersion` of a scenario file.
+pub const API_VERSION: &str = "kubesched.dev/v1alpha1";
+
 /// How long a `wait` step waits when it gives no `timeout`.
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -441,9 +444,6 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario, InvalidScenario> {
         steps,
     })
 }
-
-/// The optional `apiVersion` of a scenario file.
-pub const API_VERSION: &str = "kubesched.dev/v1alpha1";
 
 type ErrFn<'a> = dyn Fn(&str, String) -> InvalidScenario + 'a;
 

@@ -170,3 +170,71 @@ fn counts_as_running(v: &serde_json::Value, namespace: &str, name: &str) -> bool
         && v.pointer("/metadata/deletionTimestamp").is_none()
         && !matches!(str_at(v, "/status/phase"), "Succeeded" | "Failed")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, node: Option<&str>, extra: serde_json::Value) -> serde_json::Value {
+        let mut p = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        });
+        if let Some(n) = node {
+            p["spec"]["nodeName"] = json!(n);
+        }
+        if let (Some(obj), Some(more)) = (p.as_object_mut(), extra.as_object()) {
+            for (k, v) in more {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+        p
+    }
+
+    #[rstest::rstest]
+    #[case::a_bound_pod_counts(pod("other", Some("n1"), json!({})), true)]
+    #[case::the_explained_pod_does_not(pod("me", Some("n1"), json!({})), false)]
+    #[case::a_pending_pod_does_not(pod("other", None, json!({})), false)]
+    #[case::a_finished_pod_does_not(pod("other", Some("n1"), json!({"status": {"phase": "Succeeded"}})), false)]
+    #[case::a_pod_being_deleted_does_not(
+        pod("other", Some("n1"), json!({"metadata": {"name": "other", "namespace": "default", "deletionTimestamp": "2026-01-01T00:00:00Z"}})),
+        false
+    )]
+    fn pods_that_occupy_nodes_in_the_explanation(#[case] p: serde_json::Value, #[case] want: bool) {
+        assert_eq!(counts_as_running(&p, "default", "me"), want);
+    }
+
+    /// A bound pod is explained as if it were pending, off its node: here the node it is
+    /// on is full of its own request, and simulate still places it there.
+    #[test]
+    fn a_bound_pod_is_explained_as_if_it_were_pending() {
+        let node = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                   "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
+        };
+        let objects = vec![
+            node("n1"),
+            node("n2"),
+            pod("busy", Some("n2"), json!({})),
+            pod("me", Some("n1"), json!({"status": {"phase": "Running"}})),
+            pod("waiting", None, json!({})),
+        ];
+        let registry = plugins::in_tree_registry();
+        let cfg = scheduler::config::load_str(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+            "test",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let source = SimulateNow::new(objects, cfg, "test".into(), registry);
+        let got = source.explain("default", "me").map(|e| {
+            (
+                str_at(&e, "/node").to_string(),
+                str_at(&e, "/result").to_string(),
+            )
+        });
+        assert_eq!(got, Some(("n1".to_string(), "Scheduled".to_string())));
+        assert_eq!(source.explain("default", "absent"), None);
+    }
+}

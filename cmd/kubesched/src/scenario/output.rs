@@ -225,3 +225,90 @@ pub fn to_json(reports: &[ScenarioReport]) -> String {
     // Strings, numbers and JSON values only: serializing cannot fail.
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn report(
+        steps: Vec<(StepResult, &str)>,
+        pods: Vec<(&str, Option<serde_json::Value>)>,
+    ) -> ScenarioReport {
+        ScenarioReport {
+            file: "s.yaml".into(),
+            name: "s".into(),
+            description: "Two lines\nof lesson.".into(),
+            steps: steps
+                .into_iter()
+                .enumerate()
+                .map(|(i, (result, detail))| StepOutcome {
+                    index: i + 1,
+                    name: (i == 0).then(|| "first".to_string()),
+                    kind: "wait",
+                    result,
+                    detail: detail.into(),
+                })
+                .collect(),
+            explained: "as simulate explains them now",
+            pods: pods
+                .into_iter()
+                .map(|(n, e)| ("default".to_string(), n.to_string(), e))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn text_gives_each_step_and_why_nodes_were_filtered_out_scored_and_preempted() {
+        let preemptor = json!({
+            "node": "b", "result": "Scheduled", "message": null,
+            "filter": {
+                "a": {"NodeUnschedulable": {"code": "UnschedulableAndUnresolvable", "reasons": ["node(s) were unschedulable"]}},
+                "b": {"NodeUnschedulable": {"code": "Success", "reasons": []}},
+            },
+            "score": {"b": {"NodeResourcesFit": 50, "TaintToleration": 100}},
+            "finalScore": {"b": 150, "c": 90},
+            "victims": [{"namespace": "default", "name": "low"}],
+        });
+        let r = report(
+            vec![
+                (StepResult::Passed, "pod p is bound to b"),
+                (
+                    StepResult::Failed,
+                    "expected pod q bound; pod q does not exist",
+                ),
+                (StepResult::Skipped, ""),
+            ],
+            vec![("p", Some(preemptor)), ("q", None)],
+        );
+        let want = "\
+=== s (s.yaml)
+  Two lines
+  of lesson.
+
+step 1 (wait \"first\") passed: pod p is bound to b
+step 2 (wait) failed: expected pod q bound; pod q does not exist
+step 3 (wait) skipped
+
+pods, as simulate explains them now:
+  default/p: Scheduled on b
+    a filtered out: NodeUnschedulable: node(s) were unschedulable
+    final scores: b 150, c 90
+    scores on b: NodeResourcesFit 50, TaintToleration 100
+    preempts: default/low
+  default/q: no explanation
+
+FAILED
+";
+        assert_eq!(
+            (to_text(std::slice::from_ref(&r)), r.failure()),
+            (
+                want.to_string(),
+                Some(
+                    "scenario s: step 2 (wait): expected pod q bound; pod q does not exist"
+                        .to_string()
+                )
+            )
+        );
+    }
+}

@@ -16,6 +16,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod load;
+mod scenario;
 
 /// mimalloc rather than glibc's malloc: the API server, the informers and the scheduler
 /// allocate and free many small objects across threads, where glibc's arenas spent a fifth
@@ -156,6 +157,48 @@ enum Command {
     /// out, 2 for invalid flags.
     #[command(verbatim_doc_comment)]
     Bench(BenchArgs),
+    /// Scripted scenarios: apply objects, change them, wait for the scheduler and check
+    /// where pods went, each step reported with its outcome (docs/scenarios.md).
+    #[command(subcommand)]
+    Scenario(ScenarioCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ScenarioCommand {
+    /// Run scenario files (kind: Scenario), one after the other, and report each step.
+    ///
+    /// Each scenario runs on a fresh cluster in this process (the API server, controllers
+    /// and kubelet stand-in of `up`, in memory on a free port, with this binary's scheduler
+    /// and the scenario's schedulerConfig), or, with --kubeconfig, in a namespace of its own
+    /// on that cluster (deleted at the end, with the cluster-scoped objects it applied),
+    /// where the cluster's scheduler schedules. Steps: apply, patch, delete, scale, wait,
+    /// expect, sleep. The report gives each step's outcome, then each pod of the scenario
+    /// with the scheduler's explanation, as simulate explains it from the cluster at the
+    /// end (a bound pod as if it were pending). The format: docs/scenarios.md.
+    ///
+    /// Examples:
+    ///   kubesched scenario run examples/scenarios/*.yaml
+    ///   kubesched scenario run examples/scenarios/gated-pod.yaml -o json
+    ///   kubesched scenario run my-scenario.yaml --kubeconfig ~/.kube/config
+    ///
+    /// Exit status: 0 when every step of every scenario passed, 1 when a step failed (the
+    /// error names the scenario, the step, what was expected and what happened), 2 when a
+    /// file is invalid (its path, the field and what was expected; nothing is run).
+    #[command(verbatim_doc_comment)]
+    Run(ScenarioRunArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ScenarioRunArgs {
+    /// Scenario files (YAML).
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+    /// Run on this cluster instead of a fresh one in this process.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = scenario::Format::Text)]
+    output: scenario::Format,
 }
 
 /// kube-scheduler's serving and leader election flags, shared by `run` and `up`.
@@ -497,6 +540,12 @@ impl SchedulerCommand {
             Command::Run(args) => run_scheduler(args, &registry),
             Command::Up(args) => run_up(args, &registry),
             Command::Bench(args) => run_bench(args),
+            Command::Scenario(ScenarioCommand::Run(args)) => scenario::run_files(
+                &args.files,
+                args.kubeconfig.as_deref(),
+                args.output,
+                &registry,
+            ),
         };
         exit_code(result)
     }
@@ -523,6 +572,7 @@ fn is_user_error(err: &anyhow::Error) -> bool {
             || e.is::<InputError>()
             || e.is::<load::LoadError>()
             || e.is::<UsageError>()
+            || e.is::<scenario::format::InvalidScenario>()
             || matches!(
                 e.downcast_ref::<SimulateError>(),
                 Some(SimulateError::Config(_))
@@ -695,20 +745,12 @@ fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
     let options = run_options(cfg, source, &args.scheduler, None);
     runtime()?.block_on(async {
         let shutdown = shutdown_signal()?;
-        let server =
-            apiserver::Server::start(server_config(&args.server, !args.no_kubelets, true)?).await?;
+        let (server, client) =
+            start_local_cluster(server_config(&args.server, !args.no_kubelets, true)?).await?;
         println!("kubesched apiserver listening on {}", server.url());
         if let Some(path) = &args.server.kubeconfig {
             write_kubeconfig(path, &server)?;
         }
-        // The scheduler connects as any client would: through the server's own kubeconfig
-        // (its URL, and its token and CA when it has them).
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())
-            .context("the API server's own kubeconfig does not parse")?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .context("the API server's own kubeconfig is not usable")?;
-        let client = kube::Client::try_from(config).context("building the API client")?;
         if !args.files.is_empty() {
             let (created, existed) = load::load_files(&client, &args.files).await?;
             println!("loaded {created} objects ({existed} already there)");
@@ -741,6 +783,22 @@ fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
         run?;
         Ok(())
     })
+}
+
+/// Starts the local API server and a client of it, as `up` and `scenario run` use them. The
+/// client connects as any client would: through the server's own kubeconfig (its URL, and
+/// its token and CA when it has them).
+async fn start_local_cluster(
+    config: apiserver::Config,
+) -> anyhow::Result<(apiserver::Server, kube::Client)> {
+    let server = apiserver::Server::start(config).await?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())
+        .context("the API server's own kubeconfig does not parse")?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("the API server's own kubeconfig is not usable")?;
+    let client = kube::Client::try_from(config).context("building the API client")?;
+    Ok((server, client))
 }
 
 fn init_logging(verbosity: u8) {

@@ -1,6 +1,6 @@
 //! `nodenumber-scheduler` end to end: mini-kube-scheduler's scenario under `up` with real
-//! kubectl, NodeNumber's scores under `simulate`, and what start-up refuses. The files are
-//! the ones the README runs.
+//! kubectl, NodeNumber's scores under `simulate`, its scenarios under `scenario run`, and
+//! what start-up refuses. The files are the ones the README runs.
 
 // Failing loudly is what test helpers are for.
 #![allow(clippy::panic)]
@@ -271,4 +271,152 @@ fn a_plugin_named_like_an_in_tree_plugin_is_refused_at_start_up() {
             &example("nodes.yaml"),
         ]);
     assert_eq!(code, ExitCode::from(2));
+}
+
+/// Runs `nodenumber-scheduler ARGS` for at most `limit`; (exit code, stdout, stderr), the
+/// code `None` when it had to be killed.
+fn run_bounded(args: &[&str], limit: Duration) -> (Option<i32>, String, String) {
+    let mut child = Proc(
+        Command::new(BIN)
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting nodenumber-scheduler {args:?}: {e}")),
+    );
+    let pipe = |p: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut p) = p {
+                let _ = p.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = pipe(child.0.stdout.take().map(|p| Box::new(p) as _));
+    let err = pipe(child.0.stderr.take().map(|p| Box::new(p) as _));
+    let start = Instant::now();
+    let code = loop {
+        match child.0.try_wait() {
+            Ok(Some(status)) => break status.code(),
+            _ if start.elapsed() >= limit => break None,
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    drop(child);
+    (
+        code,
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    )
+}
+
+/// simulate with the README's configuration, where NodeNumber's Permit makes pods wait:
+/// simulate does not wait, so it rejects them with a message saying so. This once panicked
+/// ("timers are disabled") when the binding cycle armed the Permit timeout on simulate's
+/// runtime, and the process then hung.
+#[test]
+fn simulate_rejects_a_pod_a_permit_plugin_makes_wait_instead_of_panicking() {
+    let (code, stdout, stderr) = run_bounded(
+        &[
+            "simulate",
+            "-o",
+            "json",
+            "-f",
+            &example("nodes.yaml"),
+            "-f",
+            &example("pods.yaml"),
+            "--config",
+            &example("config.yaml"),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, Some(0), "simulate: {stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let got: Vec<(String, String, String)> = report["pods"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no pods in {report}"))
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+            (s("name"), s("result"), s("message"))
+        })
+        .collect();
+    let rejected = |pod: &str| {
+        (
+            pod.to_string(),
+            "Unschedulable".to_string(),
+            "permit plugin(s) NodeNumber asked the pod to wait; simulate does not wait".to_string(),
+        )
+    };
+    assert_eq!(got, vec![rejected("pod1"), rejected("pod3")]);
+}
+
+/// mini-kube-scheduler's steps as scenarios (scenarios/): NodeNumber's scoring and
+/// PreScore, and its Permit wait, each passing step by step under `scenario run`.
+#[test]
+fn every_nodenumber_scenario_passes() {
+    let (code, stdout, stderr) = run_bounded(
+        &[
+            "scenario",
+            "run",
+            &example("scenarios/permit-wait.yaml"),
+            &example("scenarios/scoring.yaml"),
+            "-o",
+            "json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{stderr}\n{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let got: Vec<(String, String, Vec<String>)> = report["scenarios"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no scenarios in {report}"))
+        .iter()
+        .map(|s| {
+            let steps = s["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|st| {
+                    format!(
+                        "{} {}",
+                        st["type"].as_str().unwrap_or_default(),
+                        st["result"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            (
+                s["name"].as_str().unwrap_or_default().to_string(),
+                s["result"].as_str().unwrap_or_default().to_string(),
+                steps,
+            )
+        })
+        .collect();
+    let passed = |name: &str, steps: &[&str]| {
+        (
+            name.to_string(),
+            "passed".to_string(),
+            steps
+                .iter()
+                .map(|s| format!("{s} passed"))
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            passed(
+                "nodenumber-permit-wait",
+                &["apply", "apply", "sleep", "expect", "wait"]
+            ),
+            passed(
+                "nodenumber-scoring",
+                &["apply", "apply", "wait", "wait", "wait", "expect"]
+            ),
+        ]
+    );
 }

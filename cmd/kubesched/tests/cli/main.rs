@@ -3,6 +3,7 @@
 mod apiserver;
 mod bench;
 mod invariants;
+mod scenario;
 mod simulate;
 mod support;
 mod up;

@@ -211,7 +211,11 @@ fn runtime(with_extenders: bool) -> std::io::Result<tokio::runtime::Runtime> {
             .enable_all()
             .build()
     } else {
-        tokio::runtime::Builder::new_current_thread().build()
+        // Timers on: a Permit plugin's wait arms its timeout in the binding cycle, even
+        // though simulate rejects the waiting pod right after.
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
     }
 }
 

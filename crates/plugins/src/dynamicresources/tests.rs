@@ -1234,7 +1234,7 @@ fn changed_elsewhere() -> ResourceClaim {
 }
 
 /// `claim` allocated on [`WORKER`] and reserved for the pod, as PreBind writes it.
-fn bound(claim: ResourceClaim) -> ResourceClaim {
+fn bound_claim(claim: ResourceClaim) -> ResourceClaim {
     reserved_for(allocated(claim, WORKER), &[(POD, POD_UID)])
 }
 
@@ -1249,13 +1249,13 @@ fn api_error(code: u16) -> Option<ClientError> {
 #[case::allocating_adds_the_finalizer_then_writes_allocation_and_reservation(
     pending(CLAIM), None, None, None, Status::success(),
     vec![ClaimWrite::Object(with_finalizer(pending(CLAIM))),
-         ClaimWrite::Status(at_version(bound(with_finalizer(pending(CLAIM))), "2"))])]
+         ClaimWrite::Status(at_version(bound_claim(with_finalizer(pending(CLAIM))), "2"))])]
 #[case::finalizer_left_by_an_interrupted_attempt_is_not_written_again(
     with_finalizer(pending(CLAIM)), None, None, None, Status::success(),
-    vec![ClaimWrite::Status(bound(with_finalizer(pending(CLAIM))))])]
+    vec![ClaimWrite::Status(bound_claim(with_finalizer(pending(CLAIM))))])]
 #[case::allocated_claim_gets_only_the_reservation(
     allocated(pending(CLAIM), WORKER), None, None, None, Status::success(),
-    vec![ClaimWrite::Status(bound(pending(CLAIM)))])]
+    vec![ClaimWrite::Status(bound_claim(pending(CLAIM)))])]
 #[case::refused_finalizer_is_an_error_and_nothing_more_is_written(
     pending(CLAIM), None, api_error(500), None,
     Status::error("add finalizer to claim default/my-pod-my-resource: api error 500: refused"),
@@ -1263,12 +1263,12 @@ fn api_error(code: u16) -> Option<ClientError> {
 #[case::conflict_on_the_finalizer_is_written_again_on_the_informers_newer_claim(
     pending(CLAIM), Some(changed_elsewhere()), api_error(409), Some(0), Status::success(),
     vec![ClaimWrite::Object(with_finalizer(changed_elsewhere())),
-         ClaimWrite::Status(at_version(bound(with_finalizer(changed_elsewhere())), "3"))])]
+         ClaimWrite::Status(at_version(bound_claim(with_finalizer(changed_elsewhere())), "3"))])]
 #[case::conflict_on_the_status_is_written_again_without_adding_the_finalizer_twice(
     pending(CLAIM), Some(at_version(with_finalizer(pending(CLAIM)), "2")), api_error(409),
     Some(1), Status::success(),
     vec![ClaimWrite::Object(with_finalizer(pending(CLAIM))),
-         ClaimWrite::Status(at_version(bound(with_finalizer(pending(CLAIM))), "2"))])]
+         ClaimWrite::Status(at_version(bound_claim(with_finalizer(pending(CLAIM))), "2"))])]
 #[case::claim_deleted_in_the_meantime_is_not_written(
     pending(CLAIM), Some(deleting(changed_elsewhere())), api_error(409), Some(0),
     Status::error("claim default/my-pod-my-resource got deleted in the meantime"),

@@ -174,6 +174,21 @@ struct SchedulerFlags {
     /// Seed for breaking ties between equally scored nodes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Record each pod's last scheduling attempt (every plugin's verdict and score per
+    /// node) and serve the web view at / and its JSON at /api/ on the serving port.
+    /// Default: on under `up`, off under `run` (explaining each cycle costs time; see
+    /// docs/performance.md).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    web: Option<bool>,
+    /// Pods whose last attempt --web keeps; past it, the oldest attempt is dropped.
+    #[arg(long, value_name = "N", default_value_t = scheduler::decisions::DEFAULT_MAX_PODS)]
+    web_max_pods: usize,
+    /// Write each attempt onto its pod as kube-scheduler-simulator's annotations
+    /// (kube-scheduler-simulator.sigs.k8s.io/filter-result, score-result, finalscore-result,
+    /// selected-node, ...), for tools built for the simulator. Costs an API write per
+    /// attempt whose annotations changed. Implies --web.
+    #[arg(long)]
+    simulator_annotations: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -185,6 +200,9 @@ struct BenchArgs {
     /// How pods reach the scheduler: through the local API server (http), or directly.
     #[arg(long, value_enum, default_value_t = BenchMode::Http)]
     mode: BenchMode,
+    /// Record every attempt, explained, as `up --web` does (to measure what it costs).
+    #[arg(long)]
+    record_decisions: bool,
     /// Nodes of the workload's main node group (default: upstream's size).
     #[arg(long, value_name = "N")]
     nodes: Option<usize>,
@@ -622,12 +640,15 @@ fn leader_election(
     }))
 }
 
+/// `web_default`: whether decisions are recorded (and the web view served) without --web.
 fn run_options(
     cfg: KubeSchedulerConfiguration,
     source: String,
     flags: &SchedulerFlags,
     leader_election: Option<LeaderElectionConfig>,
+    web_default: bool,
 ) -> app::RunOptions {
+    let web = flags.simulator_annotations || flags.web.unwrap_or(web_default);
     app::RunOptions {
         config: cfg,
         config_source: source,
@@ -635,6 +656,13 @@ fn run_options(
         leader_election,
         seed: flags.seed,
         extra_metrics: None,
+        decisions: web.then(|| {
+            scheduler::decisions::Decisions::new(
+                flags.web_max_pods,
+                scheduler::decisions::DEFAULT_MAX_BYTES,
+            )
+        }),
+        simulator_annotations: flags.simulator_annotations,
     }
 }
 
@@ -643,6 +671,9 @@ fn print_serving(started: &app::Started) {
         "kubesched scheduler serving /healthz, /readyz, /metrics on http://{}",
         started.serving
     );
+    if started.scheduler.decisions().is_some() {
+        println!("kubesched web view on http://{}/", started.serving);
+    }
 }
 
 fn run_scheduler(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
@@ -652,7 +683,7 @@ fn run_scheduler(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         let k = &cfg.client_connection.kubeconfig;
         (!k.is_empty()).then(|| PathBuf::from(k))
     });
-    let options = run_options(cfg, source, &args.scheduler, le);
+    let options = run_options(cfg, source, &args.scheduler, le, false);
     runtime()?.block_on(async {
         let shutdown = shutdown_signal()?;
         let client = scheduler::client::connect(kubeconfig.as_deref())
@@ -692,7 +723,7 @@ fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
         })
         .transpose()?;
     up_client_limits(&mut cfg, written.as_deref());
-    let options = run_options(cfg, source, &args.scheduler, None);
+    let options = run_options(cfg, source, &args.scheduler, None, true);
     runtime()?.block_on(async {
         let shutdown = shutdown_signal()?;
         let server =
@@ -926,6 +957,7 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     };
     let options = bench::RunOptions {
         timeout: std::time::Duration::from_secs(args.timeout),
+        record_decisions: args.record_decisions,
     };
     let show_progress = std::io::stderr().is_terminal();
     let mut reports = Vec::new();
@@ -965,7 +997,11 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
                 sizes,
                 &options,
                 &mut progress,
-                &|| Ok(std::sync::Arc::new(bench::http::Http::new()?) as _),
+                &|| {
+                    Ok(std::sync::Arc::new(bench::http::Http::with_decisions(
+                        args.record_decisions,
+                    )?) as _)
+                },
                 "http",
             ),
         }

@@ -165,10 +165,11 @@ struct SchedulerFlags {
     /// kube-scheduler's --config. Without it, upstream's default profile is used.
     #[arg(long, value_name = "CONFIG")]
     config: Option<PathBuf>,
-    /// Address to serve /healthz, /livez, /readyz and /metrics on (plain HTTP).
+    /// Address to serve /healthz, /livez, /readyz, /metrics and the web view on (plain
+    /// HTTP).
     #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
     bind_address: std::net::IpAddr,
-    /// Port for /healthz, /livez, /readyz and /metrics; 0 picks a free port.
+    /// Port for /healthz, /livez, /readyz, /metrics and the web view; 0 picks a free port.
     #[arg(long, value_name = "PORT", default_value_t = scheduler::serve::DEFAULT_PORT)]
     port: u16,
     /// Seed for breaking ties between equally scored nodes.

@@ -1,8 +1,10 @@
 //! The web view and its JSON, served on the scheduler's port beside `/healthz` and
 //! `/metrics` when the scheduler records its decisions ([`crate::decisions`]).
 //!
-//! - `GET /` — the page (`index.html`, embedded: no CDN, works offline). It reads the
-//!   endpoints below and follows `/api/events`.
+//! - `GET /` — the page (`index.html`, embedded: no CDN, works offline), with what the
+//!   endpoints below say embedded in it, so that it is complete when it loads (and
+//!   `?pod=NAMESPACE/NAME`'s decision); it then follows `/api/events` and reads the
+//!   endpoints again as decisions come.
 //! - `GET /api/pods` — every pod in the decision log with its last outcome, oldest first.
 //! - `GET /api/pods/{namespace}/{name}` — the pod's last attempt, in `simulate -o json`'s
 //!   per-pod shape; 404 when the log has none.
@@ -19,7 +21,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +30,7 @@ use axum::Router;
 use framework::Resource;
 use futures_util::stream::Stream;
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use crate::decisions::{Decisions, PodOutcome};
@@ -35,6 +38,9 @@ use crate::scheduler::Scheduler;
 
 /// The page: plain HTML, CSS and JavaScript in one file.
 pub const INDEX_HTML: &str = include_str!("index.html");
+
+/// Where the page's initial state goes (inside a `<script type="application/json">`).
+const INITIAL_STATE: &str = "/*INITIAL_STATE*/";
 
 /// What the web endpoints read.
 #[derive(Clone)]
@@ -81,13 +87,34 @@ pub fn router(state: WebState) -> Router {
         .with_state(state)
 }
 
-async fn index() -> Response {
+async fn index(
+    State(state): State<WebState>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response {
+    // The decision as it is kept, so that its plugins stay in the order they ran.
+    let decision = query
+        .get("pod")
+        .and_then(|key| key.split_once('/'))
+        .and_then(|(namespace, name)| state.decisions.get_json(namespace, name));
+    let rest = serde_json::json!({
+        "profiles": profiles_value(&state),
+        "nodes": nodes_value(&state),
+        "pods": PodList { pods: state.decisions.list() },
+    })
+    .to_string();
+    let initial = format!(
+        "{{\"decision\":{},{}",
+        decision.as_deref().unwrap_or("null"),
+        rest.strip_prefix('{').unwrap_or(&rest)
+    );
+    // Inside a script element only `</` could end it early: JSON allows `<` escaped.
+    let initial = initial.replace('<', "\\u003c");
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/html; charset=utf-8"),
         )],
-        INDEX_HTML,
+        INDEX_HTML.replacen(INITIAL_STATE, &initial, 1),
     )
         .into_response()
 }
@@ -177,6 +204,10 @@ fn resource_map(r: &Resource, pods: i64) -> BTreeMap<String, i64> {
 }
 
 async fn nodes(State(state): State<WebState>) -> Response {
+    json(&nodes_value(&state))
+}
+
+fn nodes_value(state: &WebState) -> Value {
     let nodes: Vec<NodeJson> = state
         .scheduler
         .node_usage()
@@ -199,7 +230,7 @@ async fn nodes(State(state): State<WebState>) -> Response {
             name: n.name,
         })
         .collect();
-    json(&serde_json::json!({ "nodes": nodes }))
+    serde_json::json!({ "nodes": nodes })
 }
 
 #[derive(Serialize)]
@@ -209,6 +240,10 @@ struct ProfileJson {
 }
 
 async fn profiles(State(state): State<WebState>) -> Response {
+    json(&serde_json::json!({ "profiles": profiles_value(&state) }))
+}
+
+fn profiles_value(state: &WebState) -> Value {
     let mut out: BTreeMap<String, ProfileJson> = BTreeMap::new();
     for name in state.scheduler.profile_names() {
         if let Some(f) = state.scheduler.profile(&name) {
@@ -220,7 +255,7 @@ async fn profiles(State(state): State<WebState>) -> Response {
             );
         }
     }
-    json(&serde_json::json!({ "profiles": out }))
+    serde_json::to_value(out).unwrap_or_default()
 }
 
 async fn events(

@@ -136,10 +136,39 @@ async fn endpoints_serve_the_page_the_log_the_nodes_and_the_weights() {
     let s = start().await;
     s.decisions.record(&report("web"));
 
-    let (status, content_type, body) = get(s.addr, "/").await;
+    // The page carries what the endpoints say, and the decision of the pod it names.
+    let (status, content_type, body) = get(s.addr, "/?pod=default/web").await;
     assert_eq!(
-        (status, content_type.as_str(), body == INDEX_HTML),
-        (200, "text/html; charset=utf-8", true)
+        (status, content_type.as_str()),
+        (200, "text/html; charset=utf-8")
+    );
+    let open = "<script id=\"initial-state\" type=\"application/json\">";
+    let initial = body
+        .split_once(open)
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map(|(state, _)| state)
+        .unwrap_or_else(|| panic!("no initial state in the page: {body}"));
+    let initial: Value = serde_json::from_str(initial).unwrap_or_else(|e| panic!("{e}: {initial}"));
+    assert_eq!(
+        initial,
+        json!({
+            "profiles": {"default-scheduler": {"scoreWeights": {"TaintToleration": 3}}},
+            "nodes": {"nodes": [{
+                "name": "n1",
+                "allocatable": {"cpu": 4000, "memory": 1073741824, "pods": 110},
+                "requested": {"cpu": 0, "memory": 0, "pods": 0},
+                "pods": [],
+            }]},
+            "pods": {"pods": [{
+                "namespace": "default",
+                "name": "web",
+                "result": "Unschedulable",
+                "node": null,
+                "message": "0/1 nodes are available: 1 Insufficient cpu.",
+                "attempt": 0,
+            }]},
+            "decision": s.decisions.get("default", "web").unwrap_or_default(),
+        })
     );
     assert_eq!(
         get_json(s.addr, "/api/pods").await,

@@ -106,8 +106,10 @@ enum Command {
     /// resourceclaim controller and a device driver stand-in publishing ResourceSlices for
     /// nodes annotated kubesched.dev/devices, see examples/dra-gpu.yaml), loads the
     /// objects of -f files through the API, and runs the scheduler against it
-    /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
-    /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
+    /// exactly as `kubesched run` would, with the web view on (every pod's last scheduling
+    /// attempt, explained per node and plugin, at http://127.0.0.1:10259/; --web=false
+    /// turns it off). Prints where both listen and how to point kubectl at them. Ctrl-C
+    /// stops everything. The scheduler's client talks only to this process,
     /// so its clientConnection qps/burst are 5000/10000 unless --config sets them (`run`
     /// keeps upstream's 50/100, meant to protect a shared API server).
     ///
@@ -123,7 +125,8 @@ enum Command {
     ///
     /// Watches pods, nodes and the objects scheduling reads, schedules the pending pods whose
     /// spec.schedulerName is one of the configuration's profiles, and binds them. Serves
-    /// /healthz, /livez, /readyz and /metrics on --bind-address:--port. With leader election
+    /// /healthz, /livez, /readyz and /metrics on --bind-address:--port, and with --web the
+    /// web view of its decisions (off by default: it costs cycle time). With leader election
     /// (the configuration's default, as kube-scheduler), only the replica holding the Lease
     /// schedules. On a cluster without resource.k8s.io/v1 (before Kubernetes 1.34), its
     /// kinds are not watched and one warning says pods with resource claims stay
@@ -132,6 +135,7 @@ enum Command {
     /// Examples:
     ///   kubesched run --kubeconfig ~/.kube/config --config kubesched.yaml
     ///   kubesched run --kubeconfig /tmp/kubesched.kubeconfig --leader-elect=false --port 0
+    ///   kubesched run --kubeconfig ~/.kube/config --web --simulator-annotations
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
     /// Run upstream scheduler_perf's workloads against kubesched and report throughput.

@@ -174,6 +174,11 @@ impl Decisions {
     /// Records a scheduling loop's attempt; `snapshot` is the one its cycle read (for
     /// explaining claims per node).
     pub fn record_attempt(&self, attempt: Attempt, explanation: Explanation, snapshot: &Snapshot) {
+        // Its delete event may already have been handled: recorded now, the entry would
+        // stay until evicted.
+        if attempt.pod.pod.metadata.deletion_timestamp.is_some() {
+            return;
+        }
         let mut report = PodReport::from_attempt(attempt, explanation);
         report.explain_claims(|name| snapshot.get(name).map(|n| n.node()));
         self.record(&report);

@@ -107,8 +107,10 @@ enum Command {
     /// resourceclaim controller and a device driver stand-in publishing ResourceSlices for
     /// nodes annotated kubesched.dev/devices, see examples/dra-gpu.yaml), loads the
     /// objects of -f files through the API, and runs the scheduler against it
-    /// exactly as `kubesched run` would. Prints where both listen and how to point kubectl
-    /// at them. Ctrl-C stops everything. The scheduler's client talks only to this process,
+    /// exactly as `kubesched run` would, with the web view on (every pod's last scheduling
+    /// attempt, explained per node and plugin, at http://127.0.0.1:10259/; --web=false
+    /// turns it off). Prints where both listen and how to point kubectl at them. Ctrl-C
+    /// stops everything. The scheduler's client talks only to this process,
     /// so its clientConnection qps/burst are 5000/10000 unless --config sets them (`run`
     /// keeps upstream's 50/100, meant to protect a shared API server).
     ///
@@ -124,7 +126,8 @@ enum Command {
     ///
     /// Watches pods, nodes and the objects scheduling reads, schedules the pending pods whose
     /// spec.schedulerName is one of the configuration's profiles, and binds them. Serves
-    /// /healthz, /livez, /readyz and /metrics on --bind-address:--port. With leader election
+    /// /healthz, /livez, /readyz and /metrics on --bind-address:--port, and with --web the
+    /// web view of its decisions (off by default: it costs cycle time). With leader election
     /// (the configuration's default, as kube-scheduler), only the replica holding the Lease
     /// schedules. On a cluster without resource.k8s.io/v1 (before Kubernetes 1.34), its
     /// kinds are not watched and one warning says pods with resource claims stay
@@ -133,6 +136,7 @@ enum Command {
     /// Examples:
     ///   kubesched run --kubeconfig ~/.kube/config --config kubesched.yaml
     ///   kubesched run --kubeconfig /tmp/kubesched.kubeconfig --leader-elect=false --port 0
+    ///   kubesched run --kubeconfig ~/.kube/config --web --simulator-annotations
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
     /// Run upstream scheduler_perf's workloads against kubesched and report throughput.
@@ -208,15 +212,31 @@ struct SchedulerFlags {
     /// kube-scheduler's --config. Without it, upstream's default profile is used.
     #[arg(long, value_name = "CONFIG")]
     config: Option<PathBuf>,
-    /// Address to serve /healthz, /livez, /readyz and /metrics on (plain HTTP).
+    /// Address to serve /healthz, /livez, /readyz, /metrics and the web view on (plain
+    /// HTTP).
     #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
     bind_address: std::net::IpAddr,
-    /// Port for /healthz, /livez, /readyz and /metrics; 0 picks a free port.
+    /// Port for /healthz, /livez, /readyz, /metrics and the web view; 0 picks a free port.
     #[arg(long, value_name = "PORT", default_value_t = scheduler::serve::DEFAULT_PORT)]
     port: u16,
     /// Seed for breaking ties between equally scored nodes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Record each pod's last scheduling attempt (every plugin's verdict and score per
+    /// node) and serve the web view at / and its JSON at /api/ on the serving port.
+    /// Default: on under `up`, off under `run` (explaining each cycle costs time; see
+    /// docs/performance.md).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    web: Option<bool>,
+    /// Pods whose last attempt --web keeps; past it, the oldest attempt is dropped.
+    #[arg(long, value_name = "N", default_value_t = scheduler::decisions::DEFAULT_MAX_PODS)]
+    web_max_pods: usize,
+    /// Write each attempt onto its pod as kube-scheduler-simulator's annotations
+    /// (kube-scheduler-simulator.sigs.k8s.io/filter-result, score-result, finalscore-result,
+    /// selected-node, ...), for tools built for the simulator. Costs an API write per
+    /// attempt whose annotations changed. Implies --web.
+    #[arg(long)]
+    simulator_annotations: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -228,6 +248,9 @@ struct BenchArgs {
     /// How pods reach the scheduler: through the local API server (http), or directly.
     #[arg(long, value_enum, default_value_t = BenchMode::Http)]
     mode: BenchMode,
+    /// Record every attempt, explained, as `up --web` does (to measure what it costs).
+    #[arg(long)]
+    record_decisions: bool,
     /// Nodes of the workload's main node group (default: upstream's size).
     #[arg(long, value_name = "N")]
     nodes: Option<usize>,
@@ -672,12 +695,15 @@ fn leader_election(
     }))
 }
 
+/// `web_default`: whether decisions are recorded (and the web view served) without --web.
 fn run_options(
     cfg: KubeSchedulerConfiguration,
     source: String,
     flags: &SchedulerFlags,
     leader_election: Option<LeaderElectionConfig>,
+    web_default: bool,
 ) -> app::RunOptions {
+    let web = flags.simulator_annotations || flags.web.unwrap_or(web_default);
     app::RunOptions {
         config: cfg,
         config_source: source,
@@ -685,6 +711,13 @@ fn run_options(
         leader_election,
         seed: flags.seed,
         extra_metrics: None,
+        decisions: web.then(|| {
+            scheduler::decisions::Decisions::new(
+                flags.web_max_pods,
+                scheduler::decisions::DEFAULT_MAX_BYTES,
+            )
+        }),
+        simulator_annotations: flags.simulator_annotations,
     }
 }
 
@@ -693,6 +726,9 @@ fn print_serving(started: &app::Started) {
         "kubesched scheduler serving /healthz, /readyz, /metrics on http://{}",
         started.serving
     );
+    if started.scheduler.decisions().is_some() {
+        println!("kubesched web view on http://{}/", started.serving);
+    }
 }
 
 fn run_scheduler(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
@@ -702,7 +738,7 @@ fn run_scheduler(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         let k = &cfg.client_connection.kubeconfig;
         (!k.is_empty()).then(|| PathBuf::from(k))
     });
-    let options = run_options(cfg, source, &args.scheduler, le);
+    let options = run_options(cfg, source, &args.scheduler, le, false);
     runtime()?.block_on(async {
         let shutdown = shutdown_signal()?;
         let client = scheduler::client::connect(kubeconfig.as_deref())
@@ -742,7 +778,7 @@ fn run_up(args: UpArgs, registry: &Registry) -> anyhow::Result<()> {
         })
         .transpose()?;
     up_client_limits(&mut cfg, written.as_deref());
-    let options = run_options(cfg, source, &args.scheduler, None);
+    let options = run_options(cfg, source, &args.scheduler, None, true);
     runtime()?.block_on(async {
         let shutdown = shutdown_signal()?;
         let (server, client) =
@@ -984,6 +1020,7 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     };
     let options = bench::RunOptions {
         timeout: std::time::Duration::from_secs(args.timeout),
+        record_decisions: args.record_decisions,
     };
     let show_progress = std::io::stderr().is_terminal();
     let mut reports = Vec::new();
@@ -1023,7 +1060,11 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
                 sizes,
                 &options,
                 &mut progress,
-                &|| Ok(std::sync::Arc::new(bench::http::Http::new()?) as _),
+                &|| {
+                    Ok(std::sync::Arc::new(bench::http::Http::with_decisions(
+                        args.record_decisions,
+                    )?) as _)
+                },
                 "http",
             ),
         }

@@ -54,6 +54,12 @@ pub struct Http {
 
 impl Http {
     pub fn new() -> Result<Http, BenchError> {
+        Http::with_decisions(false)
+    }
+
+    /// `record_decisions`: the scheduler keeps an explained decision log and serves the
+    /// web view (as `up` does), to measure what that costs.
+    pub fn with_decisions(record_decisions: bool) -> Result<Http, BenchError> {
         // Two workers: the API server, the informers and the binding tasks share them with
         // the scheduling loop's thread.
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -92,6 +98,8 @@ impl Http {
             leader_election: None,
             seed: 1,
             extra_metrics: Some(recorder.clone()),
+            decisions: record_decisions.then(scheduler::decisions::Decisions::default),
+            simulator_annotations: false,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let (started_tx, started_rx) = oneshot::channel::<Scheduler>();

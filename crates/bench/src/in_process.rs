@@ -54,12 +54,16 @@ const MIN_PARTIAL_SAMPLE: Duration = Duration::from_millis(500);
 pub struct RunOptions {
     /// Budget of the whole run (initial pods included).
     pub timeout: Duration,
+    /// Whether the scheduler records every attempt, explained (the web view's decision
+    /// log), as `up` does by default.
+    pub record_decisions: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             timeout: Duration::from_secs(300),
+            record_decisions: false,
         }
     }
 }
@@ -95,6 +99,12 @@ pub struct InProcess {
 
 impl InProcess {
     pub fn new() -> Result<InProcess, BenchError> {
+        InProcess::with_decisions(false)
+    }
+
+    /// `record_decisions`: the scheduler keeps an explained decision log, to measure what
+    /// that costs.
+    pub fn with_decisions(record_decisions: bool) -> Result<InProcess, BenchError> {
         let cfg = config::load_str(
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
             "default configuration",
@@ -108,7 +118,11 @@ impl InProcess {
             .build()
             .map_err(BenchError::Runtime)?;
         let recorder = Arc::new(BenchRecorder::default());
-        let sched = SchedulerBuilder::new(cfg, "default configuration")
+        let mut builder = SchedulerBuilder::new(cfg, "default configuration");
+        if record_decisions {
+            builder = builder.decisions(scheduler::decisions::Decisions::default());
+        }
+        let sched = builder
             .client(cluster.clone())
             .metrics(recorder.clone())
             .build(rt.handle().clone())?
@@ -253,7 +267,7 @@ pub fn run(
         sizes,
         options,
         progress,
-        &|| Ok(Arc::new(InProcess::new()?) as Arc<dyn Target>),
+        &|| Ok(Arc::new(InProcess::with_decisions(options.record_decisions)?) as Arc<dyn Target>),
         "in-process",
     )
 }

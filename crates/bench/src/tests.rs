@@ -303,6 +303,7 @@ fn run_small(name: &str, options: RunOptions) -> Report {
 
 const SMOKE: RunOptions = RunOptions {
     timeout: Duration::from_secs(60),
+    record_decisions: false,
 };
 
 #[rstest]
@@ -369,6 +370,7 @@ fn measured_pods_that_cannot_all_fit_time_out() {
     let w = workload::find("SchedulingPodAntiAffinity").unwrap();
     let options = RunOptions {
         timeout: Duration::from_secs(2),
+        record_decisions: false,
     };
     let r = in_process::run(w, sizes(2, 1, 4), &options, &mut |_| {}).unwrap();
     assert_eq!(

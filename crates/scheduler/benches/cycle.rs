@@ -13,7 +13,10 @@
 //!   (SchedulingPreferredPodAffinity);
 //! - `basic_sampled` / `one_feasible_node_sampled`: the first two in a cycle sampled for
 //!   plugin metrics (each plugin call timed into the Prometheus recorder), as one cycle in
-//!   ten is.
+//!   ten is;
+//! - `basic_explained` / `basic_recorded`: `basic` with every plugin's verdict and score
+//!   recorded (`Explanation`), and then also kept in a decision log as JSON, as the
+//!   scheduler does with `--web`.
 //!
 //! Run: `cargo bench -p kubesched-scheduler --bench cycle`. Numbers: docs/performance.md.
 
@@ -33,8 +36,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use scheduler::builder::SchedulerBuilder;
 use scheduler::config;
+use scheduler::decisions::Decisions;
 use scheduler::metrics::PrometheusRecorder;
-use scheduler::schedule_one::ScheduleAlgorithm;
+use scheduler::schedule_one::{Explanation, ScheduleAlgorithm};
+use scheduler::scheduler::{Attempt, AttemptOutcome};
 
 const NODES: usize = 5000;
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -215,6 +220,45 @@ fn bench_cycle(c: &mut Criterion) {
                             panic!("{name}: the measured pod must fit: {e}");
                         }
                         r
+                    })
+                },
+            );
+        }
+        let (_, snapshot, pod) = &cases[0];
+        for record in [false, true] {
+            let mut algo = ScheduleAlgorithm::new(1, None);
+            let log = Decisions::default();
+            let name = if record {
+                "basic_recorded"
+            } else {
+                "basic_explained"
+            };
+            group.bench_with_input(
+                BenchmarkId::new(format!("{name}/parallelism"), parallelism),
+                &parallelism,
+                |b, _| {
+                    b.iter(|| {
+                        let mut state = CycleState::new();
+                        let mut explanation = Explanation::default();
+                        let r = algo.schedule_pod(
+                            fwk,
+                            &mut state,
+                            pod,
+                            snapshot,
+                            Some(&mut explanation),
+                        );
+                        let node = match r {
+                            Ok(r) => r.suggested_host,
+                            Err(e) => panic!("{name}: the measured pod must fit: {e}"),
+                        };
+                        if record {
+                            let attempt = Attempt {
+                                pod: pod.clone(),
+                                profile: "default-scheduler".to_string(),
+                                outcome: AttemptOutcome::Assumed { node },
+                            };
+                            log.record_attempt(attempt, explanation, snapshot);
+                        }
                     })
                 },
             );

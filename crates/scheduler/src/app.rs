@@ -22,9 +22,12 @@ use crate::client::{
 };
 use crate::clock::RealClock;
 use crate::config::{ConfigError, KubeSchedulerConfiguration};
+use crate::decisions::Decisions;
 use crate::metrics::PrometheusRecorder;
 use crate::scheduler::Scheduler;
 use crate::serve::{self, Health, ServeState};
+use crate::simulator_annotations;
+use crate::web::WebState;
 
 /// What `run` needs besides the API client.
 #[derive(Clone)]
@@ -41,6 +44,13 @@ pub struct RunOptions {
     /// Also report measurements here (besides `/metrics`): `kubesched bench` counts bound
     /// pods and attempt latencies this way.
     pub extra_metrics: Option<Arc<dyn crate::metrics::MetricsRecorder>>,
+    /// Record each pod's last attempt here and serve the web view on the serving port;
+    /// `None`: cycles run unexplained (cheaper) and only the health and metrics endpoints
+    /// are served.
+    pub decisions: Option<Decisions>,
+    /// Write each attempt onto its pod as kube-scheduler-simulator's annotations (needs
+    /// `decisions`; one API write per attempt that changed them).
+    pub simulator_annotations: bool,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -50,6 +60,8 @@ impl std::fmt::Debug for RunOptions {
             .field("bind_address", &self.bind_address)
             .field("leader_election", &self.leader_election)
             .field("seed", &self.seed)
+            .field("decisions", &self.decisions)
+            .field("simulator_annotations", &self.simulator_annotations)
             .finish_non_exhaustive()
     }
 }
@@ -111,7 +123,11 @@ pub async fn run(
         Some(extra) => Arc::new(crate::metrics::Tee(metrics.clone(), extra.clone())),
         None => metrics.clone(),
     };
-    let built = SchedulerBuilder::new(cfg.clone(), options.config_source.clone())
+    let mut builder = SchedulerBuilder::new(cfg.clone(), options.config_source.clone());
+    if let Some(log) = &options.decisions {
+        builder = builder.decisions(log.clone());
+    }
+    let built = builder
         .registry(registry.clone())
         .client(Arc::new(writer))
         .metrics(recorder)
@@ -140,6 +156,10 @@ pub async fn run(
         ServeState {
             health: health.clone(),
             metrics: metrics.clone(),
+            web: options
+                .decisions
+                .as_ref()
+                .map(|log| WebState::new(sched.clone(), log.clone())),
         },
         async {
             let _ = serving_stopped.await;
@@ -149,6 +169,15 @@ pub async fn run(
         serving,
         scheduler: sched.clone(),
     });
+
+    let annotations = match (&options.decisions, options.simulator_annotations) {
+        (Some(log), true) => Some(tokio::spawn(simulator_annotations::run_writer(
+            client.clone(),
+            sched.clone(),
+            log.clone(),
+        ))),
+        _ => None,
+    };
 
     // Informers feed the cache and the queue from now on, leader or not, as upstream.
     let informer_options = InformerOptions {
@@ -171,6 +200,9 @@ pub async fn run(
     sched.stop();
     let _ = stop_informers.send(());
     let _ = informers.await;
+    if let Some(writer) = annotations {
+        writer.abort();
+    }
     let _ = stop_serving.send(());
     let _ = server.await;
     result

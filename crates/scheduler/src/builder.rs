@@ -39,6 +39,7 @@ use tokio::sync::watch;
 use crate::backend::queue::QueueConfig;
 use crate::clock::{Clock, RealClock};
 use crate::config::{ConfigError, KubeSchedulerConfiguration};
+use crate::decisions::Decisions;
 use crate::metrics::{MetricsRecorder, NoopRecorder};
 use crate::profile::Profiles;
 use crate::scheduler::{Scheduler, SchedulerOptions, PLUGIN_METRICS_SAMPLE_PERCENT};
@@ -109,6 +110,7 @@ pub struct SchedulerBuilder {
     seed: u64,
     plugin_metrics_sample_percent: u8,
     storage_controllers: bool,
+    decisions: Option<Decisions>,
 }
 
 impl std::fmt::Debug for SchedulerBuilder {
@@ -135,6 +137,7 @@ impl SchedulerBuilder {
             seed: 0,
             plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             storage_controllers: true,
+            decisions: None,
         }
     }
 
@@ -195,6 +198,13 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Record every attempt, explained, in `log` (default: none; explaining costs cycle
+    /// time).
+    pub fn decisions(mut self, log: Decisions) -> Self {
+        self.decisions = Some(log);
+        self
+    }
+
     /// The shared services, built once.
     pub fn services(&self) -> Services {
         let parallelism = self.parallelism.unwrap_or_else(|| {
@@ -230,6 +240,7 @@ impl SchedulerBuilder {
             seed: self.seed,
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
             plugin_metrics_sample_percent: self.plugin_metrics_sample_percent,
+            decisions: self.decisions.clone(),
             ..SchedulerOptions::default()
         }
     }

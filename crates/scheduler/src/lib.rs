@@ -14,6 +14,7 @@ pub mod builder;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod decisions;
 pub mod extender;
 pub mod memory;
 pub mod metrics;
@@ -23,7 +24,9 @@ pub mod schedule_one;
 pub mod scheduler;
 pub mod serve;
 pub mod simulate;
+pub mod simulator_annotations;
 pub mod source;
+pub mod web;
 
 pub use crate::builder::{Built, SchedulerBuilder, Services};
 pub use crate::scheduler::{Scheduler, SchedulerOptions};

@@ -1,6 +1,6 @@
 //! The scheduler's HTTP endpoints, as kube-scheduler serves them on `--bind-address`/`--port`
 //! (default `127.0.0.1:10259`): `/healthz`, `/livez`, `/readyz` (and one path per check
-//! below each), and `/metrics`.
+//! below each), and `/metrics`; with a decision log, also the web view ([`crate::web`]).
 //!
 //! Upstream: cmd/kube-scheduler/app/server.go (which checks each endpoint runs) and
 //! k8s.io/apiserver/pkg/server/healthz (the response format). Probes and tools written for
@@ -28,6 +28,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::metrics::{PrometheusRecorder, CONTENT_TYPE};
+use crate::web::WebState;
 
 /// kube-scheduler's default `--port`.
 pub const DEFAULT_PORT: u16 = 10259;
@@ -126,11 +127,13 @@ impl Health {
     }
 }
 
-/// What the endpoints read: health flags and the metrics recorder.
+/// What the endpoints read: health flags and the metrics recorder, and the decision log
+/// when the web view is served.
 #[derive(Debug, Clone)]
 pub struct ServeState {
     pub health: Arc<Health>,
     pub metrics: Arc<PrometheusRecorder>,
+    pub web: Option<WebState>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -152,7 +155,8 @@ impl Endpoint {
 
 /// The endpoints as an axum router, for callers that serve it themselves (e.g. behind TLS).
 pub fn router(state: ServeState) -> Router {
-    Router::new()
+    let web = state.web.clone();
+    let endpoints = Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
@@ -161,7 +165,11 @@ pub fn router(state: ServeState) -> Router {
         .route("/readyz/{check}", get(readyz_check))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        .with_state(state)
+        .with_state(state);
+    match web {
+        Some(web) => endpoints.merge(crate::web::router(web)),
+        None => endpoints,
+    }
 }
 
 /// Serves [`router`] on `listener` until `shutdown` completes, then finishes the requests in
@@ -171,6 +179,14 @@ pub async fn serve(
     state: ServeState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let web = state.web.clone();
+    let shutdown = async move {
+        shutdown.await;
+        // Event streams never end on their own.
+        if let Some(web) = web {
+            web.stop_streams();
+        }
+    };
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await

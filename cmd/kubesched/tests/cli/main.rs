@@ -8,4 +8,5 @@ mod simulate;
 mod support;
 mod up;
 mod volumes;
+mod webview;
 mod workloads;

@@ -1894,6 +1894,8 @@ async fn preempted_victim_carries_disruption_target_when_its_deletion_is_seen() 
         leader_election: None,
         seed: 1,
         extra_metrics: None,
+        decisions: None,
+        simulator_annotations: false,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run_client = client.clone();

@@ -286,6 +286,13 @@ impl Shared {
             .reject(&uid, "", "pod is deleted while waiting at permit");
         // A pod whose PreBind waits on controllers stops waiting.
         self.binding_pods.deleted(&uid);
+        if let Some(log) = &self.options.decisions {
+            let meta = &pod.metadata;
+            log.forget(
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default(),
+            );
+        }
     }
 
     fn on_node(&self, change: Change<Node>) {

@@ -59,6 +59,7 @@ use crate::backend::cache::Cache;
 use crate::backend::queue::{PendingCounts, PriorityQueue, QueueConfig};
 use crate::builder::Services;
 use crate::clock::Clock;
+use crate::decisions::Decisions;
 use crate::extender::HttpExtender;
 use crate::metrics::{MetricsRecorder, PendingPods};
 use crate::runtime::Framework;
@@ -98,6 +99,8 @@ pub struct SchedulerOptions {
     pub plugin_metrics_sample_percent: u8,
     /// The configuration's extenders, called from the loop on the scheduler's runtime.
     pub extenders: Arc<[HttpExtender]>,
+    /// Where the loop records each attempt, explained; `None`: cycles run unexplained.
+    pub decisions: Option<Decisions>,
 }
 
 impl Default for SchedulerOptions {
@@ -109,6 +112,7 @@ impl Default for SchedulerOptions {
             percentage_of_nodes_to_score: None,
             plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             extenders: Arc::from(Vec::new()),
+            decisions: None,
         }
     }
 }
@@ -292,6 +296,16 @@ impl Scheduler {
     /// The configuration's extenders, in order.
     pub fn extenders(&self) -> &[HttpExtender] {
         &self.shared.options.extenders
+    }
+
+    /// The decision log the loop records attempts in, when it has one.
+    pub fn decisions(&self) -> Option<&Decisions> {
+        self.shared.options.decisions.as_ref()
+    }
+
+    /// Each node the cache holds, with what its pods request, sorted by name.
+    pub fn node_usage(&self) -> Vec<crate::backend::cache::NodeUsage> {
+        self.shared.state().cache.node_usage()
     }
 
     /// The handler to give an event source.

@@ -65,8 +65,18 @@ impl SchedulingLoop {
 
     /// Runs until [`Scheduler::stop`], sleeping while activeQ is empty.
     pub fn run(mut self) {
+        let decisions = self.shared.options.decisions.clone();
         while let Some(qpi) = self.pop_blocking() {
-            self.schedule_pod(qpi, None);
+            match &decisions {
+                None => {
+                    self.schedule_pod(qpi, None);
+                }
+                Some(log) => {
+                    let mut explanation = Explanation::default();
+                    let attempt = self.schedule_pod(qpi, Some(&mut explanation));
+                    log.record_attempt(attempt, explanation, &self.snapshot);
+                }
+            }
         }
     }
 

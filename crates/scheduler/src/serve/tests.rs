@@ -28,6 +28,7 @@ async fn start(leader_election: bool) -> Server {
     let state = ServeState {
         health: Arc::clone(&health),
         metrics: Arc::clone(&metrics),
+        web: None,
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(serve(listener, state, async {

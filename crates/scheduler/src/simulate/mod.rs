@@ -371,8 +371,13 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
             let claims = cluster.writes().resource_claim_statuses;
             r.devices = DeviceDecision::from_writes(claims.get(claim_writes..).unwrap_or_default());
         }
-        r.volume_reasons = volume_reasons(r.explanation.as_ref(), &input.nodes);
-        r.device_reasons = device_reasons(r.explanation.as_ref());
+        r.explain_claims(|name| {
+            input
+                .nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(name))
+                .map(|n| &**n)
+        });
         let key = format!("{}/{}", r.namespace, r.name);
         match seen.get(&key) {
             Some(&i) => {
@@ -539,94 +544,114 @@ fn pod_report(
     a: Attempt,
     explanation: Explanation,
 ) -> PodReport {
-    let mut r = PodReport {
-        namespace: a.pod.namespace().to_string(),
-        name: a.pod.name().to_string(),
-        scheduler_name: scheduler_name(&a.pod.pod),
-        node: None,
-        result: PodResult::Error,
-        message: None,
-        bound_by: None,
-        reason_counts: Vec::new(),
-        explanation: Some(explanation),
-        nominated_node: None,
-        victims: Vec::new(),
-        preemption: Vec::new(),
-        volumes: Vec::new(),
-        volume_reasons: Vec::new(),
-        devices: Vec::new(),
-        device_reasons: Vec::new(),
-    };
-    match a.outcome {
-        AttemptOutcome::Assumed { node } => {
-            let bound = cluster
-                .pod(&r.namespace, &r.name)
-                .and_then(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()));
-            let binder = extender::binder_for(extenders, &a.pod.pod);
-            if bound.as_deref() == Some(node.as_str()) {
-                r.result = PodResult::Scheduled;
-                r.node = Some(node);
-            } else if let Some(ext) =
-                binder.filter(|_| last_event_is_scheduled(cluster, &r.namespace, &r.name))
-            {
-                // The extender bound the pod through its own client: the in-memory cluster
-                // saw no bind, and the binding cycle's Scheduled event says it succeeded.
-                r.result = PodResult::Scheduled;
-                r.node = Some(node);
-                r.bound_by = Some(ext.name().to_string());
-            } else {
-                // The binding cycle failed: its PodScheduled condition says why.
-                let condition = cluster
-                    .last_status_update(&r.namespace, &r.name)
-                    .and_then(|u| u.condition);
-                if let Some(c) = condition {
-                    r.result = if c.reason == "Unschedulable" {
-                        PodResult::Unschedulable
-                    } else {
-                        PodResult::Error
-                    };
-                    r.message = Some(c.message);
-                }
-            }
-        }
-        AttemptOutcome::Unschedulable { message, fit } => {
-            if let Some(pf) = fit
-                .as_ref()
-                .and_then(|f| f.diagnosis.post_filter_result.as_ref())
-            {
-                if !pf.nominated_node_name.is_empty() {
-                    r.nominated_node = Some(pf.nominated_node_name.clone());
-                }
-                r.victims = pf
-                    .victims
-                    .iter()
-                    .map(|v| (v.namespace().to_string(), v.name().to_string()))
-                    .collect();
-                r.preemption = pf.node_statuses.clone();
-            }
+    let pod = a.pod.clone();
+    let assumed = matches!(a.outcome, AttemptOutcome::Assumed { .. });
+    let mut r = PodReport::from_attempt(a, explanation);
+    if !assumed {
+        return r;
+    }
+    let bound = cluster
+        .pod(&r.namespace, &r.name)
+        .and_then(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()));
+    let binder = extender::binder_for(extenders, &pod.pod);
+    if bound.is_some() && bound == r.node {
+        return r;
+    }
+    if let Some(ext) = binder.filter(|_| last_event_is_scheduled(cluster, &r.namespace, &r.name)) {
+        // The extender bound the pod through its own client: the in-memory cluster saw no
+        // bind, and the binding cycle's Scheduled event says it succeeded.
+        r.bound_by = Some(ext.name().to_string());
+        return r;
+    }
+    // The binding cycle failed: its PodScheduled condition says why.
+    r.result = PodResult::Error;
+    r.node = None;
+    let condition = cluster
+        .last_status_update(&r.namespace, &r.name)
+        .and_then(|u| u.condition);
+    if let Some(c) = condition {
+        if c.reason == "Unschedulable" {
             r.result = PodResult::Unschedulable;
-            r.reason_counts = fit.map(|f| f.reason_counts()).unwrap_or_default();
-            r.message = Some(message);
         }
-        AttemptOutcome::Error { message } => {
-            r.result = PodResult::Error;
-            r.message = Some(message);
-        }
-        AttemptOutcome::Skipped { reason } => {
-            r.result = PodResult::Skipped;
-            r.message = Some(reason);
-            r.explanation = None;
-        }
+        r.message = Some(c.message);
     }
     r
+}
+
+impl PodReport {
+    /// The report of one scheduling cycle as the cycle left it: a pod assumed on a node is
+    /// `Scheduled` there (its binding cycle has only started); an unschedulable one carries
+    /// its FailedScheduling message, reason counts and what preemption did.
+    pub fn from_attempt(a: Attempt, explanation: Explanation) -> PodReport {
+        let mut r = PodReport {
+            namespace: a.pod.namespace().to_string(),
+            name: a.pod.name().to_string(),
+            scheduler_name: scheduler_name(&a.pod.pod),
+            node: None,
+            result: PodResult::Error,
+            message: None,
+            bound_by: None,
+            reason_counts: Vec::new(),
+            explanation: Some(explanation),
+            nominated_node: None,
+            victims: Vec::new(),
+            preemption: Vec::new(),
+            volumes: Vec::new(),
+            volume_reasons: Vec::new(),
+            devices: Vec::new(),
+            device_reasons: Vec::new(),
+        };
+        match a.outcome {
+            AttemptOutcome::Assumed { node } => {
+                r.result = PodResult::Scheduled;
+                r.node = Some(node);
+            }
+            AttemptOutcome::Unschedulable { message, fit } => {
+                if let Some(pf) = fit
+                    .as_ref()
+                    .and_then(|f| f.diagnosis.post_filter_result.as_ref())
+                {
+                    if !pf.nominated_node_name.is_empty() {
+                        r.nominated_node = Some(pf.nominated_node_name.clone());
+                    }
+                    r.victims = pf
+                        .victims
+                        .iter()
+                        .map(|v| (v.namespace().to_string(), v.name().to_string()))
+                        .collect();
+                    r.preemption = pf.node_statuses.clone();
+                }
+                r.result = PodResult::Unschedulable;
+                r.reason_counts = fit.map(|f| f.reason_counts()).unwrap_or_default();
+                r.message = Some(message);
+            }
+            AttemptOutcome::Error { message } => {
+                r.result = PodResult::Error;
+                r.message = Some(message);
+            }
+            AttemptOutcome::Skipped { reason } => {
+                r.result = PodResult::Skipped;
+                r.message = Some(reason);
+                r.explanation = None;
+            }
+        }
+        r
+    }
+
+    /// Fills in, per node a volume plugin or DynamicResources rejected, why each claim
+    /// cannot be had there; `node` finds a node object by name.
+    pub fn explain_claims<'n>(&mut self, node: impl Fn(&str) -> Option<&'n Node>) {
+        self.volume_reasons = volume_reasons(self.explanation.as_ref(), node);
+        self.device_reasons = device_reasons(self.explanation.as_ref());
+    }
 }
 
 /// Per node VolumeBinding's or VolumeZone's Filter rejected, why each claim cannot be had
 /// there, retraced from the cycle state Filter read. Nothing for pods whose cycle these
 /// plugins skipped.
-fn volume_reasons(
+fn volume_reasons<'n>(
     explanation: Option<&Explanation>,
-    nodes: &[Arc<Node>],
+    node_named: impl Fn(&str) -> Option<&'n Node>,
 ) -> Vec<(String, Vec<ClaimReason>)> {
     let Some(e) = explanation else {
         return Vec::new();
@@ -647,9 +672,7 @@ fn volume_reasons(
             if !status.is_rejected() {
                 return None;
             }
-            let node = nodes
-                .iter()
-                .find(|n| n.metadata.name.as_deref() == Some(name))?;
+            let node = node_named(name)?;
             let reasons = explain(state, node);
             (!reasons.is_empty()).then(|| (name.clone(), reasons))
         })

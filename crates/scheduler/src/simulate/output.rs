@@ -363,6 +363,12 @@ pub fn to_json(report: &Report) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
+/// One pod's report as compact JSON: the shape of each entry of [`to_json`]'s `pods`.
+pub fn pod_to_json(pod: &PodReport) -> String {
+    // Serializing plain strings and integers cannot fail.
+    serde_json::to_string(&PodJson::from(pod)).unwrap_or_default()
+}
+
 /// The report as a table: one line per pod, then the reasons of each unschedulable pod
 /// (with, under each node a volume plugin or DynamicResources rejected, why each claim
 /// cannot be had there).

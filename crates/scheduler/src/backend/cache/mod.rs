@@ -90,6 +90,17 @@ pub struct CacheDump {
     pub assumed_pods: Vec<String>,
 }
 
+/// One node as the cache counts it: what it offers, what its pods (assumed ones included)
+/// request, and those pods, for the web view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeUsage {
+    pub name: String,
+    pub allocatable: framework::Resource,
+    pub requested: framework::Resource,
+    /// Pod keys (`namespace/name`), sorted; `true` for pods assumed, not yet bound.
+    pub pods: Vec<(String, bool)>,
+}
+
 /// Nodes and pods as the event handlers report them, plus the pods the scheduler assumed.
 ///
 /// Upstream: pkg/scheduler/backend/cache/cache.go (cacheImpl).
@@ -593,6 +604,35 @@ impl Cache {
     /// Node names in node-tree order (zones round-robin).
     pub fn node_tree_list(&self) -> Vec<&str> {
         self.tree.list()
+    }
+
+    /// Each known node with its allocatable, requested and pods, sorted by name.
+    pub fn node_usage(&self) -> Vec<NodeUsage> {
+        let mut nodes: Vec<NodeUsage> = self
+            .nodes
+            .iter()
+            .filter(|(_, e)| e.has_node)
+            .map(|(name, e)| {
+                let mut pods: Vec<(String, bool)> = e
+                    .info
+                    .pods
+                    .iter()
+                    .map(|p| {
+                        let assumed = self.pods.get(&p.id).is_some_and(|st| st.assumed);
+                        (p.key.clone(), assumed)
+                    })
+                    .collect();
+                pods.sort();
+                NodeUsage {
+                    name: name.clone(),
+                    allocatable: e.info.allocatable.clone(),
+                    requested: e.info.requested.clone(),
+                    pods,
+                }
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes
     }
 
     /// Everything the cache holds, sorted, for debugging and tests.

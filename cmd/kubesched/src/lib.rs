@@ -177,8 +177,9 @@ enum ScenarioCommand {
     /// on that cluster (deleted at the end, with the cluster-scoped objects it applied),
     /// where the cluster's scheduler schedules. Steps: apply, patch, delete, scale, wait,
     /// expect, sleep. The report gives each step's outcome, then each pod of the scenario
-    /// with the scheduler's explanation, as simulate explains it from the cluster at the
-    /// end (a bound pod as if it were pending). The format: docs/scenarios.md.
+    /// with the scheduler's explanation: on the embedded cluster its own last attempt for
+    /// the pod; with --kubeconfig, as simulate explains it from the cluster at the end (a
+    /// bound pod as if it were pending). The format: docs/scenarios.md.
     ///
     /// Examples:
     ///   kubesched scenario run examples/scenarios/*.yaml

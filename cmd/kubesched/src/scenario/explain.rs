@@ -1,8 +1,10 @@
 //! The scheduler's explanation of each pod a scenario touched, in `simulate`'s per-pod JSON
 //! shape (node, result, message, filter, score, finalScore, ...).
 //!
-//! [`ExplanationSource`] is where an explanation comes from. [`SimulateNow`] computes it
-//! from the cluster as the scenario left it: every object simulate reads is listed through
+//! [`ExplanationSource`] is where an explanation comes from. On the embedded cluster it is
+//! [`Recorded`]: the scheduler's own last attempt for each pod, kept in its decision log.
+//! Against another cluster's scheduler, [`SimulateNow`] computes it from the cluster as the
+//! scenario left it: every object simulate reads is listed through
 //! the API, and the pod is scheduled by `simulate` alone against the pods already bound (a
 //! bound pod as if it were pending, off its node). That is the decision simulate would make
 //! now, which can differ from the one the scheduler made earlier (other pods were pending
@@ -25,6 +27,20 @@ pub trait ExplanationSource {
     fn describe(&self) -> &'static str;
     /// The pod's explanation in simulate's per-pod JSON shape; `None` when there is none.
     fn explain(&self, namespace: &str, name: &str) -> Option<serde_json::Value>;
+}
+
+/// The decisions the embedded cluster's scheduler recorded: each pod's last attempt, as it
+/// was made (a pod never attempted, e.g. one still gated, has none).
+pub struct Recorded(pub scheduler::decisions::Decisions);
+
+impl ExplanationSource for Recorded {
+    fn describe(&self) -> &'static str {
+        "as the scheduler decided them (each pod's last attempt)"
+    }
+
+    fn explain(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        self.0.get(namespace, name)
+    }
 }
 
 /// The kinds simulate reads: (apiVersion, kind, plural).

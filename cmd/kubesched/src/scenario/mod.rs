@@ -24,9 +24,10 @@ use scheduler::app;
 use scheduler::config::{self, KubeSchedulerConfiguration};
 
 use crate::Registry;
-use explain::{ExplanationSource, SimulateNow};
+use explain::{ExplanationSource, Recorded, SimulateNow};
 use format::Scenario;
 use output::ScenarioReport;
+use scheduler::decisions::Decisions;
 
 /// The namespace scenarios run in on their own cluster.
 const EMBEDDED_NAMESPACE: &str = "default";
@@ -71,14 +72,19 @@ pub fn run_files(
     let rt = crate::runtime()?;
     let mut reports = Vec::new();
     for (s, (cfg, source)) in scenarios {
-        let (steps, pods, objects) = rt.block_on(async {
+        let ((steps, pods, objects), recorded) = rt.block_on(async {
             match kubeconfig {
-                None => run_embedded(&s, &cfg, &source, registry).await,
-                Some(path) => run_on(&s, path).await,
+                None => run_embedded(&s, &cfg, &source, registry)
+                    .await
+                    .map(|(run, d)| (run, Some(d))),
+                Some(path) => run_on(&s, path).await.map(|run| (run, None)),
             }
         })?;
-        // simulate drives a runtime of its own: it runs outside `block_on`.
-        let source = SimulateNow::new(objects, cfg, source, registry.clone());
+        let source: Box<dyn ExplanationSource> = match recorded {
+            Some(decisions) => Box::new(Recorded(decisions)),
+            // simulate drives a runtime of its own: it runs outside `block_on`.
+            None => Box::new(SimulateNow::new(objects, cfg, source, registry.clone())),
+        };
         let pods = pods
             .into_iter()
             .map(|(ns, name)| {
@@ -147,13 +153,14 @@ async fn run_steps(target: &mut steps::Target, s: &Scenario) -> Run {
     (outcomes, pods, objects)
 }
 
-/// A fresh cluster in this process, as `up` runs it, for one scenario.
+/// A fresh cluster in this process, as `up` runs it, for one scenario; its scheduler
+/// records every attempt in the returned decision log.
 async fn run_embedded(
     s: &Scenario,
     cfg: &KubeSchedulerConfiguration,
     source: &str,
     registry: &Registry,
-) -> anyhow::Result<Run> {
+) -> anyhow::Result<(Run, Decisions)> {
     let server_config = apiserver::Config {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         simulate_kubelets: true,
@@ -165,6 +172,10 @@ async fn run_embedded(
         ..apiserver::Config::default()
     };
     let (server, client) = crate::start_local_cluster(server_config).await?;
+    let decisions = Decisions::new(
+        scheduler::decisions::DEFAULT_MAX_PODS,
+        scheduler::decisions::DEFAULT_MAX_BYTES,
+    );
     let options = app::RunOptions {
         config: cfg.clone(),
         config_source: source.to_string(),
@@ -172,6 +183,8 @@ async fn run_embedded(
         leader_election: None,
         seed: 1,
         extra_metrics: None,
+        decisions: Some(decisions.clone()),
+        simulator_annotations: false,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let sched = app::run(client.clone(), options, registry, |_| {}, async {
@@ -205,7 +218,7 @@ async fn run_embedded(
     let stopped = sched.await;
     server.shutdown().await;
     stopped.with_context(|| format!("scenario {}: stopping the scheduler", s.name))?;
-    out
+    out.map(|run| (run, decisions))
 }
 
 /// A namespace of its own on the cluster of `kubeconfig`, deleted at the end with the

@@ -123,7 +123,7 @@ step 3 (wait) passed: pod p is bound to n1
 step 4 (expect \"on n2\") failed: expected pod p bound to n2; pod p is bound to n1
 step 5 (sleep) skipped
 
-pods, as simulate explains them now:
+pods, as the scheduler decided them (each pod's last attempt):
   default/p: Scheduled on n1
     scores on n1: ImageLocality 0, NodeResourcesBalancedAllocation 75, NodeResourcesFit 72, TaintToleration 100
 

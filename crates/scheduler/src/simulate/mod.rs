@@ -212,7 +212,11 @@ fn runtime(with_extenders: bool) -> std::io::Result<tokio::runtime::Runtime> {
             .enable_all()
             .build()
     } else {
-        tokio::runtime::Builder::new_current_thread().build()
+        // Timers on: a binding cycle waiting at Permit arms a timeout, even when the pod's
+        // verdict is already there.
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
     }
 }
 
@@ -350,17 +354,7 @@ fn run(sim: &Simulation, lp: &mut SchedulingLoop, input: &ClusterInput) -> Repor
         let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
             break;
         };
-        for wp in sched.waiting_pods().list() {
-            let plugins = wp.pending_plugins().join(", ");
-            for p in wp.pending_plugins() {
-                wp.reject(
-                    p,
-                    &format!(
-                        "permit plugin(s) {plugins} asked the pod to wait; simulate does not wait"
-                    ),
-                );
-            }
-        }
+        reject_waiting_pods(sched);
         rt.block_on(sched.wait_for_bindings());
         let preempted = preempted_by(&a);
         let mut r = pod_report(cluster, sched.extenders(), a, explanation);
@@ -405,6 +399,22 @@ fn run(sim: &Simulation, lp: &mut SchedulingLoop, input: &ClusterInput) -> Repor
     }
     report.pods.extend(held_back);
     report
+}
+
+/// Rejects every pod a Permit plugin asked to wait: the clock stands still, so nothing
+/// would ever let it go on, and its binding cycle would never end.
+fn reject_waiting_pods(sched: &Scheduler) {
+    for wp in sched.waiting_pods().list() {
+        let plugins = wp.pending_plugins().join(", ");
+        for p in wp.pending_plugins() {
+            wp.reject(
+                p,
+                &format!(
+                    "permit plugin(s) {plugins} asked the pod to wait; simulate does not wait"
+                ),
+            );
+        }
+    }
 }
 
 /// Feeds the input to the scheduler as informers would: namespaces and workloads first,

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use framework::PodInfo;
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{pod_report, run, ClusterInput, PodResult, Report, Simulation};
+use super::{pod_report, reject_waiting_pods, run, ClusterInput, PodResult, Report, Simulation};
 use crate::schedule_one::Explanation;
 use crate::scheduler::AttemptOutcome;
 
@@ -203,33 +203,40 @@ fn attempt_copy(
         let Some(a) = lp.schedule_one(None) else {
             break;
         };
+        reject_waiting_pods(&sim.sched);
         sim.rt.block_on(sim.sched.wait_for_bindings());
         if a.pod.key != key {
             continue;
         }
-        outcome = Some(match a.outcome {
-            AttemptOutcome::Unschedulable {
-                message,
-                fit: Some(fit),
-            } => Err(CapacityStop::Unschedulable {
-                message,
+        if let AttemptOutcome::Unschedulable {
+            message,
+            fit: Some(fit),
+        } = &a.outcome
+        {
+            outcome = Some(Err(CapacityStop::Unschedulable {
+                message: message.clone(),
                 reason_counts: fit.reason_counts(),
+            }));
+            continue;
+        }
+        // Assumed (bound, or its binding cycle failed), rejected by Reserve or Permit, or
+        // an error: the report of the attempt says which.
+        let r = pod_report(
+            &sim.cluster,
+            sim.sched.extenders(),
+            a,
+            Explanation::default(),
+        );
+        let message = r
+            .message
+            .unwrap_or_else(|| format!("copy {key} was not bound"));
+        outcome = Some(match (r.result, r.node) {
+            (PodResult::Scheduled, Some(node)) => Ok(node),
+            (PodResult::Unschedulable, _) => Err(CapacityStop::Unschedulable {
+                message,
+                reason_counts: r.reason_counts,
             }),
-            outcome => {
-                let a = crate::scheduler::Attempt { outcome, ..a };
-                let r = pod_report(
-                    &sim.cluster,
-                    sim.sched.extenders(),
-                    a,
-                    Explanation::default(),
-                );
-                match (r.result, r.node) {
-                    (PodResult::Scheduled, Some(node)) => Ok(node),
-                    (_, _) => Err(CapacityStop::Failed {
-                        message: r.message.unwrap_or_default(),
-                    }),
-                }
-            }
+            _ => Err(CapacityStop::Failed { message }),
         });
     }
     outcome

@@ -4,7 +4,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
+use framework::{ArgsError, CycleState, Handle, PermitPlugin, Plugin, PodInfo, Status};
 use rstest::rstest;
 
 use super::{CapacityError, CapacityOptions, CapacityStop};
@@ -34,6 +37,36 @@ struct Answer {
 
 /// The objects of `yaml`: flow-style YAML documents (a leading `---` keeps the first from
 /// being read as JSON).
+/// A Permit plugin that asks every pod to wait (for a minute of a clock that stands still).
+struct WaitAtPermit;
+
+const WAIT_AT_PERMIT: &str = "WaitAtPermit";
+
+impl Plugin for WaitAtPermit {
+    fn name(&self) -> &'static str {
+        WAIT_AT_PERMIT
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        Some(self)
+    }
+}
+
+impl PermitPlugin for WaitAtPermit {
+    fn permit(&self, _: &mut CycleState, _: &PodInfo, _: &str) -> (Status, Duration) {
+        (
+            Status::new(framework::Code::Wait, ""),
+            Duration::from_secs(60),
+        )
+    }
+}
+
+fn new_wait_at_permit(
+    _: Option<&serde_json::Value>,
+    _: &Handle,
+) -> Result<Arc<dyn Plugin>, Vec<ArgsError>> {
+    Ok(Arc::new(WaitAtPermit))
+}
+
 fn input(yaml: &str) -> ClusterInput {
     let mut input = ClusterInput::default();
     input
@@ -60,9 +93,17 @@ fn capacity(
     } else {
         config
     };
-    let cfg = crate::config::load_str(config, "test").unwrap_or_else(|e| panic!("{e}"));
-    let simulation = Simulation::new(SchedulerBuilder::new(cfg, "test").seed(1).parallelism(1))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut registry = plugins::in_tree_registry();
+    registry.insert(WAIT_AT_PERMIT, Arc::new(new_wait_at_permit));
+    let cfg =
+        crate::config::load_str_with(config, "test", &registry).unwrap_or_else(|e| panic!("{e}"));
+    let simulation = Simulation::new(
+        SchedulerBuilder::new(cfg, "test")
+            .registry(registry)
+            .seed(1)
+            .parallelism(1),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut pod = input(template).pods;
     let template = pod.pop().unwrap_or_else(|| panic!("no pod in {template}"));
     let report =
@@ -269,6 +310,28 @@ profiles:
         replicas: 4,
         nodes: nodes(&[("n2", 4)]),
         stop: CapacityStop::MaxReplicas(4),
+        pending: vec![],
+    },
+)]
+#[case::permit_wait_rejects_the_copy_instead_of_hanging_on_a_runtime_without_timers(
+    "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    permit:
+      enabled: [{name: WaitAtPermit}]
+",
+    TWO_NODES,
+    WEB,
+    None,
+    Answer {
+        replicas: 0,
+        nodes: vec![],
+        stop: unschedulable(
+            "permit plugin(s) WaitAtPermit asked the pod to wait; simulate does not wait",
+            &[],
+        ),
         pending: vec![],
     },
 )]

@@ -77,10 +77,10 @@ enum Command {
     ///   kubectl get nodes,pods,namespaces -A -o yaml > cluster.yaml
     ///   kubesched simulate -f cluster.yaml
     ///   kubesched simulate -f cluster.yaml -f new-pods.yaml --config binpack.yaml -o json
-    ///   kubesched simulate -f cluster.yaml --capacity web-pod.yaml
+    ///   kubesched simulate -f examples/cluster.yaml --capacity examples/web-pod.yaml
     ///     5 more replicas fit; then: 0/4 nodes are available: 1 node(s) had untolerated
     ///     taint(s), 1 node(s) were unschedulable, 2 Insufficient cpu.
-    ///   kubesched simulate -f cluster.yaml --capacity web-pod.yaml --max-replicas 100 -o json
+    ///   kubesched simulate -f cluster.yaml --capacity pod.yaml --max-replicas 100 -o json
     ///
     /// Exit status: 0 when the simulation ran (even if pods stay pending), 2 when an input
     /// file or the configuration is invalid, or the --capacity pod could never be scheduled

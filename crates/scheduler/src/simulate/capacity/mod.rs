@@ -45,19 +45,19 @@ pub struct CapacityOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CapacityStop {
     /// A copy fits no node: its FailedScheduling message, and how many nodes gave each
-    /// reason.
+    /// reason. Also a copy a Reserve or Permit plugin rejected (the plugin's message, no
+    /// counts).
     Unschedulable {
         message: String,
         reason_counts: Vec<(String, usize)>,
     },
-    /// A copy failed otherwise: a plugin error, a Reserve or Permit rejection, or its
-    /// binding.
+    /// A copy failed otherwise: a plugin error, or its binding cycle.
     Failed { message: String },
     /// `max_replicas` copies were placed.
     MaxReplicas(usize),
-    /// As many copies were placed as the nodes have pod slots in all
-    /// (`status.allocatable.pods`), and none was refused: with NodeResourcesFit disabled
-    /// nothing else bounds the run.
+    /// More copies were placed than the nodes have pod slots in all
+    /// (`status.allocatable.pods`, the number given): only a profile without
+    /// NodeResourcesFit gets there, and nothing else would end the run.
     PodSlots(u64),
 }
 

@@ -313,6 +313,28 @@ profiles:
         pending: vec![],
     },
 )]
+#[case::without_node_resources_fit_the_nodes_pod_slots_end_the_run(
+    "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      disabled: [{name: NodeResourcesFit}]
+",
+    "{apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: '2', pods: '2'}}}
+---
+{apiVersion: v1, kind: Node, metadata: {name: n2}, status: {allocatable: {cpu: '2', pods: '2'}}}
+",
+    "{apiVersion: v1, kind: Pod, metadata: {name: idle}, spec: {containers: [{name: c}]}}",
+    None,
+    Answer {
+        replicas: 5,
+        nodes: nodes(&[("n1", 2), ("n2", 3)]),
+        stop: CapacityStop::PodSlots(4),
+        pending: vec![],
+    },
+)]
 #[case::permit_wait_rejects_the_copy_instead_of_hanging_on_a_runtime_without_timers(
     "apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration

@@ -27,6 +27,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use scheduler::app;
 use scheduler::client::leader::LeaderElectionConfig;
 use scheduler::config::{self, ConfigError, KubeSchedulerConfiguration};
+use scheduler::simulate::capacity::{self, CapacityError, CapacityOptions};
 use scheduler::simulate::{self, ClusterInput, InputError};
 use scheduler::simulate::{SimulateError, Simulation};
 use scheduler::SchedulerBuilder;
@@ -65,13 +66,26 @@ enum Command {
     /// plugins'), preempt, and bind (a binding extender really binds the pod wherever it
     /// binds pods; the report names it).
     ///
+    /// With --capacity POD.yaml, answers "how many more of this pod fit?" (cluster-capacity's
+    /// question): the snapshot's pending pods are scheduled first, then copies of the pod
+    /// (named <name>-0, <name>-1, ...; its spec.nodeName is ignored) one at a time, each
+    /// placed before the next, until one does not fit or --max-replicas are placed. The pod's
+    /// schedulerName picks the profile. Copies never preempt: nothing is evicted, and the
+    /// FailedScheduling message that stopped them is the one the scheduler prints without
+    /// preemption. Prints how many fit, how many went to each node, and that message.
+    ///
     /// Examples:
     ///   kubectl get nodes,pods,namespaces -A -o yaml > cluster.yaml
     ///   kubesched simulate -f cluster.yaml
     ///   kubesched simulate -f cluster.yaml -f new-pods.yaml --config binpack.yaml -o json
+    ///   kubesched simulate -f examples/cluster.yaml --capacity examples/web-pod.yaml
+    ///     5 more replicas fit; then: 0/4 nodes are available: 1 node(s) had untolerated
+    ///     taint(s), 1 node(s) were unschedulable, 2 Insufficient cpu.
+    ///   kubesched simulate -f cluster.yaml --capacity pod.yaml --max-replicas 100 -o json
     ///
     /// Exit status: 0 when the simulation ran (even if pods stay pending), 2 when an input
-    /// file or the configuration is invalid.
+    /// file or the configuration is invalid, or the --capacity pod could never be scheduled
+    /// (no profile for its schedulerName, scheduling gates).
     #[command(verbatim_doc_comment)]
     Simulate(SimulateArgs),
     /// Run a local Kubernetes-compatible API server (in memory, or kept in --data-dir) that
@@ -443,6 +457,14 @@ struct SimulateArgs {
     /// the same placements.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A file with one Pod: report how many more copies of it fit, after the snapshot's
+    /// pending pods.
+    #[arg(long, value_name = "POD")]
+    capacity: Option<PathBuf>,
+    /// With --capacity: stop once this many copies are placed.
+    #[arg(long, value_name = "N", requires = "capacity",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_replicas: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -594,6 +616,7 @@ fn is_user_error(err: &anyhow::Error) -> bool {
     err.chain().any(|e| {
         e.is::<ConfigError>()
             || e.is::<InputError>()
+            || e.is::<CapacityError>()
             || e.is::<load::LoadError>()
             || e.is::<UsageError>()
             || e.is::<scenario::format::InvalidScenario>()
@@ -995,15 +1018,29 @@ fn run_simulate(args: SimulateArgs, registry: &Registry) -> anyhow::Result<()> {
             kinds.join(", ")
         );
     }
-    let report = simulation.run(&input);
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         OutputFormat::Table
     } else {
         OutputFormat::Json
     });
-    let text = match format {
-        OutputFormat::Json => simulate::output::to_json(&report) + "\n",
-        OutputFormat::Table => simulate::output::to_table(&report),
+    let text = if let Some(file) = &args.capacity {
+        let template = input.load_template(file)?;
+        let options = CapacityOptions {
+            max_replicas: args
+                .max_replicas
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        };
+        let report = simulation.capacity(&input, &template, options)?;
+        match format {
+            OutputFormat::Json => capacity::output::to_json(&report) + "\n",
+            OutputFormat::Table => capacity::output::to_table(&report),
+        }
+    } else {
+        let report = simulation.run(&input);
+        match format {
+            OutputFormat::Json => simulate::output::to_json(&report) + "\n",
+            OutputFormat::Table => simulate::output::to_table(&report),
+        }
     };
     use std::io::Write;
     std::io::stdout()

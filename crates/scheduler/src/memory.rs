@@ -177,6 +177,17 @@ impl MemoryCluster {
         self.lock().pods.values().cloned().collect()
     }
 
+    /// The reason of the last event recorded about the pod `namespace/name`.
+    pub fn last_event_reason(&self, namespace: &str, name: &str) -> Option<String> {
+        self.lock()
+            .writes
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.regarding.namespace == namespace && e.regarding.name == name)
+            .map(|e| e.reason.clone())
+    }
+
     /// The last status write to the pod `namespace/name`.
     pub fn last_status_update(&self, namespace: &str, name: &str) -> Option<PodStatusUpdate> {
         self.lock()

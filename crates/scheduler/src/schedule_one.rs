@@ -240,6 +240,8 @@ pub struct ScheduleAlgorithm {
     extenders: Arc<[HttpExtender]>,
     /// Where extender calls run; set together with `extenders`.
     runtime: Option<tokio::runtime::Handle>,
+    /// Whether a pod that fits no node goes to the PostFilter plugins (preemption).
+    post_filter: bool,
 }
 
 impl ScheduleAlgorithm {
@@ -251,7 +253,19 @@ impl ScheduleAlgorithm {
             nominated: NominatedPods::new(),
             extenders: Arc::from(Vec::new()),
             runtime: None,
+            post_filter: true,
         }
+    }
+
+    /// Runs the PostFilter plugins for pods that fit no node (`true`, as upstream does), or
+    /// leaves them out, so that a cycle never nominates a pod nor picks victims.
+    pub fn set_post_filter(&mut self, enabled: bool) {
+        self.post_filter = enabled;
+    }
+
+    /// Whether PostFilter runs for pods that fit no node.
+    pub fn post_filter(&self) -> bool {
+        self.post_filter
     }
 
     /// Consults `extenders` in every cycle, their calls running on `runtime`.
@@ -290,7 +304,7 @@ impl ScheduleAlgorithm {
             e.filter_state = Some(state.clone());
         }
         if feasible.is_empty() {
-            if fwk.has_post_filter_plugins() {
+            if self.post_filter && fwk.has_post_filter_plugins() {
                 let runner = CycleRunner::new(fwk, state, &self.nominated, &mut self.rng);
                 let (r, s) = fwk.run_post_filter_plugins(
                     state,

@@ -1,7 +1,7 @@
 //! Golden tests of `kubesched simulate`: the real binary on realistic clusters.
 //!
 //! Each case is a folder under `tests/testdata/simulate/` with `args` (the command line
-//! after `simulate`, one argument per line; the files of `-f` and `--config` are relative
+//! after `simulate`, one argument per line; the files of `-f`, `--config` and `--capacity` are relative
 //! to the case folder, or to the repository when written `@examples/...`), `stdout` (expected output) and optionally
 //! `stderr` and `exit` (expected exit code, default 0). `UPDATE_GOLDEN=1 cargo test`
 //! rewrites the expected files from the current output (then review the diff).
@@ -64,6 +64,11 @@ fn read(path: &Path) -> Option<String> {
 #[case::extender_bind_error_fails_the_pod("extender_bind_error")]
 #[case::ignorable_extender_down_is_skipped("extender_down_ignorable")]
 #[case::extender_down_fails_the_attempt("extender_down")]
+#[case::capacity_of_the_example_cluster("capacity_example_table")]
+#[case::capacity_of_the_example_cluster_json("capacity_example_json")]
+#[case::capacity_stops_at_max_replicas("capacity_max_replicas")]
+#[case::capacity_pod_file_holding_a_node_exits_2("capacity_pod_file_holds_a_node")]
+#[case::capacity_pod_without_a_profile_exits_2("capacity_scheduler_name_without_profile")]
 fn golden(#[case] name: &str) {
     let dir = repo_root()
         .join("cmd/kubesched/tests/testdata/simulate")
@@ -102,7 +107,7 @@ fn golden(#[case] name: &str) {
         } else {
             dir.join(l).display().to_string()
         };
-        path_next = matches!(l, "-f" | "--filename" | "--config");
+        path_next = matches!(l, "-f" | "--filename" | "--config" | "--capacity");
         args.push(arg);
     }
     let out = Command::new(env!("CARGO_BIN_EXE_kubesched"))

@@ -63,6 +63,12 @@ impl SchedulingLoop {
         &self.snapshot
     }
 
+    /// Whether pods that fit no node go to the PostFilter plugins (preemption); on unless
+    /// turned off here. Off, a cycle never nominates a pod nor evicts anything.
+    pub fn set_post_filter(&mut self, enabled: bool) {
+        self.algorithm.set_post_filter(enabled);
+    }
+
     /// Runs until [`Scheduler::stop`], sleeping while activeQ is empty.
     pub fn run(mut self) {
         let decisions = self.shared.options.decisions.clone();
@@ -156,7 +162,7 @@ impl SchedulingLoop {
                 qpi.unschedulable_plugins = fit.diagnosis.unschedulable_plugins.clone();
                 qpi.pending_plugins = fit.diagnosis.pending_plugins.clone();
                 let result = fit.diagnosis.post_filter_result.as_ref();
-                if fwk.has_post_filter_plugins() {
+                if self.algorithm.post_filter() && fwk.has_post_filter_plugins() {
                     let victims = result.map_or(0, |r| r.victims.len());
                     shared.metrics.observe_preemption(victims);
                 }

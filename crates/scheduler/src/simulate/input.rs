@@ -107,66 +107,68 @@ impl ClusterInput {
     /// the global default class (the highest if several), else priority 0. A class that
     /// does not exist is an error, as admission rejects such a pod.
     pub fn resolve_priorities(&mut self) -> Result<(), InputError> {
-        let default_class = self
-            .priority_classes
-            .iter()
-            .filter(|c| c.global_default == Some(true))
-            .max_by_key(|c| c.value);
         for (i, pod) in self.pods.iter_mut().enumerate() {
-            let Some(spec) = pod.spec.as_ref() else {
-                continue;
-            };
-            if spec.priority.is_some() {
-                continue;
-            }
-            let name = spec.priority_class_name.clone().filter(|n| !n.is_empty());
-            let (class_name, value, policy) = match name.as_deref() {
-                None => match default_class {
-                    Some(c) => (
-                        c.metadata.name.clone(),
-                        c.value,
-                        c.preemption_policy.clone(),
-                    ),
-                    None => (None, 0, None),
-                },
-                Some(SYSTEM_CLUSTER_CRITICAL) => {
-                    (name.clone(), SYSTEM_CLUSTER_CRITICAL_PRIORITY, None)
+            resolve_priority(&self.priority_classes, pod).map_err(|message| {
+                InputError::Object {
+                    file: self.pod_files.get(i).cloned().unwrap_or_default(),
+                    object: pod_label(pod),
+                    message,
                 }
-                Some(SYSTEM_NODE_CRITICAL) => (name.clone(), SYSTEM_NODE_CRITICAL_PRIORITY, None),
-                Some(n) => {
-                    let class = self
-                        .priority_classes
-                        .iter()
-                        .find(|c| c.metadata.name.as_deref() == Some(n));
-                    let Some(c) = class else {
-                        let object = format!(
-                            "Pod {}/{}",
-                            pod.metadata.namespace.as_deref().unwrap_or("default"),
-                            pod.metadata.name.as_deref().unwrap_or_default()
-                        );
-                        return Err(InputError::Object {
-                            file: self.pod_files.get(i).cloned().unwrap_or_default(),
-                            object,
-                            message: format!(
-                                "spec.priorityClassName: no PriorityClass with name {n} was found"
-                            ),
-                        });
-                    };
-                    (name.clone(), c.value, c.preemption_policy.clone())
-                }
-            };
-            let pod = Arc::make_mut(pod);
-            let spec = pod.spec.get_or_insert_with(Default::default);
-            spec.priority = Some(value);
-            if class_name.is_some() {
-                spec.priority_class_name = class_name;
-            }
-            if spec.preemption_policy.is_none() {
-                spec.preemption_policy =
-                    Some(policy.unwrap_or_else(|| "PreemptLowerPriority".to_string()));
-            }
+            })?;
         }
         Ok(())
+    }
+
+    /// The pod `simulate --capacity` copies: the one object of `file`, which must be a Pod,
+    /// checked as the input's pods are and given its priority from this input's
+    /// PriorityClasses.
+    pub fn load_template(&self, file: &Path) -> Result<Arc<Pod>, InputError> {
+        let text = std::fs::read_to_string(file).map_err(|source| InputError::Read {
+            file: file.to_path_buf(),
+            source,
+        })?;
+        let docs = parse_documents(&text).map_err(|message| InputError::Parse {
+            file: file.to_path_buf(),
+            message,
+        })?;
+        let kinds: Vec<&str> = docs
+            .iter()
+            .filter(|d| !d.is_null())
+            .map(|d| {
+                d.get("kind")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or("(no kind)")
+            })
+            .collect();
+        if kinds != ["Pod"] {
+            let found = if kinds.is_empty() {
+                "nothing".to_string()
+            } else {
+                kinds.join(", ")
+            };
+            return Err(InputError::Parse {
+                file: file.to_path_buf(),
+                message: format!(
+                    "expected exactly one object, a Pod (the pod to copy); found {found}"
+                ),
+            });
+        }
+        let mut one = ClusterInput::default();
+        one.add_text(&text, file, &mut HashMap::new())?;
+        let Some(mut pod) = one.pods.pop() else {
+            return Err(InputError::Parse {
+                file: file.to_path_buf(),
+                message: "expected a Pod".into(),
+            });
+        };
+        resolve_priority(&self.priority_classes, &mut pod).map_err(|message| {
+            InputError::Object {
+                file: file.to_path_buf(),
+                object: pod_label(&pod),
+                message,
+            }
+        })?;
+        Ok(pod)
     }
 
     /// Adds the objects of one file's text (`file` names it in errors).
@@ -405,6 +407,66 @@ fn push_ns<
 ) {
     obj.metadata_mut().namespace = Some(ns.clone());
     map.entry(ns).or_default().push(Arc::new(obj));
+}
+
+/// `Pod namespace/name`, as errors name a pod.
+fn pod_label(pod: &Pod) -> String {
+    format!(
+        "Pod {}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Gives a pod without `spec.priority` the priority (and preemption policy) of its
+/// PriorityClass among `classes`, as the API server's Priority admission does: the named
+/// class, else the global default class (the highest if several), else priority 0. A class
+/// that does not exist is an error, as admission rejects such a pod.
+fn resolve_priority(classes: &[Arc<PriorityClass>], pod: &mut Arc<Pod>) -> Result<(), String> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(());
+    };
+    if spec.priority.is_some() {
+        return Ok(());
+    }
+    let name = spec.priority_class_name.clone().filter(|n| !n.is_empty());
+    let (class_name, value, policy) = match name.as_deref() {
+        None => match classes
+            .iter()
+            .filter(|c| c.global_default == Some(true))
+            .max_by_key(|c| c.value)
+        {
+            Some(c) => (
+                c.metadata.name.clone(),
+                c.value,
+                c.preemption_policy.clone(),
+            ),
+            None => (None, 0, None),
+        },
+        Some(SYSTEM_CLUSTER_CRITICAL) => (name.clone(), SYSTEM_CLUSTER_CRITICAL_PRIORITY, None),
+        Some(SYSTEM_NODE_CRITICAL) => (name.clone(), SYSTEM_NODE_CRITICAL_PRIORITY, None),
+        Some(n) => {
+            let Some(c) = classes
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(n))
+            else {
+                return Err(format!(
+                    "spec.priorityClassName: no PriorityClass with name {n} was found"
+                ));
+            };
+            (name.clone(), c.value, c.preemption_policy.clone())
+        }
+    };
+    let pod = Arc::make_mut(pod);
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.priority = Some(value);
+    if class_name.is_some() {
+        spec.priority_class_name = class_name;
+    }
+    if spec.preemption_policy.is_none() {
+        spec.preemption_policy = Some(policy.unwrap_or_else(|| "PreemptLowerPriority".to_string()));
+    }
+    Ok(())
 }
 
 /// Decodes one object, naming the field on a type error.

@@ -8,6 +8,7 @@
 //! them (filter, prioritize, preempt, bind): their answers are part of the input, so the
 //! same input, seed and extender answers give the same report.
 
+pub mod capacity;
 pub mod input;
 pub mod output;
 
@@ -34,7 +35,7 @@ use crate::extender::{self, HttpExtender};
 use crate::memory::MemoryCluster;
 use crate::metrics::NoopRecorder;
 use crate::schedule_one::Explanation;
-use crate::scheduler::{Attempt, AttemptOutcome, Scheduler};
+use crate::scheduler::{Attempt, AttemptOutcome, Scheduler, SchedulingLoop};
 use crate::source::{Change, ObjectEvent};
 
 pub use input::{ClusterInput, InputError};
@@ -291,11 +292,14 @@ impl Simulation {
     /// cluster applies the nomination to the pod's status, so the retry tries that node
     /// first.
     pub fn run(self, input: &ClusterInput) -> Report {
-        run(self, input)
+        let mut lp = self.sched.scheduling_loop();
+        run(&self, &mut lp, input)
     }
 }
 
-fn run(sim: Simulation, input: &ClusterInput) -> Report {
+/// Loads `input` into the simulation's cluster and schedules its pending pods with `lp`,
+/// until activeQ is empty.
+fn run(sim: &Simulation, lp: &mut SchedulingLoop, input: &ClusterInput) -> Report {
     let Simulation {
         rt,
         sched,
@@ -316,7 +320,7 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
         })
         .collect();
     cluster.connect(sched.weak_event_handler());
-    load(&cluster, input, &clock);
+    load(cluster, input, clock);
     sched.event_handler().synced();
 
     let mut report = Report::default();
@@ -339,7 +343,6 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
         }
     }
 
-    let mut lp = sched.scheduling_loop();
     let mut seen: HashMap<String, usize> = HashMap::new();
     // Each pending pod is attempted once, and again after a preemption; the bound only
     // guards against a requeue loop.
@@ -351,20 +354,10 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
         let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
             break;
         };
-        for wp in sched.waiting_pods().list() {
-            let plugins = wp.pending_plugins().join(", ");
-            for p in wp.pending_plugins() {
-                wp.reject(
-                    p,
-                    &format!(
-                        "permit plugin(s) {plugins} asked the pod to wait; simulate does not wait"
-                    ),
-                );
-            }
-        }
+        reject_waiting_pods(sched);
         rt.block_on(sched.wait_for_bindings());
         let preempted = preempted_by(&a);
-        let mut r = pod_report(&cluster, sched.extenders(), a, explanation);
+        let mut r = pod_report(cluster, sched.extenders(), a, explanation);
         if r.result == PodResult::Scheduled {
             let (pvs, pvcs) = cluster.volume_writes_since(volume_writes);
             r.volumes = VolumeDecision::from_writes(&pvs, &pvcs);
@@ -411,6 +404,22 @@ fn run(sim: Simulation, input: &ClusterInput) -> Report {
     }
     report.pods.extend(held_back);
     report
+}
+
+/// Rejects every pod a Permit plugin asked to wait: the clock stands still, so nothing
+/// would ever let it go on, and its binding cycle would never end.
+fn reject_waiting_pods(sched: &Scheduler) {
+    for wp in sched.waiting_pods().list() {
+        let plugins = wp.pending_plugins().join(", ");
+        for p in wp.pending_plugins() {
+            wp.reject(
+                p,
+                &format!(
+                    "permit plugin(s) {plugins} asked the pod to wait; simulate does not wait"
+                ),
+            );
+        }
+    }
 }
 
 /// Feeds the input to the scheduler as informers would: namespaces and workloads first,
@@ -704,13 +713,7 @@ fn device_reasons(explanation: Option<&Explanation>) -> Vec<(String, Vec<DeviceR
 
 /// Whether the scheduler's last event about the pod `namespace/name` is `Scheduled`.
 fn last_event_is_scheduled(cluster: &MemoryCluster, namespace: &str, name: &str) -> bool {
-    cluster
-        .writes()
-        .events
-        .iter()
-        .rev()
-        .find(|e| e.regarding.namespace == namespace && e.regarding.name == name)
-        .is_some_and(|e| e.reason == "Scheduled")
+    cluster.last_event_reason(namespace, name).as_deref() == Some("Scheduled")
 }
 
 fn scheduler_name(pod: &k8s_openapi::api::core::v1::Pod) -> String {

@@ -218,6 +218,21 @@ impl MemoryCluster {
         )
     }
 
+    /// How many ResourceClaim status writes there were so far.
+    pub fn resource_claim_status_count(&self) -> usize {
+        self.lock().writes.resource_claim_statuses.len()
+    }
+
+    /// The ResourceClaim status writes after the first `count`.
+    pub fn resource_claim_statuses_since(&self, count: usize) -> Vec<ResourceClaim> {
+        self.lock()
+            .writes
+            .resource_claim_statuses
+            .get(count..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+
     /// The PersistentVolume and PersistentVolumeClaim writes after the first `counts`.
     pub fn volume_writes_since(
         &self,

@@ -350,7 +350,7 @@ fn run(sim: &Simulation, lp: &mut SchedulingLoop, input: &ClusterInput) -> Repor
     for _ in 0..limit {
         let mut explanation = Explanation::default();
         let volume_writes = cluster.volume_write_counts();
-        let claim_writes = cluster.writes().resource_claim_statuses.len();
+        let claim_writes = cluster.resource_claim_status_count();
         let Some(a) = lp.schedule_one(Some(&mut explanation)) else {
             break;
         };
@@ -361,8 +361,8 @@ fn run(sim: &Simulation, lp: &mut SchedulingLoop, input: &ClusterInput) -> Repor
         if r.result == PodResult::Scheduled {
             let (pvs, pvcs) = cluster.volume_writes_since(volume_writes);
             r.volumes = VolumeDecision::from_writes(&pvs, &pvcs);
-            let claims = cluster.writes().resource_claim_statuses;
-            r.devices = DeviceDecision::from_writes(claims.get(claim_writes..).unwrap_or_default());
+            r.devices =
+                DeviceDecision::from_writes(&cluster.resource_claim_statuses_since(claim_writes));
         }
         r.explain_claims(|name| {
             input

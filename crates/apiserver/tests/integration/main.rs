@@ -23,4 +23,5 @@ mod sets;
 mod storage;
 mod validation;
 mod volumes;
+mod wire_bytes;
 mod workloads;

@@ -21,6 +21,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::status::ApiError;
+use crate::store::Listed;
 
 /// Upstream's token version.
 const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -43,23 +44,43 @@ fn invalid(why: impl std::fmt::Display) -> ApiError {
     ))
 }
 
+/// An object of a list, by what paging reads of it: its namespace and name.
+pub trait Keyed {
+    /// The namespace (empty for cluster-scoped objects) and the name.
+    fn key(&self) -> (&str, &str);
+}
+
+impl Keyed for Arc<Value> {
+    fn key(&self) -> (&str, &str) {
+        let meta = |f: &str| {
+            self.get("metadata")
+                .and_then(|m| m.get(f))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        (meta("namespace"), meta("name"))
+    }
+}
+
+impl Keyed for Listed {
+    fn key(&self) -> (&str, &str) {
+        (&self.namespace, &self.name)
+    }
+}
+
 /// The object's key below the list's prefix: `namespace/name` when the list spans
 /// namespaces of a namespaced resource, else `name`.
-fn relative_key(obj: &Value, across_namespaces: bool) -> String {
-    let meta = |f: &str| {
-        obj.pointer(&format!("/metadata/{f}"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
+fn relative_key(obj: &impl Keyed, across_namespaces: bool) -> String {
+    let (namespace, name) = obj.key();
     if across_namespaces {
-        format!("{}/{}", meta("namespace"), meta("name"))
+        format!("{namespace}/{name}")
     } else {
-        meta("name").to_string()
+        name.to_string()
     }
 }
 
 /// The token continuing after `last` in a list read at `rv`.
-pub fn encode(rv: u64, last: &Value, across_namespaces: bool) -> String {
+pub fn encode(rv: u64, last: &impl Keyed, across_namespaces: bool) -> String {
     let token = json!({
         "v": TOKEN_VERSION,
         "rv": rv,
@@ -135,12 +156,12 @@ pub fn expired_status(c: &Continue, across_namespaces: bool) -> Value {
 
 /// One page of a list.
 #[derive(Debug, PartialEq)]
-pub struct Page<'a> {
+pub struct Page<'a, T> {
     /// The page's objects.
-    pub items: Vec<&'a Arc<Value>>,
+    pub items: Vec<&'a T>,
     /// The last returned object when more matching objects follow (the token is made from
     /// it).
-    pub last: Option<&'a Arc<Value>>,
+    pub last: Option<&'a T>,
     /// How many objects follow the page; only when nothing is filtered out.
     pub remaining: Option<u64>,
 }
@@ -148,27 +169,19 @@ pub struct Page<'a> {
 /// The page of `items` (sorted by namespace, name) starting at `start`, at most `limit`
 /// long, of the objects `matches` lets through. `filtered` says whether selectors apply
 /// (upstream then leaves `remainingItemCount` out).
-pub fn page<'a>(
-    items: &'a [Arc<Value>],
+pub fn page<'a, T: Keyed>(
+    items: &'a [T],
     start: Option<&Continue>,
     limit: Option<usize>,
     filtered: bool,
-    matches: impl Fn(&Value) -> bool,
-) -> Page<'a> {
-    let key = |o: &Value| {
-        let meta = |f: &str| {
-            o.pointer(&format!("/metadata/{f}"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        (meta("namespace"), meta("name"))
-    };
+    matches: impl Fn(&T) -> bool,
+) -> Page<'a, T> {
     let from = match start {
         None => 0,
         Some(c) => items.partition_point(|o| {
-            let k = key(o);
-            k < c.start || (c.after && k == c.start)
+            let k = o.key();
+            let start = (c.start.0.as_str(), c.start.1.as_str());
+            k < start || (c.after && k == start)
         }),
     };
     let rest = items.get(from..).unwrap_or_default();
@@ -186,7 +199,7 @@ pub fn page<'a>(
     }
     let after = rest.get(scanned..).unwrap_or_default();
     let more = if filtered {
-        after.iter().any(|o| matches(o))
+        after.iter().any(&matches)
     } else {
         !after.is_empty()
     };
@@ -210,7 +223,7 @@ struct Snapshot {
     storage: &'static str,
     namespace: Option<String>,
     rv: u64,
-    items: Arc<Vec<Arc<Value>>>,
+    items: Arc<Vec<Listed>>,
 }
 
 impl Snapshots {
@@ -234,7 +247,7 @@ impl Snapshots {
         storage: &'static str,
         namespace: Option<&str>,
         rv: u64,
-        items: Arc<Vec<Arc<Value>>>,
+        items: Arc<Vec<Listed>>,
     ) {
         let mut kept = self.lock();
         let same = |s: &Snapshot| {
@@ -261,7 +274,7 @@ impl Snapshots {
         storage: &'static str,
         namespace: Option<&str>,
         rv: u64,
-    ) -> Option<Arc<Vec<Arc<Value>>>> {
+    ) -> Option<Arc<Vec<Listed>>> {
         let mut kept = self.lock();
         let at = kept.iter().position(|s| {
             s.storage == storage && s.namespace.as_deref() == namespace && s.rv == rv
@@ -360,7 +373,7 @@ mod tests {
         );
     }
 
-    fn names(p: &Page<'_>) -> Vec<String> {
+    fn names(p: &Page<'_, Arc<Value>>) -> Vec<String> {
         p.items
             .iter()
             .map(|o| o["metadata"]["name"].as_str().unwrap_or("").to_string())
@@ -411,7 +424,13 @@ mod tests {
     #[test]
     fn snapshots_drop_the_least_recently_used() {
         let s = Snapshots::new(2);
-        let items = |n: &str| Arc::new(vec![obj("", n, "")]);
+        let items = |n: &str| {
+            Arc::new(vec![Listed {
+                namespace: String::new(),
+                name: n.to_string(),
+                encoded: axum::body::Bytes::new(),
+            }])
+        };
         s.keep("pods", Some("a"), 1, items("one"));
         s.keep("pods", None, 2, items("two"));
         let used = s.get("pods", Some("a"), 1).is_some();

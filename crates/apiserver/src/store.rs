@@ -187,6 +187,43 @@ pub fn decode(json: &Bytes) -> Arc<Value> {
     Arc::new(serde_json::from_slice(json).unwrap_or(Value::Null))
 }
 
+/// What a write left: the object, and its bytes as stored (what a get, a list or a watch
+/// of it sends), so that the write's response need not encode it again.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The object after the write.
+    pub object: Arc<Value>,
+    /// The object's stored bytes; None for a dry run, which stores nothing.
+    pub encoded: Option<Bytes>,
+}
+
+impl Written {
+    fn stored(object: Arc<Value>, encoded: Bytes) -> Self {
+        Written {
+            object,
+            encoded: Some(encoded),
+        }
+    }
+
+    fn dry(object: Arc<Value>) -> Self {
+        Written {
+            object,
+            encoded: None,
+        }
+    }
+}
+
+/// An object of a list, by its key, as stored.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+    /// The object's stored bytes.
+    pub encoded: Bytes,
+}
+
 fn key(ns: &str, name: &str) -> Key {
     (ns.to_string(), name.to_string())
 }
@@ -425,6 +462,38 @@ impl Store {
         json.as_ref().map(decode)
     }
 
+    /// One object's stored bytes: what a get of it sends.
+    pub fn get_encoded(&self, info: &ResourceInfo, ns: &str, name: &str) -> Option<Bytes> {
+        self.lock()
+            .objects
+            .get(info.storage)
+            .and_then(|m| m.get(&key(ns, name)))
+            .cloned()
+    }
+
+    /// All objects of a resource (in one namespace, or all) as stored, sorted by namespace
+    /// and name, with the resourceVersion of the snapshot. Nothing is decoded.
+    pub fn list_encoded(&self, info: &ResourceInfo, ns: Option<&str>) -> (Vec<Listed>, u64) {
+        let inner = self.lock();
+        let listed = |((namespace, name), encoded): (&Key, &Bytes)| Listed {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            encoded: encoded.clone(),
+        };
+        let items = match inner.objects.get(info.storage) {
+            None => Vec::new(),
+            Some(m) => match ns {
+                None => m.iter().map(listed).collect(),
+                Some(ns) => m
+                    .range(key(ns, "")..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(listed)
+                    .collect(),
+            },
+        };
+        (items, inner.rv)
+    }
+
     /// All objects of a resource (in one namespace, or all), sorted by namespace and name,
     /// with the resourceVersion of the snapshot.
     pub fn list(&self, info: &ResourceInfo, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
@@ -452,9 +521,21 @@ impl Store {
         &self,
         info: &ResourceInfo,
         ns: &str,
-        mut obj: Value,
+        obj: Value,
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
+        self.create_written(info, ns, obj, dry_run)
+            .map(|w| w.object)
+    }
+
+    /// [`Store::create`], with the bytes stored.
+    pub fn create_written(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> Result<Written, ApiError> {
         let mut inner = self.lock();
         if info.namespaced
             && !inner
@@ -538,17 +619,18 @@ impl Store {
         }
         let obj = Arc::new(obj);
         if dry_run {
-            return Ok(obj);
+            return Ok(Written::dry(obj));
         }
         inner.rv = rv;
         let event = WatchEvent::new(info.storage, EventType::Added, rv, &obj, None);
+        let encoded = event.encoded.clone();
         inner
             .objects
             .entry(info.storage)
             .or_default()
-            .insert(key(ns, &name), event.encoded.clone());
+            .insert(key(ns, &name), encoded.clone());
         self.record(&mut inner, event);
-        Ok(obj)
+        Ok(Written::stored(obj, encoded))
     }
 
     /// Read-modify-write of one object under the store lock: `f` gets the current object and
@@ -563,13 +645,27 @@ impl Store {
         dry_run: bool,
         f: impl FnOnce(&Value) -> Result<Value, ApiError>,
     ) -> Result<Arc<Value>, ApiError> {
+        self.update_written(info, ns, name, dry_run, f)
+            .map(|w| w.object)
+    }
+
+    /// [`Store::update`], with the bytes stored.
+    pub fn update_written(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        dry_run: bool,
+        f: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Written, ApiError> {
         let mut inner = self.lock();
-        let current = inner
+        let current_encoded = inner
             .objects
             .get(info.storage)
             .and_then(|m| m.get(&key(ns, name)))
-            .map(decode)
+            .cloned()
             .ok_or_else(|| ApiError::not_found(info, name))?;
+        let current = decode(&current_encoded);
         let mut new = f(&current)?;
         if !new.is_object() {
             return Err(ApiError::bad_request("the object must be a JSON object"));
@@ -610,13 +706,13 @@ impl Store {
                 .unwrap_or(Value::Null),
         );
         if new == *current {
-            return Ok(current);
+            return Ok(Written::stored(current, current_encoded));
         }
         let rv = inner.rv + 1;
         set_meta(&mut new, "resourceVersion", json!(rv.to_string()));
         let new = Arc::new(new);
         if dry_run {
-            return Ok(new);
+            return Ok(Written::dry(new));
         }
         let finished = should_delete_during_update(info, &current, &new);
         inner.rv = rv;
@@ -624,20 +720,21 @@ impl Store {
             if let Some(m) = inner.objects.get_mut(info.storage) {
                 m.remove(&key(ns, name));
             }
-            self.record(
-                &mut inner,
-                WatchEvent::new(info.storage, EventType::Deleted, rv, &new, Some(&*current)),
-            );
-            return Ok(new);
+            let event =
+                WatchEvent::new(info.storage, EventType::Deleted, rv, &new, Some(&*current));
+            let encoded = event.encoded.clone();
+            self.record(&mut inner, event);
+            return Ok(Written::stored(new, encoded));
         }
         let event = WatchEvent::new(info.storage, EventType::Modified, rv, &new, Some(&*current));
+        let encoded = event.encoded.clone();
         inner
             .objects
             .entry(info.storage)
             .or_default()
-            .insert(key(ns, name), event.encoded.clone());
+            .insert(key(ns, name), encoded.clone());
         self.record(&mut inner, event);
-        Ok(new)
+        Ok(Written::stored(new, encoded))
     }
 
     /// Deletes an object (or, with finalizers, marks it with a deletionTimestamp). The

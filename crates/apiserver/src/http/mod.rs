@@ -744,12 +744,15 @@ fn object(req: &Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
         (Method::POST, None, None) => create(req, &p),
         (Method::DELETE, None, None) => delete_collection(req, &p),
         (Method::GET, Some(name), None | Some("status")) => {
-            let obj = req
+            let stored = req
                 .st
                 .store
-                .get(info, namespace_of(&p), name)
+                .get_encoded(info, namespace_of(&p), name)
                 .ok_or_else(|| ApiError::not_found(info, name))?;
-            Ok(single(req, info, &obj, 200))
+            if sends_stored(req, info) {
+                return Ok(bytes_response(200, stored));
+            }
+            Ok(single(req, info, &store::decode(&stored), 200))
         }
         (Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             update(req, &p, name, sub.is_some())
@@ -776,6 +779,35 @@ fn object(req: &Req<'_>, p: ObjectPath) -> Result<Response, ApiError> {
         (Method::POST, Some(name), Some("binding")) if info.kind == "Pod" => bind(req, &p, name),
         (Method::POST, Some(name), Some("eviction")) if info.kind == "Pod" => evict(req, &p, name),
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+/// Whether a response of `info`'s objects is their stored bytes as they are: JSON, no
+/// Table, and no conversion (events.k8s.io Events are stored as core Events).
+fn sends_stored(req: &Req<'_>, info: &ResourceInfo) -> bool {
+    !req.wants_table() && info.group != "events.k8s.io"
+}
+
+/// A JSON response whose body is already encoded.
+fn bytes_response(code: u16, body: Bytes) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// The response to a write: the bytes it stored when they are what the client asked for,
+/// else the object encoded as asked.
+fn written(req: &Req<'_>, info: &ResourceInfo, w: &store::Written, code: u16) -> Response {
+    match &w.encoded {
+        Some(stored) if sends_stored(req, info) => bytes_response(code, stored.clone()),
+        _ => single(req, info, &w.object, code),
     }
 }
 
@@ -827,7 +859,7 @@ fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
         Some((c, at)) => match req.st.snapshots.get(info.storage, ns, at) {
             Some(items) => (items, at),
             None => {
-                let (items, rv) = req.st.store.list(info, ns);
+                let (items, rv) = req.st.store.list_encoded(info, ns);
                 if rv != at {
                     return Ok(json_response(410, &paging::expired_status(c, across)));
                 }
@@ -835,22 +867,33 @@ fn list(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
             }
         },
         None => {
-            let (items, rv) = req.st.store.list(info, ns);
+            let (items, rv) = req.st.store.list_encoded(info, ns);
             (Arc::new(items), rv)
         }
     };
     let filtered = !sel.labels.is_empty() || !sel.fields.is_empty();
-    let page = paging::page(&items, start.as_ref(), limit, filtered, |o| sel.matches(o));
+    // Only selectors need the objects decoded; the page itself is sent as stored.
+    let page = paging::page(&items, start.as_ref(), limit, filtered, |o| {
+        !filtered || sel.matches(&store::decode(&o.encoded))
+    });
     let continue_token = page.last.map(|last| {
         req.st.snapshots.keep(info.storage, ns, rv, items.clone());
         paging::encode(rv, last, across)
     });
-    let wire: Vec<Cow<'_, Value>> = page.items.iter().map(|o| to_wire(info, o)).collect();
     let meta = ListMeta {
         resource_version: rv.to_string(),
         continue_token,
         remaining_item_count: page.remaining,
     };
+    if sends_stored(req, info) {
+        return Ok(stored_list_response(info, &meta, &page.items));
+    }
+    let decoded: Vec<Arc<Value>> = page
+        .items
+        .iter()
+        .map(|o| store::decode(&o.encoded))
+        .collect();
+    let wire: Vec<Cow<'_, Value>> = decoded.iter().map(|o| to_wire(info, o)).collect();
     if req.wants_table() {
         let include = req.query.get("includeObject") == Some("Object");
         let mut t = table::table(
@@ -904,6 +947,35 @@ fn list_response(info: &ResourceInfo, meta: &ListMeta, items: &[Cow<'_, Value>])
         bytes,
     )
         .into_response()
+}
+
+/// A `XxxList` of stored objects, their bytes spliced in as they are: the same bytes as
+/// [`list_response`] encodes from the decoded objects, without decoding them.
+fn stored_list_response(
+    info: &ResourceInfo,
+    meta: &ListMeta,
+    items: &[&store::Listed],
+) -> Response {
+    let meta = serde_json::to_vec(meta).unwrap_or_default();
+    let kind = serde_json::to_string(&format!("{}List", info.kind)).unwrap_or_default();
+    let api_version = serde_json::to_string(&info.api_version()).unwrap_or_default();
+    let len = items.iter().map(|o| o.encoded.len() + 1).sum::<usize>() + meta.len() + 64;
+    let mut body = Vec::with_capacity(len);
+    body.extend_from_slice(b"{\"kind\":");
+    body.extend_from_slice(kind.as_bytes());
+    body.extend_from_slice(b",\"apiVersion\":");
+    body.extend_from_slice(api_version.as_bytes());
+    body.extend_from_slice(b",\"metadata\":");
+    body.extend_from_slice(&meta);
+    body.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&o.encoded);
+    }
+    body.extend_from_slice(b"]}");
+    bytes_response(200, Bytes::from(body))
 }
 
 /// Decodes, checks and admits a new object in its stored form.
@@ -1036,8 +1108,8 @@ fn create(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError> {
     let created = req
         .st
         .store
-        .create(p.info, namespace_of(p), obj, req.query.dry_run())?;
-    Ok(single(req, p.info, &created, 201))
+        .create_written(p.info, namespace_of(p), obj, req.query.dry_run())?;
+    Ok(written(req, p.info, &created, 201))
 }
 
 fn rv_of(v: &Value) -> Option<&str> {
@@ -1184,7 +1256,7 @@ fn update(
     let info = p.info;
     let body = req.object_body(info)?;
     let namespace = resource_namespace(req, p);
-    let updated = req.st.store.update(
+    let updated = req.st.store.update_written(
         info,
         namespace_of(p),
         name,
@@ -1201,7 +1273,7 @@ fn update(
             )
         },
     )?;
-    Ok(single(req, info, &updated, 200))
+    Ok(written(req, info, &updated, 200))
 }
 
 fn patch(
@@ -1220,15 +1292,18 @@ fn patch(
         admission::check_kind(info, &mut obj)?;
         obj["metadata"]["name"] = json!(name);
         let obj = admit_new(req, p, obj)?;
-        let created = req.st.store.create(info, ns, obj, req.query.dry_run())?;
-        return Ok(single(req, info, &created, 201));
+        let created = req
+            .st
+            .store
+            .create_written(info, ns, obj, req.query.dry_run())?;
+        return Ok(written(req, info, &created, 201));
     }
     let body = req.body;
     let namespace = resource_namespace(req, p);
     let updated = req
         .st
         .store
-        .update(info, ns, name, req.query.dry_run(), |current| {
+        .update_written(info, ns, name, req.query.dry_run(), |current| {
             let wire = to_wire(info, current);
             let mut patched = patch::apply(&wire, body, kind)?;
             // A resourceVersion the patch did not set is the current one; one it set is a
@@ -1248,7 +1323,7 @@ fn patch(
                 namespace.as_deref(),
             )
         })?;
-    Ok(single(req, info, &updated, 200))
+    Ok(written(req, info, &updated, 200))
 }
 
 /// DeleteOptions of a request: the query's `gracePeriodSeconds` and `dryRun`, then a JSON

@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::store::RecvError;
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::meta;
@@ -170,7 +170,7 @@ pub async fn run(store: &Store, c: &impl Reconcile) {
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = store.watch(c.owners().storage, None) else {
+        let Ok(start) = store.watch_all(c.owners().storage, None) else {
             return;
         };
         let mut live = start.live;
@@ -202,7 +202,7 @@ pub async fn run(store: &Store, c: &impl Reconcile) {
                 let ev = match ev {
                     Ok(ev) => ev,
                     // Fell behind: relist.
-                    Err(RecvError::Lagged(_)) => break 'watch,
+                    Err(RecvError::Lagged) => break 'watch,
                     Err(RecvError::Closed) => return,
                 };
                 c.keys_of(&ev, &mut keys);

@@ -30,8 +30,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::store::RecvError;
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::pv_controller::str_at;
 use crate::recorder::Recorder;
@@ -323,7 +323,7 @@ pub async fn run(store: Arc<Store>) {
             let ev = match live.recv().await {
                 Ok(ev) => ev,
                 // Fell behind: look at everything again.
-                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Lagged) => break,
                 Err(RecvError::Closed) => return,
             };
             if ev.storage != nodes.storage {

@@ -24,8 +24,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+use crate::store::RecvError;
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::pv_controller::str_at;
 use crate::resources::{ResourceInfo, RESOURCES};
@@ -381,7 +381,7 @@ pub async fn run(store: Arc<Store>) {
     };
     loop {
         // Subscribe first, then look at everything: nothing written in between is missed.
-        let Ok(start) = gc.store.watch(first.storage, None) else {
+        let Ok(start) = gc.store.watch_all(first.storage, None) else {
             return;
         };
         let mut live = start.live;
@@ -390,7 +390,7 @@ pub async fn run(store: Arc<Store>) {
             let ev = match live.recv().await {
                 Ok(ev) => ev,
                 // Fell behind: look at everything again.
-                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Lagged) => break,
                 Err(RecvError::Closed) => return,
             };
             let Some(info) = stored().find(|r| r.storage == ev.storage) else {

@@ -29,8 +29,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::store::RecvError;
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::meta;
@@ -618,7 +618,11 @@ pub async fn run(store: Arc<Store>, job_pod_completion: std::time::Duration) {
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = k.store.watch(pods.storage, None) else {
+        let Ok(start) = k.store.watch_also(
+            pods.storage,
+            None,
+            &[nodes.storage, claims.storage, resource_claims.storage],
+        ) else {
             return;
         };
         let mut live = start.live;
@@ -647,7 +651,7 @@ pub async fn run(store: Arc<Store>, job_pod_completion: std::time::Duration) {
                 }
                 Ok(_) => {}
                 // Fell behind: relist.
-                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Lagged) => break,
                 Err(RecvError::Closed) => return,
             }
         }

@@ -149,9 +149,6 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Writes kept for watches resuming from a resourceVersion; older ones get 410.
     pub event_log_capacity: usize,
-    /// Events a live watcher may fall behind before it is dropped with 410. The default
-    /// matches the event log: a watcher further behind could not resume from the log either.
-    pub watch_buffer: usize,
     /// Bytes of events a watcher may have waiting for its connection. A watcher that falls
     /// further behind is ended (its response ends; the client watches again or relists), as
     /// upstream ends a watcher too slow to take its events. One event larger than this is
@@ -251,7 +248,6 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             max_body_bytes: 3 * 1024 * 1024,
             event_log_capacity: 100_000,
-            watch_buffer: 100_000,
             watch_backlog_bytes: 16 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(30),
             data_dir: None,
@@ -399,10 +395,9 @@ impl Server {
             })?;
         let addr = listener.local_addr()?;
         let store = Arc::new(match &config.data_dir {
-            None => Store::new(config.event_log_capacity, config.watch_buffer),
+            None => Store::new(config.event_log_capacity),
             Some(dir) => Store::open(
                 config.event_log_capacity,
-                config.watch_buffer,
                 dir,
                 config.compact_bytes,
                 config.data_dir_repair,

@@ -14,8 +14,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::store::RecvError;
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::store::{EventType, Store};
 
@@ -33,7 +33,7 @@ fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
 pub async fn run(store: Arc<Store>) {
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = store.watch("namespaces", None) else {
+        let Ok(start) = store.watch_all("namespaces", None) else {
             return;
         };
         let mut live = start.live;
@@ -62,7 +62,7 @@ pub async fn run(store: Arc<Store>) {
                 }
                 Ok(_) => {}
                 // Fell behind: relist.
-                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Lagged) => break,
                 Err(RecvError::Closed) => return,
             }
         }

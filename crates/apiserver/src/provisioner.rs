@@ -31,8 +31,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+use crate::store::RecvError;
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::admission;
 use crate::pv_controller::{
@@ -394,7 +394,10 @@ pub async fn run(store: Arc<Store>, serves: Vec<String>) {
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = p.store.watch(claims.storage, None) else {
+        let Ok(start) = p
+            .store
+            .watch_also(claims.storage, None, &[volumes.storage, nodes.storage])
+        else {
             return;
         };
         let mut live = start.live;
@@ -403,7 +406,7 @@ pub async fn run(store: Arc<Store>, serves: Vec<String>) {
             let ev = match live.recv().await {
                 Ok(ev) => ev,
                 // Fell behind: relist.
-                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Lagged) => break,
                 Err(RecvError::Closed) => return,
             };
             if ev.kind == EventType::Deleted {

@@ -43,8 +43,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use crate::store::RecvError;
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::admission;
 use crate::meta;
@@ -881,7 +881,11 @@ pub async fn run(store: Arc<Store>) {
     };
     loop {
         // Subscribe first, then list: nothing written in between is missed.
-        let Ok(start) = c.store.watch(c.claims.storage, None) else {
+        let Ok(start) = c.store.watch_also(
+            c.claims.storage,
+            None,
+            &[c.volumes.storage, c.classes.storage],
+        ) else {
             return;
         };
         let mut live = start.live;
@@ -890,7 +894,7 @@ pub async fn run(store: Arc<Store>) {
             let ev = match live.recv().await {
                 Ok(ev) => ev,
                 // Fell behind: relist.
-                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Lagged) => break,
                 Err(RecvError::Closed) => return,
             };
             let deleted = ev.kind == EventType::Deleted;

@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn the_same_event_again_raises_the_count_of_one_event() {
-        let store = Arc::new(Store::new(64, 64));
+        let store = Arc::new(Store::new(64));
         let namespaces = resources::lookup("", "v1", "namespaces").expect("served");
         store
             .create(namespaces, "", json!({"metadata": {"name": "ns"}}), false)
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn an_event_names_the_api_version_of_its_object() {
-        let store = Arc::new(Store::new(64, 64));
+        let store = Arc::new(Store::new(64));
         let namespaces = resources::lookup("", "v1", "namespaces").expect("served");
         store
             .create(namespaces, "", json!({"metadata": {"name": "ns"}}), false)

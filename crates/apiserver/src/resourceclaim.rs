@@ -32,8 +32,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::store::RecvError;
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::controller::{controller_ref, owner_reference};
 use crate::pv_controller::str_at;
@@ -430,7 +430,10 @@ pub async fn run(store: Arc<Store>) {
     };
     loop {
         // Subscribe first, then look at everything: nothing written in between is missed.
-        let Ok(start) = c.store.watch(pods.storage, None) else {
+        let Ok(start) =
+            c.store
+                .watch_also(pods.storage, None, &[claims.storage, templates.storage])
+        else {
             return;
         };
         let mut live = start.live;
@@ -439,7 +442,7 @@ pub async fn run(store: Arc<Store>) {
             let ev = match live.recv().await {
                 Ok(ev) => ev,
                 // Fell behind: look at everything again.
-                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Lagged) => break,
                 Err(RecvError::Closed) => return,
             };
             if ![pods.storage, claims.storage, templates.storage].contains(&ev.storage) {

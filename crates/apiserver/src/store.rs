@@ -2,20 +2,29 @@
 //! resourceVersion counter, and a bounded event log that watches are answered from.
 //!
 //! **Invariant:** every write happens under one lock, gets the next resourceVersion, and is
-//! appended to the log and broadcast to watchers before the lock is released, so a watch that
-//! subscribes under the same lock sees every later event exactly once and in order.
+//! appended to the log before the lock is released, so a watch that starts under the same
+//! lock sees every later event exactly once and in order.
+//!
+//! Live watchers read the shared event log from a cursor (the resourceVersion they have read
+//! up to): a write wakes only the watchers of its resource, each of which then reads what
+//! the log holds past its cursor. No watcher keeps a queue of its own, so an idle server
+//! holds no per-watcher buffers, and a watcher of nodes sleeps through pod writes. A watcher
+//! whose unread events of its resources fell out of the log is told so
+//! ([`RecvError::Lagged`]) and ends its watch with 410, as a client resuming from that
+//! resourceVersion would be told.
 //!
 //! **Invariant:** under `--data-dir`, a watcher is handed an event only once the write-ahead
 //! log has fsynced it ([`LiveEvents::recv`], [`LiveEvents::wait_durable`]): watchers see only
 //! writes that survive a crash, so a resourceVersion they saw is never reissued.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::body::Bytes;
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
+use tokio::sync::Notify;
 
 use crate::meta;
 use crate::resources::ResourceInfo;
@@ -98,9 +107,141 @@ struct Inner {
     /// Every object as JSON: what lists and watches send, and several times smaller than
     /// the decoded tree; decoded when a request needs the object.
     objects: HashMap<&'static str, BTreeMap<Key, Bytes>>,
-    log: VecDeque<Arc<WatchEvent>>,
+}
+
+/// Events of the last writes, read by live watchers from their cursors, and the watchers to
+/// wake when an event of their resources is appended. Locked after the store's lock when
+/// both are taken; watchers take only this one.
+#[derive(Default)]
+struct EventLog {
+    events: VecDeque<Arc<WatchEvent>>,
+    capacity: usize,
     /// Highest resourceVersion no longer in the log: watches from below it are expired.
     compacted: u64,
+    /// Per resource, the highest resourceVersion of its events no longer in the log: a live
+    /// watcher of the resource whose cursor is below it has missed an event.
+    compacted_of: HashMap<&'static str, u64>,
+    /// Watchers of each resource.
+    by_storage: HashMap<&'static str, Vec<Registered>>,
+    /// Watchers of every resource (the in-server controllers that follow many).
+    of_all: Vec<Registered>,
+    /// Live watchers registered.
+    count: usize,
+    next_id: u64,
+    /// The store is gone: nothing more is appended.
+    closed: bool,
+}
+
+/// A live watcher, as the log knows it.
+struct Registered {
+    id: u64,
+    wake: Arc<Wake>,
+}
+
+/// How a write wakes a watcher.
+#[derive(Debug, Default)]
+struct Wake {
+    /// Holds one permit when the watcher is not waiting, so a write between the watcher's
+    /// read of the log and its wait is not missed.
+    notify: Notify,
+    /// Writes that woke this watcher.
+    woken: AtomicU64,
+}
+
+/// The resources a live watcher reads.
+#[derive(Debug, Clone)]
+enum Interest {
+    Some(Vec<&'static str>),
+    All,
+}
+
+impl Interest {
+    fn covers(&self, storage: &str) -> bool {
+        match self {
+            Interest::Some(s) => s.contains(&storage),
+            Interest::All => true,
+        }
+    }
+}
+
+/// Why a live watcher gets no event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RecvError {
+    /// Events of the watcher's resources that it had not read fell out of the event log:
+    /// the watch cannot go on without a gap.
+    #[error("the watcher fell behind the event log")]
+    Lagged,
+    /// No event will come: the store is gone, or the write-ahead log failed.
+    #[error("the event log is closed")]
+    Closed,
+}
+
+/// Events read from the log per lock of it, at most.
+const READ_BATCH: usize = 256;
+/// Events of other resources skipped per lock of the log, at most, so that a watcher of a
+/// quiet resource catching up over many writes of others does not hold writers up.
+const SCAN_BATCH: usize = 4096;
+
+impl EventLog {
+    fn lock(log: &Mutex<EventLog>) -> MutexGuard<'_, EventLog> {
+        log.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Appends an event, dropping the oldest past the capacity, and wakes the watchers of
+    /// its resource.
+    fn append(&mut self, event: Arc<WatchEvent>) {
+        if self.events.len() >= self.capacity {
+            if let Some(old) = self.events.pop_front() {
+                self.compacted = old.rv;
+                self.compacted_of.insert(old.storage, old.rv);
+            }
+        }
+        let storage = event.storage;
+        self.events.push_back(event);
+        let of_storage = self.by_storage.get(storage).into_iter().flatten();
+        for w in of_storage.chain(&self.of_all) {
+            w.wake.woken.fetch_add(1, Ordering::Relaxed);
+            w.wake.notify.notify_one();
+        }
+    }
+
+    fn register(&mut self, interest: &Interest) -> (u64, Arc<Wake>) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let wake = Arc::new(Wake::default());
+        let registered = || Registered {
+            id,
+            wake: wake.clone(),
+        };
+        match interest {
+            Interest::Some(storages) => {
+                for s in storages {
+                    self.by_storage.entry(s).or_default().push(registered());
+                }
+            }
+            Interest::All => self.of_all.push(registered()),
+        }
+        self.count += 1;
+        (id, wake)
+    }
+
+    fn unregister(&mut self, id: u64, interest: &Interest) {
+        match interest {
+            Interest::Some(storages) => {
+                for s in storages {
+                    if let Some(ws) = self.by_storage.get_mut(s) {
+                        ws.retain(|w| w.id != id);
+                        if ws.is_empty() {
+                            self.by_storage.remove(s);
+                        }
+                    }
+                }
+            }
+            Interest::All => self.of_all.retain(|w| w.id != id),
+        }
+        self.count = self.count.saturating_sub(1);
+    }
 }
 
 /// Where a new watch starts.
@@ -116,35 +257,88 @@ pub struct WatchStart {
     pub rv: u64,
 }
 
-/// A watcher's live events, each handed out once it is durable.
-#[derive(Debug)]
+/// A watcher's live events, read from the event log past its cursor, each handed out once
+/// it is durable.
 pub struct LiveEvents {
-    events: broadcast::Receiver<Arc<WatchEvent>>,
+    log: Arc<Mutex<EventLog>>,
+    id: u64,
+    interest: Interest,
+    wake: Arc<Wake>,
+    /// The resourceVersion the log has been read up to.
+    cursor: u64,
+    /// Events read from the log and not handed out yet; the first may be waiting to be
+    /// durable. Kept here so that `recv` is cancel-safe (a watch selects it against
+    /// bookmarks and its deadline).
+    pending: VecDeque<Arc<WatchEvent>>,
     /// The write-ahead log's durable resourceVersion; None without a data directory, where
     /// every write is as durable as it gets when it is made.
     durable: Option<tokio::sync::watch::Receiver<Durable>>,
-    /// The event received and waiting to be durable; kept here so that `recv` is
-    /// cancel-safe (a watch selects it against bookmarks and its deadline).
-    next: Option<Arc<WatchEvent>>,
+}
+
+impl std::fmt::Debug for LiveEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveEvents")
+            .field("interest", &self.interest)
+            .field("cursor", &self.cursor)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for LiveEvents {
+    fn drop(&mut self) {
+        EventLog::lock(&self.log).unregister(self.id, &self.interest);
+    }
 }
 
 impl LiveEvents {
-    /// The next event, once it is durable. `Closed` also when the write-ahead log failed
-    /// (the event will never be durable). Cancel-safe: a dropped call loses no event.
-    pub async fn recv(&mut self) -> Result<Arc<WatchEvent>, broadcast::error::RecvError> {
-        let rv = match &self.next {
-            Some(ev) => ev.rv,
-            None => {
-                let ev = self.events.recv().await?;
-                let rv = ev.rv;
-                self.next = Some(ev);
-                rv
+    /// The next event of the watcher's resources, once it is durable. Cancel-safe: a dropped
+    /// call loses no event.
+    pub async fn recv(&mut self) -> Result<Arc<WatchEvent>, RecvError> {
+        loop {
+            if let Some(rv) = self.pending.front().map(|e| e.rv) {
+                if !self.wait_durable(rv).await {
+                    return Err(RecvError::Closed);
+                }
+                return self.pending.pop_front().ok_or(RecvError::Closed);
             }
-        };
-        if !self.wait_durable(rv).await {
-            return Err(broadcast::error::RecvError::Closed);
+            if !self.read()? {
+                self.wake.notify.notified().await;
+            }
         }
-        self.next.take().ok_or(broadcast::error::RecvError::Closed)
+    }
+
+    /// Reads the log past the cursor into `pending`; true when it read events or has more
+    /// of the log to look at.
+    fn read(&mut self) -> Result<bool, RecvError> {
+        let log = EventLog::lock(&self.log);
+        let missed = match &self.interest {
+            Interest::All => log.compacted > self.cursor,
+            Interest::Some(storages) => storages
+                .iter()
+                .any(|s| log.compacted_of.get(s).is_some_and(|&rv| rv > self.cursor)),
+        };
+        if missed {
+            return Err(RecvError::Lagged);
+        }
+        let from = log.events.partition_point(|e| e.rv <= self.cursor);
+        for (scanned, ev) in log.events.range(from..).enumerate() {
+            if scanned == SCAN_BATCH || self.pending.len() == READ_BATCH {
+                return Ok(true);
+            }
+            self.cursor = ev.rv;
+            if self.interest.covers(ev.storage) {
+                self.pending.push_back(ev.clone());
+            }
+        }
+        if self.pending.is_empty() && log.closed {
+            return Err(RecvError::Closed);
+        }
+        Ok(!self.pending.is_empty())
+    }
+
+    /// How many writes woke this watcher: writes of its resources only.
+    pub fn woken(&self) -> u64 {
+        self.wake.woken.load(Ordering::Relaxed)
     }
 
     /// Waits until every write up to `rv` is durable (at once without a data directory).
@@ -166,19 +360,25 @@ impl LiveEvents {
 /// The store. Cheap to share behind an `Arc`.
 pub struct Store {
     inner: Mutex<Inner>,
-    /// Live events of every resource. One channel, not one per resource: each channel's
-    /// ring is allocated whole when it is made (about 5 MB at the default 100,000 events).
-    events: broadcast::Sender<Arc<WatchEvent>>,
-    log_capacity: usize,
+    /// The event log, shared with the live watchers that read it.
+    log: Arc<Mutex<EventLog>>,
     /// The write-ahead log under `--data-dir`; every write is appended to it under the lock.
     wal: Option<Wal>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("log_capacity", &self.log_capacity)
-            .finish_non_exhaustive()
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let mut log = EventLog::lock(&self.log);
+        log.closed = true;
+        for w in log.by_storage.values().flatten().chain(&log.of_all) {
+            w.wake.notify.notify_one();
+        }
     }
 }
 
@@ -357,14 +557,14 @@ fn set_meta(obj: &mut Value, field: &str, value: Value) {
 }
 
 impl Store {
-    /// An empty store whose event log keeps the last `log_capacity` writes, and whose live
-    /// watchers may fall `watch_buffer` events behind before they are dropped.
-    pub fn new(log_capacity: usize, watch_buffer: usize) -> Self {
-        let (events, _) = broadcast::channel(watch_buffer.max(1));
+    /// An empty store whose event log keeps the last `log_capacity` writes.
+    pub fn new(log_capacity: usize) -> Self {
         Store {
             inner: Mutex::new(Inner::default()),
-            events,
-            log_capacity: log_capacity.max(1),
+            log: Arc::new(Mutex::new(EventLog {
+                capacity: log_capacity.max(1),
+                ..EventLog::default()
+            })),
             wal: None,
         }
     }
@@ -375,13 +575,12 @@ impl Store {
     /// resourceVersion get 410 (the event log starts empty).
     pub fn open(
         log_capacity: usize,
-        watch_buffer: usize,
         dir: &std::path::Path,
         compact_bytes: u64,
         repair: bool,
     ) -> Result<Self, WalError> {
         let (wal, recovered) = Wal::open(dir, compact_bytes, repair)?;
-        let mut store = Store::new(log_capacity, watch_buffer);
+        let mut store = Store::new(log_capacity);
         {
             let inner = store
                 .inner
@@ -389,8 +588,8 @@ impl Store {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             inner.objects = recovered.objects;
             inner.rv = recovered.rv;
-            inner.compacted = recovered.rv;
         }
+        EventLog::lock(&store.log).compacted = recovered.rv;
         store.wal = Some(wal);
         Ok(store)
     }
@@ -421,7 +620,7 @@ impl Store {
     /// Watches open on the store: every HTTP watch being served, and the in-server
     /// controllers'.
     pub fn watch_count(&self) -> usize {
-        self.events.receiver_count()
+        EventLog::lock(&self.log).count
     }
 
     /// The current resourceVersion.
@@ -440,15 +639,7 @@ impl Store {
                 wal.compact(event.rv, inner.objects.clone());
             }
         }
-        let event = Arc::new(event);
-        if inner.log.len() >= self.log_capacity {
-            if let Some(old) = inner.log.pop_front() {
-                inner.compacted = old.rv;
-            }
-        }
-        inner.log.push_back(event.clone());
-        // No receivers is fine: nobody is watching.
-        let _ = self.events.send(event);
+        EventLog::lock(&self.log).append(Arc::new(event));
     }
 
     /// One object.
@@ -1002,39 +1193,79 @@ impl Store {
 
     /// Starts a watch on `storage`: from `None` (`""`/`0`) with the current objects, or from
     /// a resourceVersion with the logged events after it. Too old a resourceVersion is 410.
-    /// The live events are every resource's (the in-server controllers follow deletions
-    /// across resources); an HTTP watch skips the others'.
+    /// The live events are `storage`'s only.
     pub fn watch(&self, storage: &'static str, from: Option<u64>) -> Result<WatchStart, ApiError> {
+        self.watch_of(storage, from, Interest::Some(vec![storage]))
+    }
+
+    /// [`Store::watch`] whose live events are also those of the `others` resources (for an
+    /// in-server controller that follows several).
+    pub fn watch_also(
+        &self,
+        storage: &'static str,
+        from: Option<u64>,
+        others: &[&'static str],
+    ) -> Result<WatchStart, ApiError> {
+        let mut storages = vec![storage];
+        storages.extend(others.iter().filter(|s| **s != storage));
+        self.watch_of(storage, from, Interest::Some(storages))
+    }
+
+    /// [`Store::watch`] whose live events are every resource's (for an in-server controller
+    /// that follows them all, as the garbage collector does).
+    pub fn watch_all(
+        &self,
+        storage: &'static str,
+        from: Option<u64>,
+    ) -> Result<WatchStart, ApiError> {
+        self.watch_of(storage, from, Interest::All)
+    }
+
+    fn watch_of(
+        &self,
+        storage: &'static str,
+        from: Option<u64>,
+        interest: Interest,
+    ) -> Result<WatchStart, ApiError> {
         let inner = self.lock();
-        let live = LiveEvents {
-            events: self.events.subscribe(),
-            durable: self.wal.as_ref().map(Wal::durable),
-            next: None,
-        };
-        match from {
-            None => Ok(WatchStart {
-                initial: inner
-                    .objects
-                    .get(storage)
-                    .map(|m| m.values().cloned().collect())
-                    .unwrap_or_default(),
-                backlog: Vec::new(),
-                live,
-                rv: inner.rv,
-            }),
-            Some(rv) if rv < inner.compacted => Err(ApiError::expired(rv, inner.compacted + 1)),
-            Some(rv) => Ok(WatchStart {
-                initial: Vec::new(),
-                backlog: inner
-                    .log
-                    .iter()
-                    .filter(|e| e.rv > rv && e.storage == storage)
+        let mut log = EventLog::lock(&self.log);
+        let backlog = match from {
+            None => Vec::new(),
+            Some(rv) if rv < log.compacted => return Err(ApiError::expired(rv, log.compacted + 1)),
+            Some(rv) => {
+                let after = log.events.partition_point(|e| e.rv <= rv);
+                log.events
+                    .range(after..)
+                    .filter(|e| e.storage == storage)
                     .cloned()
-                    .collect(),
-                live,
-                rv: inner.rv,
-            }),
-        }
+                    .collect()
+            }
+        };
+        let initial = match from {
+            None => inner
+                .objects
+                .get(storage)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default(),
+            Some(_) => Vec::new(),
+        };
+        let (id, wake) = log.register(&interest);
+        drop(log);
+        let live = LiveEvents {
+            log: self.log.clone(),
+            id,
+            interest,
+            wake,
+            cursor: inner.rv,
+            pending: VecDeque::new(),
+            durable: self.wal.as_ref().map(Wal::durable),
+        };
+        Ok(WatchStart {
+            initial,
+            backlog,
+            live,
+            rv: inner.rv,
+        })
     }
 }
 
@@ -1050,7 +1281,7 @@ mod tests {
     }
 
     fn store_with_ns() -> Store {
-        let s = Store::new(4, 16);
+        let s = Store::new(4);
         s.create(
             info("namespaces"),
             "",
@@ -1455,6 +1686,162 @@ mod tests {
         );
     }
 
+    fn node(name: &str) -> Value {
+        json!({"metadata": {"name": name}})
+    }
+
+    /// Runs `f` to completion on a fresh runtime, failing the test after 10 seconds.
+    fn within<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(10), f).await })
+            .expect("in time")
+    }
+
+    /// Whether `live` has an event ready now, without waiting.
+    fn ready(live: &mut LiveEvents) -> bool {
+        use std::future::Future as _;
+        let mut next = std::pin::pin!(live.recv());
+        let waker = std::task::Waker::noop();
+        next.as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+            .is_ready()
+    }
+
+    #[test]
+    fn a_watch_of_nodes_gets_only_node_events_and_is_woken_only_by_node_writes() {
+        let s = store_with_ns();
+        let mut nodes = s.watch("nodes", None).expect("watch").live;
+        let pods = s.watch("pods", None).expect("watch").live;
+        for n in ["a", "b", "c"] {
+            s.create(info("pods"), "default", pod(n), false)
+                .expect("pod");
+        }
+        let before_node = (nodes.woken(), pods.woken(), ready(&mut nodes));
+        s.create(info("nodes"), "", node("n1"), false)
+            .expect("node");
+        let got = within(nodes.recv()).map(|e| (e.storage, e.rv));
+        assert_eq!(
+            (before_node, nodes.woken(), pods.woken(), got),
+            ((0, 3, false), 1, 3, Ok(("nodes", 5)))
+        );
+    }
+
+    #[test]
+    fn writes_while_a_watcher_reads_elsewhere_wake_it_once_and_are_read_in_order() {
+        let s = store_with_ns();
+        let mut pods = s.watch("pods", None).expect("watch").live;
+        for n in ["a", "b", "c", "d"] {
+            s.create(info("pods"), "default", pod(n), false)
+                .expect("pod");
+        }
+        let rvs = within(async {
+            let mut rvs = Vec::new();
+            for _ in 0..4 {
+                rvs.push(pods.recv().await.map(|e| e.rv));
+            }
+            rvs
+        });
+        // Nothing more: the four writes left one wake-up, which finds nothing new to read.
+        assert_eq!(
+            (rvs, ready(&mut pods)),
+            (vec![Ok(2), Ok(3), Ok(4), Ok(5)], false)
+        );
+    }
+
+    #[test]
+    fn an_idle_watch_of_a_quiet_resource_is_not_expired_by_other_resources_writes() {
+        // The log keeps 4 events; 10 pod writes push everything before them out.
+        let s = store_with_ns();
+        let mut nodes = s.watch("nodes", None).expect("watch").live;
+        for i in 0..10 {
+            s.create(info("pods"), "default", pod(&format!("p{i}")), false)
+                .expect("pod");
+        }
+        s.create(info("nodes"), "", node("n1"), false)
+            .expect("node");
+        let got = within(nodes.recv()).map(|e| (e.storage, e.rv));
+        assert_eq!(got, Ok(("nodes", 12)));
+    }
+
+    #[test]
+    fn a_live_watch_whose_unread_events_left_the_log_lags() {
+        let s = store_with_ns();
+        let mut pods = s.watch("pods", None).expect("watch").live;
+        for i in 0..6 {
+            s.create(info("pods"), "default", pod(&format!("p{i}")), false)
+                .expect("pod");
+        }
+        assert_eq!(within(pods.recv()).map(|e| e.rv), Err(RecvError::Lagged));
+    }
+
+    #[test]
+    fn a_watch_of_several_resources_gets_theirs_and_a_watch_of_all_gets_every_event() {
+        let s = store_with_ns();
+        let mut some = s.watch_also("pods", None, &["nodes"]).expect("watch").live;
+        let mut all = s.watch_all("pods", None).expect("watch").live;
+        s.create(info("nodes"), "", node("n1"), false)
+            .expect("node");
+        s.create(
+            info("namespaces"),
+            "",
+            json!({"metadata": {"name": "other"}}),
+            false,
+        )
+        .expect("namespace");
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("pod");
+        let storages = |live: &mut LiveEvents, n: usize| {
+            within(async {
+                let mut got = Vec::new();
+                for _ in 0..n {
+                    got.push(live.recv().await.map(|e| e.storage));
+                }
+                got
+            })
+        };
+        assert_eq!(
+            (storages(&mut some, 2), storages(&mut all, 3)),
+            (
+                vec![Ok("nodes"), Ok("pods")],
+                vec![Ok("nodes"), Ok("namespaces"), Ok("pods")]
+            )
+        );
+    }
+
+    #[test]
+    fn many_watchers_each_get_a_write_and_unregister_when_dropped() {
+        const WATCHERS: usize = 500;
+        let s = store_with_ns();
+        let mut watchers: Vec<LiveEvents> = (0..WATCHERS)
+            .map(|_| s.watch("pods", None).expect("watch").live)
+            .collect();
+        let registered = s.watch_count();
+        s.create(info("pods"), "default", pod("a"), false)
+            .expect("pod");
+        let got = within(async {
+            let mut got = 0;
+            for w in &mut watchers {
+                if w.recv().await.is_ok_and(|e| e.rv == 2) {
+                    got += 1;
+                }
+            }
+            got
+        });
+        drop(watchers);
+        assert_eq!((registered, got, s.watch_count()), (WATCHERS, WATCHERS, 0));
+    }
+
+    #[test]
+    fn live_events_end_when_the_store_is_dropped() {
+        let s = store_with_ns();
+        let mut pods = s.watch("pods", None).expect("watch").live;
+        drop(s);
+        assert_eq!(within(pods.recv()).map(|e| e.rv), Err(RecvError::Closed));
+    }
+
     #[test]
     fn watch_resumes_from_rv_and_expires_past_the_log() {
         let s = store_with_ns(); // rv 1
@@ -1479,7 +1866,7 @@ mod tests {
     fn a_reopened_data_dir_has_the_state_and_the_resource_version() {
         let dir = tempfile::tempdir().expect("tempdir");
         let uid = {
-            let s = Store::open(16, 16, dir.path(), 1 << 20, false).expect("open");
+            let s = Store::open(16, dir.path(), 1 << 20, false).expect("open");
             s.create(
                 info("namespaces"),
                 "",
@@ -1514,7 +1901,7 @@ mod tests {
                 .expect("durable");
             a.pointer("/metadata/uid").cloned()
         };
-        let s = Store::open(16, 16, dir.path(), 1 << 20, false).expect("reopen");
+        let s = Store::open(16, dir.path(), 1 << 20, false).expect("reopen");
         assert_eq!(s.resource_version(), 7);
         let a = s.get(info("pods"), "default", "a").expect("a recovered");
         assert_eq!(a.pointer("/metadata/uid").cloned(), uid);
@@ -1535,7 +1922,7 @@ mod tests {
             .build()
             .expect("runtime");
         let dir = tempfile::tempdir().expect("tempdir");
-        let s = Store::open(16, 16, dir.path(), 1 << 20, false).expect("open");
+        let s = Store::open(16, dir.path(), 1 << 20, false).expect("open");
         s.create(
             info("namespaces"),
             "",

@@ -2,7 +2,7 @@
 //! transitions, bookmarks, `sendInitialEvents` and the in-stream 410.
 //!
 //! Each watch queues its lines in an [`Outbox`] the connection drains. The queue is bounded
-//! in lines (the watch then waits, and the broadcast buffer absorbs the burst) and in bytes:
+//! in lines (the watch then waits, reading on from the event log later) and in bytes:
 //! a live event that would take a watcher past its byte bound ends that watch, its queue is
 //! dropped and its response ends, as upstream's cacher closes a watcher too slow to take its
 //! events (the client watches again from the last resourceVersion it saw, or relists).
@@ -16,19 +16,20 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::Notify;
 
 use super::{rv_of, to_wire, ObjectPath, Req};
 use crate::resources::ResourceInfo;
 use crate::selectors::{Attrs, Selector};
 use crate::status::ApiError;
-use crate::store::{self, EventType, WatchEvent};
+use crate::store::{self, EventType, RecvError, WatchEvent};
 use crate::table;
 
 /// How long a watch without `timeoutSeconds` stays open (upstream: 30 to 60 minutes).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Lines a watch response may queue for a slow client before the task waits; beyond that,
-/// the broadcast buffer absorbs bursts and a watcher that falls too far behind is dropped.
+/// its unread events wait in the store's event log, and a watcher whose unread events fall
+/// out of the log is ended with 410.
 const WATCH_QUEUE: usize = 64;
 
 /// A watch response's lines not yet taken by the connection.
@@ -357,13 +358,13 @@ pub(super) fn watch(req: &Req<'_>, p: &ObjectPath) -> Result<Response, ApiError>
                             }
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                    Err(RecvError::Lagged) => {
                         // Too slow: end with 410 so the client relists, rather than block writers.
                         let e = ApiError::expired(last_rv, last_rv + 1);
                         tx.finish(Some(watch_line("ERROR", &e.to_status())));
                         return;
                     }
-                    Err(broadcast::error::RecvError::Closed) => break Ok(()),
+                    Err(RecvError::Closed) => break Ok(()),
                 },
             }
         };
@@ -448,8 +449,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let store = Arc::new(
-            crate::Store::open(16, 16, dir.path(), 1 << 20, false)
-                .unwrap_or_else(|e| panic!("{e}")),
+            crate::Store::open(16, dir.path(), 1 << 20, false).unwrap_or_else(|e| panic!("{e}")),
         );
         let ns = crate::resources::lookup("", "v1", "namespaces").unwrap_or_else(|| panic!());
         store

@@ -135,7 +135,10 @@ pub fn scheduler_config(kubeconfig: &Path) -> String {
 /// `command` with `{kubeconfig}` and `{config}` replaced by the paths, quoted for `sh`.
 pub fn command_line(command: &str, kubeconfig: &Path, config: &Path) -> String {
     command
-        .replace("{kubeconfig}", &shell_quote(&kubeconfig.display().to_string()))
+        .replace(
+            "{kubeconfig}",
+            &shell_quote(&kubeconfig.display().to_string()),
+        )
         .replace("{config}", &shell_quote(&config.display().to_string()))
 }
 

@@ -62,8 +62,20 @@ fn sizes(nodes: usize, init_pods: usize, measured_pods: usize) -> Sizes {
     5000,
     Some(340)
 )]
-#[case::node_affinity("SchedulingNodeAffinity", sizes(5000, 5000, 10000), 5000, 5000, Some(220))]
-#[case::pod_anti_affinity("SchedulingPodAntiAffinity", sizes(5000, 1000, 2000), 5000, 1000, Some(60))]
+#[case::node_affinity(
+    "SchedulingNodeAffinity",
+    sizes(5000, 5000, 10000),
+    5000,
+    5000,
+    Some(220)
+)]
+#[case::pod_anti_affinity(
+    "SchedulingPodAntiAffinity",
+    sizes(5000, 1000, 2000),
+    5000,
+    1000,
+    Some(60)
+)]
 #[case::pod_affinity("SchedulingPodAffinity", sizes(5000, 5000, 5000), 5000, 5000, Some(35))]
 #[case::preferred_pod_affinity(
     "SchedulingPreferredPodAffinity",
@@ -671,10 +683,7 @@ fn spawn_tree(script: &str, processes: usize) -> (std::process::Child, Vec<u32>)
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let pids: Vec<u32> = process::tree_of(child.id())
-            .iter()
-            .map(|s| s.pid)
-            .collect();
+        let pids: Vec<u32> = process::tree_of(child.id()).iter().map(|s| s.pid).collect();
         if pids.len() >= processes {
             return (child, pids);
         }

@@ -3,7 +3,8 @@
 //! scheduling loop runs on its own thread ([`Scheduler::start`]) with the default profile,
 //! the real in-tree plugins and the real clock; binding tasks run on a tokio runtime.
 //! `--mode http` ([`crate::http`]) plugs the local API server and `run`'s code path into the
-//! same driver through [`Target`].
+//! same driver through [`Target`], and `--scheduler-command` ([`crate::external`]) the local
+//! API server and another scheduler process.
 //!
 //! The run, as upstream's scheduler_perf: create the nodes; create the initial pods and wait
 //! until they are bound; then create the measured pods as fast as possible (from a thread of

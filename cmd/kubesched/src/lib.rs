@@ -166,10 +166,27 @@ enum Command {
     /// benchmark does); `in-process` drives the scheduler directly (an in-memory cluster, the
     /// default profile, the real plugins).
     ///
+    /// --scheduler-command "CMD" is a third mode (`external` in the report; not a --mode
+    /// value, since it takes the command): the local API server as in `http`, and the
+    /// scheduler is CMD, run under `sh -c` once the nodes exist. In CMD, {kubeconfig} is the
+    /// path of a kubeconfig for the server and {config} that of a KubeSchedulerConfiguration
+    /// (that kubeconfig, leader election off, clientConnection qps/burst 5000 as upstream's
+    /// scheduler_perf sets them, one profile for default-scheduler, the bench pods'
+    /// scheduler); KUBECONFIG is set too. It is ready once it has bound a probe pod. Binds
+    /// are counted by a watch on the API server; the report adds the CPU-seconds of its
+    /// process tree over the measured pods and gives its peak RSS; no attempt latency. Its
+    /// output goes to a temporary file, quoted if it exits during the run; it is stopped
+    /// (SIGTERM, then SIGKILL after 10 s) at the end of each workload. --compare runs each
+    /// workload in `http` mode first, then with the command: one table, one row each.
+    ///
     /// Examples:
     ///   kubesched bench --workload SchedulingBasic
     ///   kubesched bench --mode in-process --workload all -o json > bench.json
     ///   kubesched bench --mode in-process --workload TopologySpreading --nodes 500 --pods 1000
+    ///   kubesched bench --workload SchedulingBasic --compare \
+    ///     --scheduler-command "kube-scheduler --config={config} --secure-port=0"
+    ///   kubesched bench --workload SchedulingBasic \
+    ///     --scheduler-command "kubesched run --config {config} --port 0"
     ///
     /// Exit status: 0 when every workload ran (skipped ones included), 1 when one timed
     /// out, 2 for invalid flags.
@@ -263,6 +280,14 @@ struct BenchArgs {
     /// How pods reach the scheduler: through the local API server (http), or directly.
     #[arg(long, value_enum, default_value_t = BenchMode::Http)]
     mode: BenchMode,
+    /// Schedule with this command, another process, against the local API server
+    /// ({kubeconfig} and {config} are replaced by the paths of generated files).
+    #[arg(long, value_name = "CMD", conflicts_with = "mode")]
+    scheduler_command: Option<String>,
+    /// With --scheduler-command: run each workload with kubesched in `http` mode too, and
+    /// report both.
+    #[arg(long, requires = "scheduler_command")]
+    compare: bool,
     /// Record every attempt, explained, as `up --web` does (to measure what it costs).
     #[arg(long)]
     record_decisions: bool,
@@ -288,6 +313,9 @@ struct BenchArgs {
 enum BenchMode {
     Http,
     InProcess,
+    /// `--scheduler-command`, not a `--mode` value.
+    #[value(skip)]
+    External,
 }
 
 #[derive(clap::Args, Debug)]
@@ -1091,23 +1119,41 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             };
             let _ = err.flush();
         };
-        let report = match args.mode {
-            BenchMode::InProcess => bench::in_process::run(w, sizes, &options, &mut progress),
-            BenchMode::Http => bench::in_process::run_on(
-                w,
-                sizes,
-                &options,
-                &mut progress,
-                &|| {
-                    Ok(std::sync::Arc::new(bench::http::Http::with_decisions(
-                        args.record_decisions,
-                    )?) as _)
-                },
-                "http",
-            ),
+        let modes: Vec<BenchMode> = match (&args.scheduler_command, args.compare) {
+            (None, _) => vec![args.mode],
+            (Some(_), false) => vec![BenchMode::External],
+            (Some(_), true) => vec![BenchMode::Http, BenchMode::External],
+        };
+        for mode in modes {
+            let report = match mode {
+                BenchMode::InProcess => bench::in_process::run(w, sizes, &options, &mut progress),
+                BenchMode::Http => bench::in_process::run_on(
+                    w,
+                    sizes,
+                    &options,
+                    &mut progress,
+                    &|| {
+                        Ok(std::sync::Arc::new(bench::http::Http::with_decisions(
+                            args.record_decisions,
+                        )?) as _)
+                    },
+                    "http",
+                ),
+                BenchMode::External => bench::in_process::run_on(
+                    w,
+                    sizes,
+                    &options,
+                    &mut progress,
+                    &|| {
+                        let command = args.scheduler_command.as_deref().unwrap_or_default();
+                        Ok(std::sync::Arc::new(bench::external::External::new(command)?) as _)
+                    },
+                    "external",
+                ),
+            }
+            .with_context(|| format!("running workload {}", w.name))?;
+            reports.push(report);
         }
-        .with_context(|| format!("running workload {}", w.name))?;
-        reports.push(report);
     }
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         OutputFormat::Table
@@ -1115,7 +1161,9 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         OutputFormat::Json
     });
     let text = match format {
-        OutputFormat::Json => bench::report::to_json(&reports, args.workload == "all") + "\n",
+        OutputFormat::Json => {
+            bench::report::to_json(&reports, args.workload == "all" || args.compare) + "\n"
+        }
         OutputFormat::Table => bench::report::to_table(&reports),
     };
     std::io::stdout()

@@ -50,6 +50,36 @@ pub struct Http {
     task: Mutex<Option<tokio::task::JoinHandle<Result<(), app::RunError>>>>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
     started: Mutex<Option<oneshot::Receiver<Scheduler>>>,
+    kubeconfig: String,
+}
+
+/// Starts the local API server on a free loopback port, on a runtime of its own, with a
+/// kube-rs client for it.
+fn start_api() -> Result<(tokio::runtime::Runtime, apiserver::Server, kube::Client), BenchError> {
+    // Two workers: the API server, the informers and the binding tasks share them with
+    // the scheduling loop's thread.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("bench-http")
+        .enable_all()
+        .build()
+        .map_err(BenchError::Runtime)?;
+    let (server, client) = rt.block_on(async {
+        let server = apiserver::Server::start(apiserver::Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..apiserver::Config::default()
+        })
+        .await
+        .map_err(|e| BenchError::Http(format!("starting the API server: {e}")))?;
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())
+            .map_err(|e| BenchError::Http(e.to_string()))?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .map_err(|e| BenchError::Http(e.to_string()))?;
+        let client = kube::Client::try_from(config).map_err(|e| BenchError::Http(e.to_string()))?;
+        Ok::<_, BenchError>((server, client))
+    })?;
+    Ok((rt, server, client))
 }
 
 impl Http {
@@ -60,30 +90,7 @@ impl Http {
     /// `record_decisions`: the scheduler keeps an explained decision log and serves the
     /// web view (as `up` does), to measure what that costs.
     pub fn with_decisions(record_decisions: bool) -> Result<Http, BenchError> {
-        // Two workers: the API server, the informers and the binding tasks share them with
-        // the scheduling loop's thread.
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("bench-http")
-            .enable_all()
-            .build()
-            .map_err(BenchError::Runtime)?;
-        let (server, client) = rt.block_on(async {
-            let server = apiserver::Server::start(apiserver::Config {
-                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-                ..apiserver::Config::default()
-            })
-            .await
-            .map_err(|e| BenchError::Http(format!("starting the API server: {e}")))?;
-            let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())
-                .map_err(|e| BenchError::Http(e.to_string()))?;
-            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| BenchError::Http(e.to_string()))?;
-            let client =
-                kube::Client::try_from(config).map_err(|e| BenchError::Http(e.to_string()))?;
-            Ok::<_, BenchError>((server, client))
-        })?;
+        let (rt, server, client) = start_api()?;
         let mut cfg = config::load_str(
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
             "default configuration",
@@ -122,6 +129,7 @@ impl Http {
             )
             .await
         });
+        let kubeconfig = server.kubeconfig();
         Ok(Http {
             rt: Some(rt),
             server: Mutex::new(Some(server)),
@@ -131,7 +139,42 @@ impl Http {
             task: Mutex::new(None),
             stop: Mutex::new(Some(stop)),
             started: Mutex::new(Some(started_rx)),
+            kubeconfig,
         })
+    }
+
+    /// The local API server alone: objects are created through it, and no scheduler of
+    /// this process runs ([`Target::start`] does nothing). `--scheduler-command` runs its
+    /// scheduler against it.
+    pub fn without_scheduler() -> Result<Http, BenchError> {
+        let (rt, server, client) = start_api()?;
+        let kubeconfig = server.kubeconfig();
+        Ok(Http {
+            rt: Some(rt),
+            server: Mutex::new(Some(server)),
+            client,
+            recorder: Arc::new(BenchRecorder::default()),
+            run: Mutex::new(None),
+            task: Mutex::new(None),
+            stop: Mutex::new(None),
+            started: Mutex::new(None),
+            kubeconfig,
+        })
+    }
+
+    /// A client of the API server.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// A kubeconfig for the API server.
+    pub fn kubeconfig(&self) -> &str {
+        &self.kubeconfig
+    }
+
+    /// The runtime the API server runs on, for tasks that talk to it.
+    pub fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.rt.as_ref().map(tokio::runtime::Runtime::handle)
     }
 
     /// Sends every item through `f`, `IN_FLIGHT` at a time; failures are logged.

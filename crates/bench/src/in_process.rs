@@ -3,7 +3,8 @@
 //! scheduling loop runs on its own thread ([`Scheduler::start`]) with the default profile,
 //! the real in-tree plugins and the real clock; binding tasks run on a tokio runtime.
 //! `--mode http` ([`crate::http`]) plugs the local API server and `run`'s code path into the
-//! same driver through [`Target`].
+//! same driver through [`Target`], and `--scheduler-command` ([`crate::external`]) the local
+//! API server and another scheduler process.
 //!
 //! The run, as upstream's scheduler_perf: create the nodes; create the initial pods and wait
 //! until they are bound; then create the measured pods as fast as possible (from a thread of
@@ -86,6 +87,24 @@ pub trait Target: Send + Sync {
     fn delete(&self, obj: Object);
     /// Starts scheduling (after the nodes exist); returns once the scheduler is synced.
     fn start(&self) -> Result<(), BenchError>;
+    /// An error when the scheduler can no longer run (its process exited); checked while
+    /// the run waits for pods.
+    fn check(&self) -> Result<(), BenchError> {
+        Ok(())
+    }
+    /// CPU-seconds the scheduler has used so far, where they can be told apart from the
+    /// benchmark's own (a scheduler process of its own).
+    fn scheduler_cpu_seconds(&self) -> Option<f64> {
+        None
+    }
+    /// The scheduler's peak RSS in MiB: this process's, unless the scheduler is another.
+    fn peak_rss_mib(&self) -> Option<f64> {
+        peak_rss::read_mib()
+    }
+    /// The command the scheduler runs as, when it is another process.
+    fn scheduler_command(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `--mode in-process`: a [`MemoryCluster`] and the scheduler on threads of this process.
@@ -295,6 +314,8 @@ pub fn run_on(
         samples: Vec::new(),
         attempt_latency_ms: None,
         peak_rss_mib: None,
+        scheduler_cpu_seconds: None,
+        scheduler_command: None,
         client_qps: "n/a",
         duration_seconds: 0.0,
         upstream_floor: workload.upstream_floor,
@@ -308,6 +329,7 @@ pub fn run_on(
     peak_rss::reset();
     let target = make()?;
     report.client_qps = target.client_qps();
+    report.scheduler_command = target.scheduler_command();
     let recorder = target.recorder();
 
     // Namespaces first, as informers list them before pods.
@@ -380,9 +402,10 @@ pub fn run_on(
                     "{bound} of {init_total} initial pods bound in {:?}",
                     options.timeout
                 ));
-                report.peak_rss_mib = peak_rss::read_mib();
+                report.peak_rss_mib = target.peak_rss_mib();
                 return Ok(report);
             }
+            target.check()?;
             std::thread::sleep(POLL);
         }
     }
@@ -395,6 +418,7 @@ pub fn run_on(
         Some(c) => Some(start_churn(c, target.clone())?),
         None => None,
     };
+    let cpu_before = target.scheduler_cpu_seconds();
     let start = Instant::now();
     let creator = {
         let target = target.clone();
@@ -413,14 +437,14 @@ pub fn run_on(
             }
         })?
     };
-    let target = sizes.measured_pods as u64;
+    let goal = sizes.measured_pods as u64;
     let mut samples = Vec::new();
     let mut last_sample = (start, 0u64);
     let (end, bound) = loop {
         let now = Instant::now();
         let bound = recorder.scheduled().saturating_sub(base);
         let since_sample = now.saturating_duration_since(last_sample.0);
-        if bound >= target {
+        if bound >= goal {
             // The run ends when the last pod was bound, not when the poll noticed.
             let end = recorder.last_scheduled_at().max(last_sample.0).min(now);
             let since_sample = end.saturating_duration_since(last_sample.0);
@@ -442,12 +466,17 @@ pub fn run_on(
         if now >= deadline {
             report.status = RunStatus::TimedOut;
             report.reason = Some(format!(
-                "{bound} of {target} measured pods bound in {:?}",
+                "{bound} of {goal} measured pods bound in {:?}",
                 options.timeout
             ));
             break (now, bound);
         }
+        target.check()?;
         std::thread::sleep(POLL);
+    };
+    report.scheduler_cpu_seconds = match (cpu_before, target.scheduler_cpu_seconds()) {
+        (Some(before), Some(after)) => Some(((after - before) * 100.0).round() / 100.0),
+        _ => None,
     };
     drop(creator);
     drop(churn);
@@ -459,13 +488,13 @@ pub fn run_on(
     ));
     // The count includes churned pods bound meanwhile (a few per second at most); the
     // report caps it at the measured pods.
-    report.scheduled_pods = usize::try_from(bound.min(target)).unwrap_or(usize::MAX);
+    report.scheduled_pods = usize::try_from(bound.min(goal)).unwrap_or(usize::MAX);
     report.duration_seconds =
         (end.saturating_duration_since(start).as_secs_f64() * 1000.0).round() / 1000.0;
     report.pods_per_second = Throughput::from_samples(&samples);
     report.samples = samples.iter().map(|s| s.round()).collect();
     report.attempt_latency_ms = Latency::from_micros(&recorder.attempt_durations_us());
-    report.peak_rss_mib = peak_rss::read_mib();
+    report.peak_rss_mib = target.peak_rss_mib();
     Ok(report)
 }
 

@@ -3,11 +3,14 @@
 //! Start with [`workload`] (the workloads as data: templates, sizes, churn, upstream's
 //! floors), then [`in_process`] (the driver of `--mode in-process`: an in-memory cluster and
 //! the real scheduler), [`http`] (`--mode http`: the local API server and `kubesched run`'s
-//! code path), [`report`] (what a run measured; JSON and table output).
+//! code path), [`external`] (`--scheduler-command`: the local API server and a scheduler
+//! process of the user's), [`report`] (what a run measured; JSON and table output).
 
+pub mod external;
 pub mod http;
 pub mod in_process;
 pub mod objects;
+pub mod process;
 pub mod recorder;
 pub mod report;
 pub mod workload;
@@ -37,6 +40,10 @@ pub enum BenchError {
     /// `--mode http`: the local API server or the scheduler on it could not start.
     #[error("{0}")]
     Http(String),
+    /// `--scheduler-command`: the scheduler process could not start, did not become ready,
+    /// or exited during the run.
+    #[error("{0}")]
+    External(String),
 }
 
 /// The stage a run is in, for progress reports.

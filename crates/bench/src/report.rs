@@ -106,20 +106,30 @@ pub struct Report {
     /// The per-second samples behind `podsPerSecond`.
     pub samples: Vec<f64>,
     pub attempt_latency_ms: Option<Latency>,
+    /// The scheduler's peak RSS (`VmHWM`): of this process (API server and clients
+    /// included) in-process and over HTTP; of the scheduler's process tree with
+    /// `--scheduler-command`.
     #[serde(rename = "peakRssMiB")]
     pub peak_rss_mib: Option<f64>,
+    /// CPU-seconds of the scheduler's process tree over the measured phase, with
+    /// `--scheduler-command`; `None` when the scheduler shares this process.
+    pub scheduler_cpu_seconds: Option<f64>,
+    /// The command of an external scheduler, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_command: Option<String>,
     /// The API client's QPS limit: `n/a` in-process, where there is no client.
     pub client_qps: &'static str,
     /// From the first measured pod created to the last bound (or the timeout).
     pub duration_seconds: f64,
-    pub upstream_floor: u32,
+    pub upstream_floor: Option<u32>,
 }
 
 impl Report {
     /// Our average over upstream's floor.
     pub fn ratio(&self) -> Option<f64> {
         let avg = self.pods_per_second?.average;
-        (self.upstream_floor > 0).then(|| round(avg / f64::from(self.upstream_floor), 1))
+        let floor = self.upstream_floor.filter(|&f| f > 0)?;
+        Some(round(avg / f64::from(floor), 1))
     }
 }
 
@@ -133,10 +143,12 @@ pub fn to_json(reports: &[Report], array: bool) -> String {
     text.unwrap_or_default()
 }
 
-/// A table for people: one row per workload.
+/// A table for people: one row per workload and mode, so that runs of two schedulers
+/// (`--compare`) sit one under the other.
 pub fn to_table(reports: &[Report]) -> String {
     let header = [
         "WORKLOAD",
+        "MODE",
         "NODES",
         "INIT",
         "MEASURED",
@@ -146,6 +158,7 @@ pub fn to_table(reports: &[Report]) -> String {
         "P99",
         "ATTEMPT P50/P99 MS",
         "PEAK RSS MIB",
+        "SCHED CPU S",
         "FLOOR",
         "RATIO",
         "STATUS",
@@ -162,6 +175,7 @@ pub fn to_table(reports: &[Report]) -> String {
         };
         rows.push(vec![
             r.workload.clone(),
+            r.mode.to_string(),
             r.nodes.to_string(),
             r.init_pods.to_string(),
             r.measured_pods.to_string(),
@@ -172,7 +186,9 @@ pub fn to_table(reports: &[Report]) -> String {
             r.attempt_latency_ms
                 .map_or_else(dash, |l| format!("{:.3}/{:.3}", l.p50, l.p99)),
             r.peak_rss_mib.map_or_else(dash, |m| format!("{m:.0}")),
-            r.upstream_floor.to_string(),
+            r.scheduler_cpu_seconds
+                .map_or_else(dash, |s| format!("{s:.1}")),
+            r.upstream_floor.map_or_else(dash, |f| f.to_string()),
             r.ratio().map_or_else(dash, |x| format!("{x:.1}x")),
             status,
         ]);

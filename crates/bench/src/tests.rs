@@ -10,7 +10,7 @@ use rstest::rstest;
 use crate::objects::{self, Object};
 use crate::report::{self, Latency, Report, RunStatus, Throughput};
 use crate::workload::{self, ChurnMode, Sizes, WORKLOADS};
-use crate::{in_process, peak_rss, RunOptions};
+use crate::{external, in_process, peak_rss, process, RunOptions};
 
 fn sizes(nodes: usize, init_pods: usize, measured_pods: usize) -> Sizes {
     Sizes {
@@ -25,62 +25,88 @@ fn sizes(nodes: usize, init_pods: usize, measured_pods: usize) -> Sizes {
 /// (sizes, nodes created, initial pods created, floor) as upstream's performance-config.yaml
 /// sets them for the case with a threshold.
 #[rstest]
-#[case::basic("SchedulingBasic", sizes(5000, 1000, 10000), 5000, 1000, 680)]
+#[case::basic("SchedulingBasic", sizes(5000, 1000, 10000), 5000, 1000, Some(680))]
 #[case::basic_50000_pods(
     "SchedulingBasic/5000Nodes_50000Pods",
     sizes(5000, 5000, 50000),
     5000,
     5000,
-    810
+    Some(810)
+)]
+#[case::basic_15000_nodes_150000_pods_has_no_upstream_floor(
+    "SchedulingBasic/15000Nodes_150000Pods",
+    sizes(15000, 15000, 150000),
+    15000,
+    15000,
+    None
 )]
 #[case::daemonset_adds_the_named_node(
     "SchedulingDaemonset",
     sizes(15000, 0, 30000),
     15001,
     0,
-    1100
+    Some(1100)
 )]
-#[case::topology_spreading("TopologySpreading", sizes(5000, 5000, 5000), 5000, 5000, 460)]
+#[case::topology_spreading("TopologySpreading", sizes(5000, 5000, 5000), 5000, 5000, Some(460))]
+#[case::topology_spreading_15000_nodes_has_no_upstream_floor(
+    "TopologySpreading/15000Nodes_15000Pods",
+    sizes(15000, 15000, 15000),
+    15000,
+    15000,
+    None
+)]
 #[case::preferred_topology_spreading(
     "PreferredTopologySpreading",
     sizes(5000, 5000, 5000),
     5000,
     5000,
-    340
+    Some(340)
 )]
-#[case::node_affinity("SchedulingNodeAffinity", sizes(5000, 5000, 10000), 5000, 5000, 220)]
-#[case::pod_anti_affinity("SchedulingPodAntiAffinity", sizes(5000, 1000, 2000), 5000, 1000, 60)]
-#[case::pod_affinity("SchedulingPodAffinity", sizes(5000, 5000, 5000), 5000, 5000, 35)]
+#[case::node_affinity(
+    "SchedulingNodeAffinity",
+    sizes(5000, 5000, 10000),
+    5000,
+    5000,
+    Some(220)
+)]
+#[case::pod_anti_affinity(
+    "SchedulingPodAntiAffinity",
+    sizes(5000, 1000, 2000),
+    5000,
+    1000,
+    Some(60)
+)]
+#[case::pod_affinity("SchedulingPodAffinity", sizes(5000, 5000, 5000), 5000, 5000, Some(35))]
 #[case::preferred_pod_affinity(
     "SchedulingPreferredPodAffinity",
     sizes(5000, 5000, 5000),
     5000,
     5000,
-    90
+    Some(90)
 )]
 #[case::preferred_pod_anti_affinity(
     "SchedulingPreferredPodAntiAffinity",
     sizes(5000, 5000, 5000),
     5000,
     5000,
-    90
+    Some(90)
 )]
 #[case::mixed_has_five_initial_groups_of_2000(
     "MixedSchedulingBasePod",
     sizes(5000, 2000, 5000),
     5000,
     10000,
-    140
+    Some(140)
 )]
-#[case::unschedulable("Unschedulable", sizes(5000, 100, 10000), 5000, 100, 590)]
-#[case::mixed_churn("SchedulingWithMixedChurn", sizes(5000, 0, 10000), 5000, 0, 710)]
-#[case::preemption_async("PreemptionAsync", sizes(5000, 20000, 5000), 5000, 20000, 570)]
+#[case::unschedulable("Unschedulable", sizes(5000, 100, 10000), 5000, 100, Some(590))]
+#[case::mixed_churn("SchedulingWithMixedChurn", sizes(5000, 0, 10000), 5000, 0, Some(710))]
+#[case::preemption_async("PreemptionAsync", sizes(5000, 20000, 5000), 5000, 20000, Some(570))]
 fn workload_matches_upstream(
     #[case] name: &str,
     #[case] expected_sizes: Sizes,
     #[case] nodes: usize,
     #[case] init_pods: usize,
-    #[case] floor: u32,
+    #[case] floor: Option<u32>,
 ) {
     let w = workload::find(name).unwrap();
     assert_eq!(
@@ -102,8 +128,10 @@ fn every_workload_of_issue_8_is_defined_once_in_order() {
         [
             "SchedulingBasic",
             "SchedulingBasic/5000Nodes_50000Pods",
+            "SchedulingBasic/15000Nodes_150000Pods",
             "SchedulingDaemonset",
             "TopologySpreading",
+            "TopologySpreading/15000Nodes_15000Pods",
             "PreferredTopologySpreading",
             "SchedulingNodeAffinity",
             "SchedulingPodAntiAffinity",
@@ -244,7 +272,7 @@ fn every_template_parses_as_its_kind() {
         })
         .collect();
     assert!(kinds.contains(&"Service"));
-    assert_eq!(kinds.len(), 50);
+    assert_eq!(kinds.len(), 56);
 }
 
 // ---- smoke runs -------------------------------------------------------------------------
@@ -440,9 +468,11 @@ fn sample_report() -> Report {
             max: 3.0,
         }),
         peak_rss_mib: Some(120.4),
+        scheduler_cpu_seconds: None,
+        scheduler_command: None,
         client_qps: "n/a",
         duration_seconds: 1.47,
-        upstream_floor: 680,
+        upstream_floor: Some(680),
     }
 }
 
@@ -464,7 +494,54 @@ fn json_has_issue_8s_fields() {
             "samples": [6800.0],
             "attemptLatencyMs": {"p50": 0.1, "p90": 0.2, "p99": 0.5, "max": 3.0},
             "peakRssMiB": 120.4,
+            "schedulerCpuSeconds": null,
             "clientQps": "n/a",
+            "durationSeconds": 1.47,
+            "upstreamFloor": 680,
+        })
+    );
+}
+
+fn external_report() -> Report {
+    Report {
+        mode: "external",
+        pods_per_second: Some(Throughput {
+            average: 2500.0,
+            p50: 2600.0,
+            p90: 2700.0,
+            p99: 2800.0,
+        }),
+        samples: vec![2500.0],
+        attempt_latency_ms: None,
+        peak_rss_mib: Some(210.0),
+        scheduler_cpu_seconds: Some(3.52),
+        scheduler_command: Some("kube-scheduler --config {config}".into()),
+        client_qps: "5000",
+        ..sample_report()
+    }
+}
+
+#[test]
+fn external_json_has_the_command_and_its_cpu_seconds() {
+    let v: serde_json::Value =
+        serde_json::from_str(&report::to_json(&[external_report()], false)).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "workload": "SchedulingBasic",
+            "mode": "external",
+            "status": "ok",
+            "nodes": 5000,
+            "initPods": 1000,
+            "measuredPods": 10000,
+            "scheduledPods": 10000,
+            "podsPerSecond": {"average": 2500.0, "p50": 2600.0, "p90": 2700.0, "p99": 2800.0},
+            "samples": [2500.0],
+            "attemptLatencyMs": null,
+            "peakRssMiB": 210.0,
+            "schedulerCpuSeconds": 3.52,
+            "schedulerCommand": "kube-scheduler --config {config}",
+            "clientQps": "5000",
             "durationSeconds": 1.47,
             "upstreamFloor": 680,
         })
@@ -481,15 +558,188 @@ fn table_has_one_row_per_workload_with_the_ratio_to_the_floor() {
         samples: vec![],
         attempt_latency_ms: None,
         peak_rss_mib: None,
-        upstream_floor: 570,
+        upstream_floor: Some(570),
+        ..sample_report()
+    };
+    let no_floor = Report {
+        workload: "SchedulingBasic/15000Nodes_150000Pods".into(),
+        upstream_floor: None,
         ..sample_report()
     };
     assert_eq!(
-        report::to_table(&[sample_report(), skipped]),
+        report::to_table(&[sample_report(), external_report(), skipped, no_floor]),
         "\
-WORKLOAD         NODES  INIT  MEASURED  PODS/S AVG  P50   P90   P99   ATTEMPT P50/P99 MS  PEAK RSS MIB  FLOOR  RATIO  STATUS
-SchedulingBasic  5000   1000  10000     6800        6900  7000  7100  0.100/0.500         120           680    10.0x  ok
-PreemptionAsync  5000   1000  10000     -           -     -     -     -                   -             570    -      skipped: needs DefaultPreemption
+WORKLOAD                               MODE        NODES  INIT  MEASURED  PODS/S AVG  P50   P90   P99   ATTEMPT P50/P99 MS  PEAK RSS MIB  SCHED CPU S  FLOOR  RATIO  STATUS
+SchedulingBasic                        in-process  5000   1000  10000     6800        6900  7000  7100  0.100/0.500         120           -            680    10.0x  ok
+SchedulingBasic                        external    5000   1000  10000     2500        2600  2700  2800  -                   210           3.5          680    3.7x   ok
+PreemptionAsync                        in-process  5000   1000  10000     -           -     -     -     -                   -             -            570    -      skipped: needs DefaultPreemption
+SchedulingBasic/15000Nodes_150000Pods  in-process  5000   1000  10000     6800        6900  7000  7100  0.100/0.500         120           -            -      -      ok
 "
+    );
+}
+
+// ---- an external scheduler ------------------------------------------------------------
+
+#[rstest]
+#[case::plain(
+    "4242 (kube-scheduler) S 4241 4242 1 0 -1 4194560 1 0 0 0 150 25 3 2 20 0 9 0 1 2 3",
+    Some(process::Stat { pid: 4242, ppid: 4241, cpu_ticks: 180 })
+)]
+#[case::name_with_spaces_and_parentheses(
+    "7 (a (b) c) R 1 7 1 0 -1 0 0 0 0 0 10 20 0 0 20 0 1 0 1 2 3",
+    Some(process::Stat { pid: 7, ppid: 1, cpu_ticks: 30 })
+)]
+#[case::cut_short("7 (sh) R 1 7", None)]
+fn proc_stat_is_read_after_the_last_parenthesis(
+    #[case] line: &str,
+    #[case] expected: Option<process::Stat>,
+) {
+    assert_eq!(process::parse_stat(line), expected);
+}
+
+#[test]
+fn process_tree_is_the_root_and_its_descendants_only() {
+    let stat = |pid, ppid| process::Stat {
+        pid,
+        ppid,
+        cpu_ticks: 0,
+    };
+    let all = [
+        stat(1, 0),
+        stat(10, 1),
+        stat(11, 10),
+        stat(12, 11),
+        stat(13, 10),
+        stat(20, 1),
+        stat(21, 20),
+    ];
+    let pids: Vec<u32> = process::tree(10, &all).iter().map(|s| s.pid).collect();
+    assert_eq!(pids, [10, 11, 13, 12]);
+}
+
+#[rstest]
+#[case::kubeconfig_and_config(
+    "kube-scheduler --kubeconfig={kubeconfig} --config {config} --v=1",
+    "/tmp/b/kubeconfig",
+    "kube-scheduler --kubeconfig=/tmp/b/kubeconfig --config /tmp/b/kube-scheduler.yaml --v=1"
+)]
+#[case::path_with_a_space_is_quoted(
+    "kubesched run --config {config}",
+    "/tmp/my dir/kubeconfig",
+    "kubesched run --config '/tmp/my dir/kube-scheduler.yaml'"
+)]
+#[case::no_placeholder_is_left_as_it_is("kube-scheduler", "/tmp/b/kubeconfig", "kube-scheduler")]
+fn scheduler_command_placeholders_become_the_files_paths(
+    #[case] command: &str,
+    #[case] kubeconfig: &str,
+    #[case] expected: &str,
+) {
+    let kubeconfig = std::path::Path::new(kubeconfig);
+    let config = kubeconfig.with_file_name("kube-scheduler.yaml");
+    assert_eq!(
+        external::command_line(command, kubeconfig, &config),
+        expected
+    );
+}
+
+#[test]
+fn shell_quote_keeps_a_single_quote_inside_the_word() {
+    assert_eq!(external::shell_quote("it's"), r"'it'\''s'");
+}
+
+#[test]
+fn generated_configuration_is_one_default_scheduler_profile_at_scheduler_perfs_qps() {
+    let path = std::path::Path::new("/tmp/kubesched bench/kubeconfig");
+    let cfg = scheduler::config::load_str(&external::scheduler_config(path), "generated").unwrap();
+    let profiles: Vec<Option<String>> = cfg
+        .profiles
+        .iter()
+        .map(|p| p.scheduler_name.clone())
+        .collect();
+    assert_eq!(
+        (
+            cfg.leader_election.leader_elect(),
+            cfg.client_connection.kubeconfig.as_str(),
+            cfg.client_connection.qps,
+            cfg.client_connection.burst,
+            profiles,
+        ),
+        (
+            false,
+            "/tmp/kubesched bench/kubeconfig",
+            5000.0,
+            5000,
+            vec![Some("default-scheduler".to_string())],
+        )
+    );
+}
+
+/// Starts `sh -c script` and waits (bounded) until its tree has `processes` processes.
+// The child is handed to the caller, which stops and reaps it; the lint does not follow it
+// into the returned tuple.
+#[allow(clippy::zombie_processes)]
+fn spawn_tree(script: &str, processes: usize) -> (std::process::Child, Vec<u32>) {
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids: Vec<u32> = process::tree_of(child.id()).iter().map(|s| s.pid).collect();
+        if pids.len() >= processes {
+            return (child, pids);
+        }
+        if std::time::Instant::now() >= deadline {
+            process::stop_tree(&mut child, Duration::ZERO);
+            panic!("{script:?} started {pids:?} only");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[rstest]
+#[case::stops_on_sigterm("sleep 300 & sleep 300")]
+#[case::killed_when_it_ignores_sigterm("trap '' TERM; sleep 300 & sleep 300")]
+fn stopping_the_scheduler_leaves_no_process_of_its_tree(#[case] script: &str) {
+    let (mut child, pids) = spawn_tree(script, 3);
+    process::stop_tree(&mut child, Duration::from_millis(300));
+    assert_eq!(process::running(&pids), Vec::<u32>::new());
+}
+
+#[test]
+fn process_tree_cpu_and_peak_rss_are_read_from_proc() {
+    let me = std::process::id();
+    assert_eq!(
+        (
+            process::cpu_seconds(me).is_some_and(|s| s >= 0.0),
+            process::peak_rss_mib(me).is_some_and(|m| m > 0.0),
+        ),
+        (true, true)
+    );
+}
+
+#[test]
+fn scheduler_command_that_exits_fails_the_run_with_the_end_of_its_output() {
+    let w = workload::find("SchedulingBasic").unwrap();
+    let result = in_process::run_on(
+        w,
+        w.small,
+        &RunOptions::default(),
+        &mut |_| {},
+        &|| {
+            Ok(std::sync::Arc::new(external::External::new(
+                "echo connecting to {kubeconfig} >/dev/null; echo no cluster for me; exit 3",
+            )?) as _)
+        },
+        "external",
+    );
+    assert_eq!(
+        result.map_err(|e| e.to_string()).err(),
+        Some(
+            "the scheduler command exited (exit status: 3) during the run; its output ended \
+             with:\nno cluster for me"
+                .to_string()
+        )
     );
 }

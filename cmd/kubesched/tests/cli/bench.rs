@@ -45,6 +45,7 @@ fn without_measurements(mut v: Value) -> Value {
                 }
                 Value::Array(a) if !a.is_empty() => "non-empty array".into(),
                 Value::Number(n) if n.as_f64().is_some_and(|x| x > 0.0) => "positive".into(),
+                Value::Null => "null".into(),
                 other => format!("unexpected {other}"),
             };
             *field = Value::String(shape);
@@ -83,6 +84,7 @@ fn in_process_json_has_issue_8s_fields() {
             "samples": "non-empty array",
             "attemptLatencyMs": "object max,p50,p90,p99",
             "peakRssMiB": "positive",
+            "schedulerCpuSeconds": null,
             "clientQps": "n/a",
             "durationSeconds": "positive",
             "upstreamFloor": 680,
@@ -118,15 +120,18 @@ fn all_runs_every_workload() {
                 r["workload"].as_str().unwrap().to_string(),
                 r["status"].as_str().unwrap().to_string(),
                 r["scheduledPods"].as_u64().unwrap(),
-                r["upstreamFloor"].as_u64().unwrap(),
+                // No floor (null) as 0.
+                r["upstreamFloor"].as_u64().unwrap_or(0),
             )
         })
         .collect();
     let expected: Vec<(String, String, u64, u64)> = [
         ("SchedulingBasic", "ok", 20, 680),
         ("SchedulingBasic/5000Nodes_50000Pods", "ok", 20, 810),
+        ("SchedulingBasic/15000Nodes_150000Pods", "ok", 20, 0),
         ("SchedulingDaemonset", "ok", 20, 1100),
         ("TopologySpreading", "ok", 20, 460),
+        ("TopologySpreading/15000Nodes_15000Pods", "ok", 20, 0),
         ("PreferredTopologySpreading", "ok", 20, 340),
         ("SchedulingNodeAffinity", "ok", 20, 220),
         ("SchedulingPodAntiAffinity", "ok", 20, 60),
@@ -185,6 +190,135 @@ fn unknown_workload_exits_2_and_lists_the_workloads() {
             Some(2),
             Some("error: invalid value 'SchedulingEverything' for '--workload <NAME>'".to_string()),
             true
+        )
+    );
+}
+
+/// `kubesched run` as the external scheduler, on the generated configuration.
+fn kubesched_run_command() -> String {
+    format!(
+        "exec '{}' run --config {{config}} --port 0",
+        env!("CARGO_BIN_EXE_kubesched")
+    )
+}
+
+#[test]
+fn scheduler_command_runs_kubesched_run_as_another_process_and_counts_its_binds() {
+    let command = kubesched_run_command();
+    let out = bench(&[
+        "--workload",
+        "SchedulingBasic",
+        "--nodes",
+        "20",
+        "--init-pods",
+        "10",
+        "--pods",
+        "50",
+        "--scheduler-command",
+        &command,
+        "-o",
+        "json",
+    ]);
+    let mut r = without_measurements(json(&out));
+    // CPU-seconds of a run this short may round to 0.
+    let cpu = r["schedulerCpuSeconds"].take();
+    assert_eq!(
+        (cpu.as_f64().is_some_and(|s| s >= 0.0), r),
+        (
+            true,
+            serde_json::json!({
+                "workload": "SchedulingBasic",
+                "mode": "external",
+                "status": "ok",
+                "nodes": 20,
+                "initPods": 10,
+                "measuredPods": 50,
+                "scheduledPods": 50,
+                "podsPerSecond": "object average,p50,p90,p99",
+                "samples": "non-empty array",
+                "attemptLatencyMs": "null",
+                "peakRssMiB": "positive",
+                "schedulerCpuSeconds": null,
+                "schedulerCommand": command,
+                "clientQps": "5000",
+                "durationSeconds": "positive",
+                "upstreamFloor": 680,
+            })
+        )
+    );
+}
+
+#[test]
+fn compare_reports_kubesched_over_http_then_the_command_in_one_table() {
+    let command = kubesched_run_command();
+    let out = bench(&[
+        "--workload",
+        "SchedulingBasic",
+        "--nodes",
+        "10",
+        "--init-pods",
+        "5",
+        "--pods",
+        "20",
+        "--scheduler-command",
+        &command,
+        "--compare",
+        "-o",
+        "table",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Each row's workload, mode, sizes and status; the measured columns vary.
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            let mut kept = cells[..5].to_vec();
+            kept.extend(cells.last());
+            kept
+        })
+        .collect();
+    assert_eq!(
+        (out.status.code(), rows),
+        (
+            Some(0),
+            vec![
+                vec!["WORKLOAD", "MODE", "NODES", "INIT", "MEASURED", "STATUS"],
+                vec!["SchedulingBasic", "http", "10", "5", "20", "ok"],
+                vec!["SchedulingBasic", "external", "10", "5", "20", "ok"],
+            ]
+        ),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn scheduler_command_conflicts_with_mode_and_compare_needs_it() {
+    let conflict = bench(&["--mode", "in-process", "--scheduler-command", "true"]);
+    let alone = bench(&["--compare"]);
+    let first_line = |o: &Output| {
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .next()
+            .map(str::to_string)
+    };
+    assert_eq!(
+        (
+            conflict.status.code(),
+            first_line(&conflict),
+            alone.status.code(),
+            first_line(&alone)
+        ),
+        (
+            Some(2),
+            Some(
+                "error: the argument '--mode <MODE>' cannot be used with '--scheduler-command <CMD>'"
+                    .to_string()
+            ),
+            Some(2),
+            Some(
+                "error: the following required arguments were not provided:".to_string()
+            ),
         )
     );
 }

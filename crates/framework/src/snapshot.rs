@@ -151,8 +151,8 @@ impl StorageListers {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     node_info_list: Vec<Arc<NodeInfo>>,
-    /// **Invariant:** `rows[i] == NodeRow::of(&node_info_list[i])`: every change of a
-    /// NodeInfo here rewrites its row (and only its row).
+    /// **Invariant:** `rows[i] == NodeRow::of(&node_info_list[i]).at(i)`: every change of
+    /// a NodeInfo here rewrites its row (and only its row).
     rows: Vec<NodeRow>,
     index: HashMap<String, usize>,
     /// Indices of nodes with at least one pod that has pod (anti-)affinity.
@@ -282,7 +282,11 @@ impl Snapshot {
         }
 
         let mut snap = Snapshot {
-            rows: infos.iter().map(NodeRow::of).collect(),
+            rows: infos
+                .iter()
+                .enumerate()
+                .map(|(i, ni)| NodeRow::of(ni).at(i))
+                .collect(),
             node_info_list: infos.into_iter().map(Arc::new).collect(),
             index,
             ..Default::default()
@@ -295,7 +299,7 @@ impl Snapshot {
     /// Recomputes the row of the node at position `i` from its NodeInfo.
     fn refresh_row(&mut self, i: usize) {
         if let (Some(row), Some(ni)) = (self.rows.get_mut(i), self.node_info_list.get(i)) {
-            *row = NodeRow::of(ni);
+            *row = NodeRow::of(ni).at(i);
         }
     }
 
@@ -415,7 +419,7 @@ impl Snapshot {
     }
 
     /// The [`NodeRow`] of each node, in node-tree order: `rows()[i]` is the row of
-    /// `node_infos()[i]`. What the hot Filter and Score plugins read instead of the NodeInfo.
+    /// `node_infos()[i]`, at position `i`. What the hot Filter and Score plugins read instead of the NodeInfo.
     pub fn rows(&self) -> &[NodeRow] {
         &self.rows
     }
@@ -485,7 +489,11 @@ impl Snapshot {
             .enumerate()
             .map(|(i, ni)| (ni.name().to_string(), i))
             .collect();
-        self.rows = list.iter().map(|ni| NodeRow::of(ni)).collect();
+        self.rows = list
+            .iter()
+            .enumerate()
+            .map(|(i, ni)| NodeRow::of(ni).at(i))
+            .collect();
         self.node_info_list = list;
         self.rebuild_affinity_lists();
         self.rebuild_used_pvcs();
@@ -828,8 +836,9 @@ mod tests {
             .node_infos()
             .iter()
             .zip(snap.rows())
-            .filter(|(ni, row)| NodeRow::of(ni) != **row)
-            .map(|(ni, _)| ni.name().to_string())
+            .enumerate()
+            .filter(|(i, (ni, row))| NodeRow::of(ni).at(*i) != **row)
+            .map(|(_, (ni, _))| ni.name().to_string())
             .collect();
         if snap.rows().len() != snap.num_nodes() {
             stale.push(format!("{} rows for {} nodes", snap.rows().len(), snap.num_nodes()));
@@ -894,7 +903,8 @@ mod tests {
             allocatable_memory: 8 * gib,
             allowed_pod_number: 110,
             ..NodeRow::default()
-        };
+        }
+        .at(0);
         assert_eq!(
             (
                 stale,
@@ -942,11 +952,11 @@ mod tests {
                     non_zero_milli_cpu: 100,
                     non_zero_memory: 2 * gib,
                     pods: 1,
-                    ..n1
+                    ..n1.at(2)
                 }),
                 Some(NodeRow {
                     has_taints: true,
-                    ..NodeRow::default()
+                    ..NodeRow::default().at(0)
                 }),
             )
         );

@@ -200,7 +200,8 @@ fn fixture_rows_take_each_branch() {
     let fresh: Vec<(&str, NodeRow)> = snap
         .node_infos()
         .iter()
-        .map(|n| (n.name(), NodeRow::of(n)))
+        .enumerate()
+        .map(|(i, n)| (n.name(), NodeRow::of(n).at(i)))
         .collect();
     let flags: Vec<(&str, bool, bool, bool, u32)> = rows
         .iter()

@@ -9,10 +9,10 @@
 
 use super::NodeInfo;
 
-/// What the hot Filter and Score plugins read of one node. Always equal to
-/// [`NodeRow::of`] the NodeInfo it stands for: the snapshot rewrites a row whenever it
-/// replaces or changes that NodeInfo.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the hot Filter and Score plugins read of one node. A snapshot's row `i` is always
+/// `NodeRow::of(info).at(i)` for its NodeInfo `info` at position `i`: the snapshot
+/// rewrites a row whenever it replaces or changes that NodeInfo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeRow {
     /// `allocatable` cpu (millicores), memory, ephemeral-storage and pod count.
     pub allocatable_milli_cpu: i64,
@@ -34,10 +34,51 @@ pub struct NodeRow {
     pub has_taints: bool,
     /// Whether the node reports any image (`image_states` is non-empty).
     pub has_images: bool,
+    /// The node's position in the snapshot's node list, for plugins that keep per-node
+    /// data by position; [`NodeRow::NO_POSITION`] for a row computed from a NodeInfo alone
+    /// (a copy with pods added, a dry run), which such plugins read the NodeInfo for.
+    pub position: u32,
+}
+
+impl Default for NodeRow {
+    fn default() -> Self {
+        NodeRow {
+            allocatable_milli_cpu: 0,
+            allocatable_memory: 0,
+            allocatable_ephemeral_storage: 0,
+            allowed_pod_number: 0,
+            requested_milli_cpu: 0,
+            requested_memory: 0,
+            requested_ephemeral_storage: 0,
+            non_zero_milli_cpu: 0,
+            non_zero_memory: 0,
+            pods: 0,
+            unschedulable: false,
+            has_taints: false,
+            has_images: false,
+            position: NodeRow::NO_POSITION,
+        }
+    }
 }
 
 impl NodeRow {
-    /// The row of `node`, computed from it.
+    /// The position of a row that belongs to no snapshot position.
+    pub const NO_POSITION: u32 = u32::MAX;
+
+    /// This row, at position `i` of a snapshot's node list.
+    pub fn at(self, i: usize) -> NodeRow {
+        NodeRow {
+            position: u32::try_from(i).unwrap_or(NodeRow::NO_POSITION),
+            ..self
+        }
+    }
+
+    /// The position as an index, when the row has one.
+    pub fn index(&self) -> Option<usize> {
+        (self.position != NodeRow::NO_POSITION).then_some(self.position as usize)
+    }
+
+    /// The row of `node`, computed from it, at no position.
     pub fn of(node: &NodeInfo) -> NodeRow {
         NodeRow {
             allocatable_milli_cpu: node.allocatable.milli_cpu,
@@ -53,6 +94,7 @@ impl NodeRow {
             unschedulable: node.unschedulable(),
             has_taints: !node.taints().is_empty(),
             has_images: !node.image_states.is_empty(),
+            position: NodeRow::NO_POSITION,
         }
     }
 }

@@ -841,13 +841,18 @@ mod tests {
             .map(|(_, (ni, _))| ni.name().to_string())
             .collect();
         if snap.rows().len() != snap.num_nodes() {
-            stale.push(format!("{} rows for {} nodes", snap.rows().len(), snap.num_nodes()));
+            stale.push(format!(
+                "{} rows for {} nodes",
+                snap.rows().len(),
+                snap.num_nodes()
+            ));
         }
         stale
     }
 
     fn row_of(snap: &Snapshot, node: &str) -> Option<NodeRow> {
-        snap.position(node).and_then(|i| snap.rows().get(i).copied())
+        snap.position(node)
+            .and_then(|i| snap.rows().get(i).copied())
     }
 
     #[test]

@@ -29,7 +29,9 @@ fn nodes() -> Vec<Arc<k8s_openapi::api::core::v1::Node>> {
     ];
     [
         make_node("plain").capacity(&capacity),
-        make_node("cordoned").capacity(&capacity).unschedulable(true),
+        make_node("cordoned")
+            .capacity(&capacity)
+            .unschedulable(true),
         make_node("no-schedule")
             .capacity(&capacity)
             .taint("dedicated", "db", "NoSchedule"),
@@ -77,14 +79,21 @@ fn pending() -> Vec<Arc<PodInfo>> {
         make_pod("storage")
             .req(&[("cpu", "1"), ("ephemeral-storage", "20Gi")])
             .info(),
-        make_pod("huge").req(&[("cpu", "8"), ("memory", "1Gi")]).info(),
+        make_pod("huge")
+            .req(&[("cpu", "8"), ("memory", "1Gi")])
+            .info(),
         make_pod("gpu")
             .req(&[("cpu", "100m"), ("example.com/gpu", "1")])
             .info(),
         make_pod("tolerant")
             .req(&[("cpu", "100m")])
             .toleration("dedicated", "Equal", "db", "NoSchedule")
-            .toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule")
+            .toleration(
+                "node.kubernetes.io/unschedulable",
+                "Exists",
+                "",
+                "NoSchedule",
+            )
             .info(),
         make_pod("nginx").image("nginx:1.25").info(),
     ]

@@ -298,8 +298,13 @@ impl ScheduleAlgorithm {
             return Err(ScheduleError::Internal(Status::error(NO_NODES_AVAILABLE)));
         }
         state.set_num_all_nodes(snapshot.num_nodes());
-        let (Feasible { nodes: feasible, rows }, mut diagnosis) =
-            self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
+        let (
+            Feasible {
+                nodes: feasible,
+                rows,
+            },
+            mut diagnosis,
+        ) = self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
         if let Some(e) = explain.as_deref_mut() {
             e.filter_state = Some(state.clone());
         }
@@ -332,8 +337,15 @@ impl ScheduleAlgorithm {
                 feasible_nodes: 1,
             });
         }
-        let totals =
-            self.prioritize_nodes(fwk, state, pod, snapshot, &feasible, rows.as_deref(), explain)?;
+        let totals = self.prioritize_nodes(
+            fwk,
+            state,
+            pod,
+            snapshot,
+            &feasible,
+            rows.as_deref(),
+            explain,
+        )?;
         let host = self.select_host(&feasible, &totals);
         Ok(ScheduleResult {
             suggested_host: host.to_string(),
@@ -413,43 +425,41 @@ impl ScheduleAlgorithm {
         let all = snapshot.node_infos();
         let restricted: Vec<Arc<NodeInfo>>;
         let restricted_rows: Vec<NodeRow>;
-        let (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]) = match pre_res
-            .as_ref()
-            .and_then(|r| r.node_names.as_ref())
-        {
-            None => (all, snapshot.rows()),
-            Some(names) => {
-                let mut sorted = with_nodes.clone();
-                sorted.sort_unstable();
-                let absent = Status::unresolvable(format!(
-                    "node(s) didn't satisfy plugin(s) [{}]",
-                    sorted.join(" ")
-                ));
-                if let Some(e) = explain.as_deref_mut() {
-                    for n in all.iter().filter(|n| !names.contains(n.name())) {
-                        e.filter.push((
-                            n.name().to_string(),
-                            vec![(plugin_label(&with_nodes), absent.clone())],
-                        ));
+        let (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]) =
+            match pre_res.as_ref().and_then(|r| r.node_names.as_ref()) {
+                None => (all, snapshot.rows()),
+                Some(names) => {
+                    let mut sorted = with_nodes.clone();
+                    sorted.sort_unstable();
+                    let absent = Status::unresolvable(format!(
+                        "node(s) didn't satisfy plugin(s) [{}]",
+                        sorted.join(" ")
+                    ));
+                    if let Some(e) = explain.as_deref_mut() {
+                        for n in all.iter().filter(|n| !names.contains(n.name())) {
+                            e.filter.push((
+                                n.name().to_string(),
+                                vec![(plugin_label(&with_nodes), absent.clone())],
+                            ));
+                        }
                     }
+                    diagnosis.node_to_status.set_absent_status(absent);
+                    // Look the named nodes up (a PreFilterResult usually names a few of many
+                    // nodes), keeping the snapshot's order.
+                    let mut positions: Vec<usize> = names
+                        .iter()
+                        .filter_map(|n| snapshot.position(n.as_ref()))
+                        .collect();
+                    positions.sort_unstable();
+                    positions.dedup();
+                    restricted_rows = positions
+                        .iter()
+                        .filter_map(|&i| snapshot.rows().get(i).copied())
+                        .collect();
+                    restricted = positions.into_iter().map(|i| all[i].clone()).collect();
+                    (&restricted, &restricted_rows)
                 }
-                diagnosis.node_to_status.set_absent_status(absent);
-                // Look the named nodes up (a PreFilterResult usually names a few of many
-                // nodes), keeping the snapshot's order.
-                let mut positions: Vec<usize> = names
-                    .iter()
-                    .filter_map(|n| snapshot.position(n.as_ref()))
-                    .collect();
-                positions.sort_unstable();
-                positions.dedup();
-                restricted_rows = positions
-                    .iter()
-                    .filter_map(|&i| snapshot.rows().get(i).copied())
-                    .collect();
-                restricted = positions.into_iter().map(|i| all[i].clone()).collect();
-                (&restricted, &restricted_rows)
-            }
-        };
+            };
         let (feasible, feasible_rows) = self.find_nodes_that_pass_filters(
             fwk,
             state,

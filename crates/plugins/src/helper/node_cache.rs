@@ -386,8 +386,7 @@ impl<K: CountKey> Entry<K> {
         let k = self.key.columns();
         let slots = Arc::make_mut(&mut self.slots);
         for i in changed {
-            let (Some(node), Some(old)) = (nodes.get(i), slots.get_mut(i * k..(i + 1) * k))
-            else {
+            let (Some(node), Some(old)) = (nodes.get(i), slots.get_mut(i * k..(i + 1) * k)) else {
                 continue;
             };
             for (&(id, count), table) in old.iter().zip(self.tables.iter_mut()) {

@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use framework::{
-    ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin,
-    ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+    ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
+    Snapshot, Status, MAX_NODE_SCORE,
 };
 
 use crate::names;

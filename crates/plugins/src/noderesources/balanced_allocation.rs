@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use framework::{
-    ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin,
-    ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+    ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
+    Snapshot, Status, MAX_NODE_SCORE,
 };
 
 use super::args::NodeResourcesBalancedAllocationArgs;

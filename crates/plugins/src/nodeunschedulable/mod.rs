@@ -9,8 +9,7 @@ use std::sync::Arc;
 use framework::events::QueueingHintFn;
 use framework::{
     ActionType, ArgsError, ClusterEventWithHint, CycleState, EnqueueExtensions, EventObject,
-    EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, Plugin, PodInfo, QueueingHint,
-    Status,
+    EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, Plugin, PodInfo, QueueingHint, Status,
 };
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 

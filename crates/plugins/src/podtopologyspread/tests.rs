@@ -1933,17 +1933,35 @@ fn decided_by_ids(state: &CycleState, snap: &Snapshot) -> Vec<(String, Vec<bool>
 fn id_fixture() -> Snapshot {
     snapshot(
         vec![
-            node("a", &[("zone", "zone1"), (LABEL_HOSTNAME, "a"), ("disk", "ssd")]),
-            node("b", &[("zone", "zone1"), (LABEL_HOSTNAME, "b"), ("disk", "ssd")]),
-            node("x", &[("zone", "zone2"), (LABEL_HOSTNAME, "x"), ("disk", "ssd")]),
-            node("y", &[("zone", "zone2"), (LABEL_HOSTNAME, "y"), ("disk", "ssd")]),
+            node(
+                "a",
+                &[("zone", "zone1"), (LABEL_HOSTNAME, "a"), ("disk", "ssd")],
+            ),
+            node(
+                "b",
+                &[("zone", "zone1"), (LABEL_HOSTNAME, "b"), ("disk", "ssd")],
+            ),
+            node(
+                "x",
+                &[("zone", "zone2"), (LABEL_HOSTNAME, "x"), ("disk", "ssd")],
+            ),
+            node(
+                "y",
+                &[("zone", "zone2"), (LABEL_HOSTNAME, "y"), ("disk", "ssd")],
+            ),
             with_taint(
-                node("c", &[("zone", "zone3"), (LABEL_HOSTNAME, "c"), ("disk", "ssd")]),
+                node(
+                    "c",
+                    &[("zone", "zone3"), (LABEL_HOSTNAME, "c"), ("disk", "ssd")],
+                ),
                 "dedicated",
                 "NoSchedule",
             ),
             node("bare", &[(LABEL_HOSTNAME, "bare"), ("disk", "ssd")]),
-            node("hdd", &[("zone", "zone2"), (LABEL_HOSTNAME, "hdd"), ("disk", "hdd")]),
+            node(
+                "hdd",
+                &[("zone", "zone2"), (LABEL_HOSTNAME, "hdd"), ("disk", "hdd")],
+            ),
         ],
         vec![
             foo_on("a1", "a"),

@@ -16,8 +16,7 @@ use framework::events::QueueingHintFn;
 use framework::{
     ActionType, ArgsError, ClusterEventWithHint, CycleState, EnqueueExtensions, EventObject,
     EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, NodeScore, Plugin, PodInfo,
-    PreScorePlugin,
-    QueueingHint, ScoreExtensions, ScorePlugin, Snapshot, Status,
+    PreScorePlugin, QueueingHint, ScoreExtensions, ScorePlugin, Snapshot, Status,
 };
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 

@@ -871,13 +871,7 @@ impl Framework {
                 let Some(p) = pl.as_score() else { continue };
                 let out = &mut cols[j * len..(j + 1) * len];
                 let start = self.plugin_start(record);
-                let r = p.score_rows(
-                    state,
-                    pod,
-                    &nodes[range.clone()],
-                    &rows[range.clone()],
-                    out,
-                );
+                let r = p.score_rows(state, pod, &nodes[range.clone()], &rows[range.clone()], out);
                 if start.is_some() {
                     let code = r.as_ref().map_or_else(|s| s.code(), |()| Code::Success);
                     self.observe_plugin(start, pl.name(), ExtensionPointLabel::Score, code);

@@ -99,10 +99,10 @@ fn pending() -> Vec<Arc<PodInfo>> {
     ]
 }
 
-fn plugin(
-    new: fn(Option<&Value>, &Handle) -> Result<Arc<dyn Plugin>, Vec<framework::ArgsError>>,
-    args: Option<Value>,
-) -> Arc<dyn Plugin> {
+/// A plugin factory, as each plugin module has one.
+type Factory = fn(Option<&Value>, &Handle) -> Result<Arc<dyn Plugin>, Vec<framework::ArgsError>>;
+
+fn plugin(new: Factory, args: Option<Value>) -> Arc<dyn Plugin> {
     match new(args.as_ref(), &Handle::offline()) {
         Ok(p) => p,
         Err(e) => panic!("building the plugin: {e:?}"),

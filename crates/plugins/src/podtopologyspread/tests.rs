@@ -1892,6 +1892,9 @@ fn node_hint_for_a_pod_without_hard_constraints_queues_every_node() {
     );
 }
 
+/// Each node's Filter status, by node name.
+type NodeStatuses = Vec<(String, Status)>;
+
 /// Filter on every node of `snap` twice: by the domain ids of the rows' positions
 /// (`filter_with_row`, as the runtime calls it) and by the nodes' labels (`filter`).
 fn filter_by_ids_and_by_labels(
@@ -1899,7 +1902,7 @@ fn filter_by_ids_and_by_labels(
     state: &CycleState,
     pod: &PodInfo,
     snap: &Snapshot,
-) -> (Vec<(String, Status)>, Vec<(String, Status)>) {
+) -> (NodeStatuses, NodeStatuses) {
     let mut by_ids: Vec<(String, Status)> = snap
         .node_infos()
         .iter()

@@ -298,13 +298,9 @@ impl ScheduleAlgorithm {
             return Err(ScheduleError::Internal(Status::error(NO_NODES_AVAILABLE)));
         }
         state.set_num_all_nodes(snapshot.num_nodes());
-        let (
-            Feasible {
-                nodes: feasible,
-                rows,
-            },
-            mut diagnosis,
-        ) = self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
+        let (scored, mut diagnosis) =
+            self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
+        let feasible = &scored.nodes;
         if let Some(e) = explain.as_deref_mut() {
             e.filter_state = Some(state.clone());
         }
@@ -337,16 +333,8 @@ impl ScheduleAlgorithm {
                 feasible_nodes: 1,
             });
         }
-        let totals = self.prioritize_nodes(
-            fwk,
-            state,
-            pod,
-            snapshot,
-            &feasible,
-            rows.as_deref(),
-            explain,
-        )?;
-        let host = self.select_host(&feasible, &totals);
+        let totals = self.prioritize_nodes(fwk, state, pod, snapshot, &scored, explain)?;
+        let host = self.select_host(&scored.nodes, &totals);
         Ok(ScheduleResult {
             suggested_host: host.to_string(),
             evaluated_nodes: evaluated,
@@ -465,8 +453,7 @@ impl ScheduleAlgorithm {
             state,
             pod,
             &mut diagnosis,
-            nodes,
-            rows,
+            (nodes, rows),
             explain.as_deref_mut(),
         )?;
         let feasible = self.find_nodes_that_pass_extenders(
@@ -641,8 +628,7 @@ impl ScheduleAlgorithm {
         state: &CycleState,
         pod: &PodInfo,
         diagnosis: &mut Diagnosis,
-        nodes: &[Arc<NodeInfo>],
-        rows: &[NodeRow],
+        (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]),
         mut explain: Option<&mut Explanation>,
     ) -> Result<(Vec<Arc<NodeInfo>>, Vec<NodeRow>), ScheduleError> {
         let n = nodes.len();
@@ -753,10 +739,10 @@ impl ScheduleAlgorithm {
         state: &mut CycleState,
         pod: &PodInfo,
         snapshot: &Snapshot,
-        nodes: &[Arc<NodeInfo>],
-        rows: Option<&[NodeRow]>,
+        feasible: &Feasible,
         mut explain: Option<&mut Explanation>,
     ) -> Result<Vec<i64>, ScheduleError> {
+        let (nodes, rows) = (&feasible.nodes[..], feasible.rows.as_deref());
         // Without Score plugins every node scores the same, unless extenders score them.
         let scores = if fwk.has_score_plugins() {
             let s = fwk.run_pre_score_plugins(

@@ -19,7 +19,7 @@ use crate::cycle_state::{CycleState, StateData};
 use crate::events::ClusterEventWithHint;
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
-use crate::types::{NodeInfo, NodeScore, PodInfo, QueuedPodInfo};
+use crate::types::{NodeInfo, NodeRow, NodeScore, PodInfo, QueuedPodInfo};
 
 /// A boxed, sendable future, for the binding-cycle extension points.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -157,6 +157,20 @@ pub trait PreFilterExtensions: Send + Sync {
 /// Says whether the pod can run on one node. Called concurrently for many nodes.
 pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
+
+    /// [`filter`](Self::filter), given also the node's [`NodeRow`] (equal to
+    /// `NodeRow::of(node)`). The runtime calls this in its filter pass; a plugin overrides
+    /// it to decide from the row alone where it can, so that the pass reads the snapshot's
+    /// flat rows instead of each NodeInfo. The status must be the one `filter` gives.
+    fn filter_with_row(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        _row: &NodeRow,
+    ) -> Status {
+        self.filter(state, pod, node)
+    }
 }
 
 /// The status of each node a cycle rejected, and the status of nodes absent from the map
@@ -399,6 +413,21 @@ pub trait ScorePlugin: Plugin {
         score_each(self, state, pod, nodes, out)
     }
 
+    /// [`score_nodes`](Self::score_nodes), given also the nodes' [`NodeRow`]s (same length
+    /// and order, `rows[i] == NodeRow::of(&nodes[i])`). The runtime calls this; a plugin
+    /// overrides it to score from the rows, which lie in one flat array, instead of each
+    /// NodeInfo. The scores must be the ones `score` gives.
+    fn score_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        _rows: &[NodeRow],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        self.score_nodes(state, pod, nodes, out)
+    }
+
     /// NormalizeScore, for plugins whose raw scores are not already in 0..=100.
     fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {
         None
@@ -442,6 +471,42 @@ where
     };
     for (node, o) in nodes.iter().zip(out.iter_mut()) {
         *o = score(s, node);
+    }
+    Ok(())
+}
+
+/// A [`score_rows`](ScorePlugin::score_rows) for a plugin whose score of a node depends on
+/// its PreScore state under `key` and the node only: looks the state up once and scores
+/// each node with `score` (which reads the row, and the NodeInfo only where the row does
+/// not say enough); without the state, falls back to
+/// [`score_nodes`](ScorePlugin::score_nodes).
+#[allow(clippy::too_many_arguments)]
+pub fn score_rows_with_state<P, T>(
+    plugin: &P,
+    key: &'static str,
+    state: &CycleState,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    rows: &[NodeRow],
+    out: &mut [i64],
+    score: impl Fn(&T, &NodeInfo, &NodeRow) -> i64,
+) -> Result<(), Status>
+where
+    P: ScorePlugin + ?Sized,
+    T: StateData,
+{
+    let Some(s) = state.read::<T>(key) else {
+        return plugin.score_nodes(state, pod, nodes, out);
+    };
+    if rows.len() != nodes.len() {
+        return Err(Status::error(format!(
+            "{} rows for {} nodes",
+            rows.len(),
+            nodes.len()
+        )));
+    }
+    for ((node, row), o) in nodes.iter().zip(rows).zip(out.iter_mut()) {
+        *o = score(s, node, row);
     }
     Ok(())
 }

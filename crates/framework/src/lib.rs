@@ -37,5 +37,5 @@ pub use interface::*;
 pub use parallelize::Parallelizer;
 pub use snapshot::{Snapshot, StorageListers, Workloads};
 pub use status::{Code, Status};
-pub use types::{NodeInfo, NodeScore, PodInfo, PodKey, QueuedPodInfo, Resource};
+pub use types::{NodeInfo, NodeRow, NodeScore, PodInfo, PodKey, QueuedPodInfo, Resource};
 pub use waiting_pods::{BindingPod, BindingPods, WaitingPod, WaitingPods};

@@ -18,7 +18,7 @@ use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
 
-use crate::types::{ImageStateSummary, NodeInfo, PodInfo};
+use crate::types::{ImageStateSummary, NodeInfo, NodeRow, PodInfo};
 
 /// The objects that select pods and so define their default spreading groups (upstream's
 /// Service, ReplicationController, ReplicaSet and StatefulSet listers), by namespace.
@@ -151,6 +151,9 @@ impl StorageListers {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     node_info_list: Vec<Arc<NodeInfo>>,
+    /// **Invariant:** `rows[i] == NodeRow::of(&node_info_list[i]).at(i)`: every change of
+    /// a NodeInfo here rewrites its row (and only its row).
+    rows: Vec<NodeRow>,
     index: HashMap<String, usize>,
     /// Indices of nodes with at least one pod that has pod (anti-)affinity.
     have_pods_with_affinity: Vec<usize>,
@@ -279,6 +282,11 @@ impl Snapshot {
         }
 
         let mut snap = Snapshot {
+            rows: infos
+                .iter()
+                .enumerate()
+                .map(|(i, ni)| NodeRow::of(ni).at(i))
+                .collect(),
             node_info_list: infos.into_iter().map(Arc::new).collect(),
             index,
             ..Default::default()
@@ -286,6 +294,13 @@ impl Snapshot {
         snap.rebuild_affinity_lists();
         snap.rebuild_used_pvcs();
         snap
+    }
+
+    /// Recomputes the row of the node at position `i` from its NodeInfo.
+    fn refresh_row(&mut self, i: usize) {
+        if let (Some(row), Some(ni)) = (self.rows.get_mut(i), self.node_info_list.get(i)) {
+            *row = NodeRow::of(ni).at(i);
+        }
     }
 
     fn rebuild_used_pvcs(&mut self) {
@@ -403,6 +418,12 @@ impl Snapshot {
         self.node_info_list.len()
     }
 
+    /// The [`NodeRow`] of each node, in node-tree order: `rows()[i]` is the row of
+    /// `node_infos()[i]`, at position `i`. What the hot Filter and Score plugins read instead of the NodeInfo.
+    pub fn rows(&self) -> &[NodeRow] {
+        &self.rows
+    }
+
     /// The node named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
         self.index.get(name).map(|&i| &self.node_info_list[i])
@@ -448,6 +469,7 @@ impl Snapshot {
             return false;
         };
         let old = std::mem::replace(&mut self.node_info_list[i], info.clone());
+        self.refresh_row(i);
         let flips = old.pods_with_affinity.is_empty() != info.pods_with_affinity.is_empty()
             || old.pods_with_required_anti_affinity.is_empty()
                 != info.pods_with_required_anti_affinity.is_empty();
@@ -466,6 +488,11 @@ impl Snapshot {
             .iter()
             .enumerate()
             .map(|(i, ni)| (ni.name().to_string(), i))
+            .collect();
+        self.rows = list
+            .iter()
+            .enumerate()
+            .map(|(i, ni)| NodeRow::of(ni).at(i))
             .collect();
         self.node_info_list = list;
         self.rebuild_affinity_lists();
@@ -490,6 +517,7 @@ impl Snapshot {
             .filter(|k| !self.node_info_list[i].pvc_ref_counts.contains_key(k))
             .collect();
         Arc::make_mut(&mut self.node_info_list[i]).add_pod(pod);
+        self.refresh_row(i);
         for key in newly_used {
             *self.used_pvcs.entry(key).or_insert(0) += 1;
         }
@@ -524,6 +552,7 @@ impl Snapshot {
             .map(|p| p.pvc_keys().collect())
             .unwrap_or_default();
         Arc::make_mut(&mut self.node_info_list[i]).remove_pod(id);
+        self.refresh_row(i);
         for key in claims {
             if !self.node_info_list[i].pvc_ref_counts.contains_key(&key) {
                 self.uncount_pvc(&key);
@@ -797,6 +826,172 @@ mod tests {
                 vec!["default/data".to_string()],
                 vec![],
             )
+        );
+    }
+
+    /// Whether every row equals the row computed fresh from its NodeInfo; the rows of the
+    /// nodes whose row differs, by name, so that a failure names them.
+    fn stale_rows(snap: &Snapshot) -> Vec<String> {
+        let mut stale: Vec<String> = snap
+            .node_infos()
+            .iter()
+            .zip(snap.rows())
+            .enumerate()
+            .filter(|(i, (ni, row))| NodeRow::of(ni).at(*i) != **row)
+            .map(|(_, (ni, _))| ni.name().to_string())
+            .collect();
+        if snap.rows().len() != snap.num_nodes() {
+            stale.push(format!(
+                "{} rows for {} nodes",
+                snap.rows().len(),
+                snap.num_nodes()
+            ));
+        }
+        stale
+    }
+
+    fn row_of(snap: &Snapshot, node: &str) -> Option<NodeRow> {
+        snap.position(node)
+            .and_then(|i| snap.rows().get(i).copied())
+    }
+
+    #[test]
+    fn rows_equal_their_node_infos_after_every_change() {
+        let big = [("cpu", "4"), ("memory", "8Gi"), ("pods", "110")];
+        let mut snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("n1").capacity(&big).obj()),
+                Arc::new(
+                    make_node("n2")
+                        .capacity(&big)
+                        .taint("k", "v", "NoSchedule")
+                        .image(&["nginx:1.25"], 100)
+                        .obj(),
+                ),
+                Arc::new(make_node("n3").capacity(&big).unschedulable(true).obj()),
+            ],
+            [make_pod("a")
+                .node("n1")
+                .req(&[("cpu", "1"), ("memory", "1Gi")])
+                .info()],
+        );
+        let mut stale = vec![("new", stale_rows(&snap))];
+        let built_n1 = row_of(&snap, "n1");
+        snap.assume_pod(
+            make_pod("b")
+                .req(&[("cpu", "500m"), ("ephemeral-storage", "1Gi")])
+                .info(),
+            "n1",
+        );
+        stale.push(("assume", stale_rows(&snap)));
+        let assumed_n1 = row_of(&snap, "n1");
+        snap.remove_pod("uid-a", "n1");
+        stale.push(("remove", stale_rows(&snap)));
+        let removed_n1 = row_of(&snap, "n1");
+        // The cache hands over a changed n3 (schedulable again, with a pod) and n2 (its
+        // taint gone).
+        let n3 = make_node("n3")
+            .capacity(&big)
+            .info_with(&[make_pod("c").req(&[("memory", "2Gi")]).info()]);
+        snap.replace_node_info(Arc::new(n3));
+        snap.replace_node_info(Arc::new(make_node("n2").capacity(&big).info_with(&[])));
+        stale.push(("replace", stale_rows(&snap)));
+        let replaced_n3 = row_of(&snap, "n3");
+        snap.set_node_infos(vec![
+            Arc::new(make_node("n4").taint("k", "", "NoExecute").info_with(&[])),
+            snap.node_infos()[0].clone(),
+        ]);
+        stale.push(("set", stale_rows(&snap)));
+        let gib = 1024 * 1024 * 1024;
+        let n1 = NodeRow {
+            allocatable_milli_cpu: 4000,
+            allocatable_memory: 8 * gib,
+            allowed_pod_number: 110,
+            ..NodeRow::default()
+        }
+        .at(0);
+        assert_eq!(
+            (
+                stale,
+                built_n1,
+                assumed_n1,
+                removed_n1,
+                replaced_n3,
+                row_of(&snap, "n4")
+            ),
+            (
+                vec![
+                    ("new", vec![]),
+                    ("assume", vec![]),
+                    ("remove", vec![]),
+                    ("replace", vec![]),
+                    ("set", vec![]),
+                ],
+                Some(NodeRow {
+                    requested_milli_cpu: 1000,
+                    requested_memory: gib,
+                    non_zero_milli_cpu: 1000,
+                    non_zero_memory: gib,
+                    pods: 1,
+                    ..n1
+                }),
+                Some(NodeRow {
+                    requested_milli_cpu: 1500,
+                    requested_memory: gib,
+                    requested_ephemeral_storage: gib,
+                    non_zero_milli_cpu: 1500,
+                    non_zero_memory: gib + 200 * 1024 * 1024,
+                    pods: 2,
+                    ..n1
+                }),
+                Some(NodeRow {
+                    requested_milli_cpu: 500,
+                    requested_ephemeral_storage: gib,
+                    non_zero_milli_cpu: 500,
+                    non_zero_memory: 200 * 1024 * 1024,
+                    pods: 1,
+                    ..n1
+                }),
+                Some(NodeRow {
+                    requested_memory: 2 * gib,
+                    non_zero_milli_cpu: 100,
+                    non_zero_memory: 2 * gib,
+                    pods: 1,
+                    ..n1.at(2)
+                }),
+                Some(NodeRow {
+                    has_taints: true,
+                    ..NodeRow::default().at(0)
+                }),
+            )
+        );
+    }
+
+    #[test]
+    fn rows_carry_the_flags_filter_reads() {
+        let snap = Snapshot::new(
+            vec![
+                Arc::new(make_node("plain").obj()),
+                Arc::new(make_node("cordoned").unschedulable(true).obj()),
+                Arc::new(make_node("tainted").taint("k", "", "NoSchedule").obj()),
+                Arc::new(make_node("imaged").image(&["nginx:1.25"], 100).obj()),
+            ],
+            [],
+        );
+        let flags: Vec<(&str, bool, bool, bool)> = snap
+            .node_infos()
+            .iter()
+            .zip(snap.rows())
+            .map(|(ni, r)| (ni.name(), r.unschedulable, r.has_taints, r.has_images))
+            .collect();
+        assert_eq!(
+            flags,
+            vec![
+                ("plain", false, false, false),
+                ("cordoned", true, false, false),
+                ("tainted", false, true, false),
+                ("imaged", false, false, true),
+            ]
         );
     }
 }

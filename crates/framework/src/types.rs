@@ -819,9 +819,11 @@ impl NodeScore<'_> {
     }
 }
 
+mod node_row;
 mod pod_key;
 mod pod_list;
 
+pub use node_row::NodeRow;
 pub use pod_key::{namespaced_name, PodKey};
 pub use pod_list::{Iter as PodListIter, PodList};
 

@@ -32,3 +32,6 @@ pub mod volumerestrictions;
 pub mod volumezone;
 
 pub use registry::{in_tree_registry, Factory, Registry, RegistryError};
+
+#[cfg(test)]
+mod row_paths_tests;

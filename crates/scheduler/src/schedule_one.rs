@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
-use framework::{Code, CycleState, NodeInfo, NodeToStatus, PodInfo, Snapshot, Status};
+use framework::{Code, CycleState, NodeInfo, NodeRow, NodeToStatus, PodInfo, Snapshot, Status};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -298,8 +298,9 @@ impl ScheduleAlgorithm {
             return Err(ScheduleError::Internal(Status::error(NO_NODES_AVAILABLE)));
         }
         state.set_num_all_nodes(snapshot.num_nodes());
-        let (feasible, mut diagnosis) =
+        let (scored, mut diagnosis) =
             self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
+        let feasible = &scored.nodes;
         if let Some(e) = explain.as_deref_mut() {
             e.filter_state = Some(state.clone());
         }
@@ -332,8 +333,8 @@ impl ScheduleAlgorithm {
                 feasible_nodes: 1,
             });
         }
-        let totals = self.prioritize_nodes(fwk, state, pod, snapshot, &feasible, explain)?;
-        let host = self.select_host(&feasible, &totals);
+        let totals = self.prioritize_nodes(fwk, state, pod, snapshot, &scored, explain)?;
+        let host = self.select_host(&scored.nodes, &totals);
         Ok(ScheduleResult {
             suggested_host: host.to_string(),
             evaluated_nodes: evaluated,
@@ -348,7 +349,7 @@ impl ScheduleAlgorithm {
         pod: &PodInfo,
         snapshot: &Snapshot,
         mut explain: Option<&mut Explanation>,
-    ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
+    ) -> Result<(Feasible, Diagnosis), ScheduleError> {
         let mut diagnosis = Diagnosis::new();
         let (pre_res, s, with_nodes) = fwk.run_pre_filter_plugins(
             state,
@@ -363,7 +364,7 @@ impl ScheduleAlgorithm {
             diagnosis.pre_filter_msg = s.message();
             diagnosis.add_plugin_status(&s);
             diagnosis.node_to_status.set_absent_status(s);
-            return Ok((Vec::new(), diagnosis));
+            return Ok((Feasible::default(), diagnosis));
         }
         // A node nominated by an earlier preemption is likely the only one that fits: try it
         // first and take it when it passes. Upstream: evaluateNominatedNode.
@@ -374,8 +375,8 @@ impl ScheduleAlgorithm {
             let mut rec = Vec::new();
             let mut samples = filters.samples_for(1);
             let s = match explain.as_deref_mut() {
-                Some(_) => filters.run_explained(state, pod, node, &mut rec, &mut samples),
-                None => filters.run(state, pod, node, &mut samples),
+                Some(_) => filters.run_explained(state, pod, node, None, &mut rec, &mut samples),
+                None => filters.run(state, pod, node, None, &mut samples),
             };
             filters.record(&mut samples);
             if s.is_success() {
@@ -390,7 +391,13 @@ impl ScheduleAlgorithm {
                     &mut diagnosis,
                     explain.as_deref_mut().map(|e| &mut e.extender_filter),
                 ) {
-                    Ok(passed) if !passed.is_empty() => return Ok((passed, diagnosis)),
+                    Ok(passed) if !passed.is_empty() => {
+                        let feasible = Feasible {
+                            nodes: passed,
+                            rows: None,
+                        };
+                        return Ok((feasible, diagnosis));
+                    }
                     Ok(_) => {}
                     Err(e) => {
                         tracing::info!(pod = %pod.key, node = node.name(), error = %e, "extenders failed on the nominated node");
@@ -405,42 +412,48 @@ impl ScheduleAlgorithm {
         }
         let all = snapshot.node_infos();
         let restricted: Vec<Arc<NodeInfo>>;
-        let nodes: &[Arc<NodeInfo>] = match pre_res.as_ref().and_then(|r| r.node_names.as_ref()) {
-            None => all,
-            Some(names) => {
-                let mut sorted = with_nodes.clone();
-                sorted.sort_unstable();
-                let absent = Status::unresolvable(format!(
-                    "node(s) didn't satisfy plugin(s) [{}]",
-                    sorted.join(" ")
-                ));
-                if let Some(e) = explain.as_deref_mut() {
-                    for n in all.iter().filter(|n| !names.contains(n.name())) {
-                        e.filter.push((
-                            n.name().to_string(),
-                            vec![(plugin_label(&with_nodes), absent.clone())],
-                        ));
+        let restricted_rows: Vec<NodeRow>;
+        let (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]) =
+            match pre_res.as_ref().and_then(|r| r.node_names.as_ref()) {
+                None => (all, snapshot.rows()),
+                Some(names) => {
+                    let mut sorted = with_nodes.clone();
+                    sorted.sort_unstable();
+                    let absent = Status::unresolvable(format!(
+                        "node(s) didn't satisfy plugin(s) [{}]",
+                        sorted.join(" ")
+                    ));
+                    if let Some(e) = explain.as_deref_mut() {
+                        for n in all.iter().filter(|n| !names.contains(n.name())) {
+                            e.filter.push((
+                                n.name().to_string(),
+                                vec![(plugin_label(&with_nodes), absent.clone())],
+                            ));
+                        }
                     }
+                    diagnosis.node_to_status.set_absent_status(absent);
+                    // Look the named nodes up (a PreFilterResult usually names a few of many
+                    // nodes), keeping the snapshot's order.
+                    let mut positions: Vec<usize> = names
+                        .iter()
+                        .filter_map(|n| snapshot.position(n.as_ref()))
+                        .collect();
+                    positions.sort_unstable();
+                    positions.dedup();
+                    restricted_rows = positions
+                        .iter()
+                        .filter_map(|&i| snapshot.rows().get(i).copied())
+                        .collect();
+                    restricted = positions.into_iter().map(|i| all[i].clone()).collect();
+                    (&restricted, &restricted_rows)
                 }
-                diagnosis.node_to_status.set_absent_status(absent);
-                // Look the named nodes up (a PreFilterResult usually names a few of many
-                // nodes), keeping the snapshot's order.
-                let mut positions: Vec<usize> = names
-                    .iter()
-                    .filter_map(|n| snapshot.position(n.as_ref()))
-                    .collect();
-                positions.sort_unstable();
-                positions.dedup();
-                restricted = positions.into_iter().map(|i| all[i].clone()).collect();
-                &restricted
-            }
-        };
-        let feasible = self.find_nodes_that_pass_filters(
+            };
+        let (feasible, feasible_rows) = self.find_nodes_that_pass_filters(
             fwk,
             state,
             pod,
             &mut diagnosis,
-            nodes,
+            (nodes, rows),
             explain.as_deref_mut(),
         )?;
         let feasible = self.find_nodes_that_pass_extenders(
@@ -449,7 +462,20 @@ impl ScheduleAlgorithm {
             &mut diagnosis,
             explain.map(|e| &mut e.extender_filter),
         )?;
-        Ok((feasible, diagnosis))
+        // Filtering extenders return the nodes they keep, in their own order: the rows no
+        // longer line up then, and Score computes them from the NodeInfos.
+        let rows = self
+            .extenders
+            .iter()
+            .all(|e| !e.is_filter())
+            .then_some(feasible_rows);
+        Ok((
+            Feasible {
+                nodes: feasible,
+                rows,
+            },
+            diagnosis,
+        ))
     }
 
     /// Narrows `feasible` by each interested extender's filter, in configuration order.
@@ -602,12 +628,18 @@ impl ScheduleAlgorithm {
         state: &CycleState,
         pod: &PodInfo,
         diagnosis: &mut Diagnosis,
-        nodes: &[Arc<NodeInfo>],
+        (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]),
         mut explain: Option<&mut Explanation>,
-    ) -> Result<Vec<Arc<NodeInfo>>, ScheduleError> {
+    ) -> Result<(Vec<Arc<NodeInfo>>, Vec<NodeRow>), ScheduleError> {
         let n = nodes.len();
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
+        }
+        if rows.len() != n {
+            return Err(ScheduleError::Internal(Status::error(format!(
+                "filtering: {} rows for {n} nodes",
+                rows.len()
+            ))));
         }
         let to_find = num_feasible_nodes_to_find(
             fwk.percentage_of_nodes_to_score()
@@ -619,8 +651,9 @@ impl ScheduleAlgorithm {
             let feasible: Vec<Arc<NodeInfo>> = (0..to_find)
                 .map(|i| nodes[(start + i) % n].clone())
                 .collect();
+            let feasible_rows = (0..to_find).map(|i| rows[(start + i) % n]).collect();
             self.next_start_node_index = (start + feasible.len()) % n;
-            return Ok(feasible);
+            return Ok((feasible, feasible_rows));
         }
         let par = &fwk.handle().parallelizer;
         let filters = fwk
@@ -628,6 +661,7 @@ impl ScheduleAlgorithm {
             .with_nominated(&self.nominated, fwk);
         let mut pass = FilterPass {
             feasible: Vec::with_capacity(to_find.min(n)),
+            rows: Vec::with_capacity(to_find.min(n)),
             to_find,
             processed: 0,
         };
@@ -643,7 +677,7 @@ impl ScheduleAlgorithm {
                 explain.is_none() && par.threads() > 1 && end - next >= PARALLEL_FILTER_MIN_NODES;
             if parallel {
                 let chunks = par.map_chunks(end - next, |r| {
-                    filter_chunk(&filters, state, pod, nodes, start + next, r)
+                    filter_chunk(&filters, state, pod, nodes, rows, start + next, r)
                 });
                 for mut chunk in chunks {
                     // Every call that ran is observed, merged or not (as upstream).
@@ -651,7 +685,7 @@ impl ScheduleAlgorithm {
                     if pass.done() {
                         continue;
                     }
-                    pass.merge_chunk(chunk, nodes, start + next, diagnosis)?;
+                    pass.merge_chunk(chunk, nodes, rows, start + next, diagnosis)?;
                 }
             } else {
                 let mut samples = filters.samples_for(end - next);
@@ -660,16 +694,27 @@ impl ScheduleAlgorithm {
                         break;
                     }
                     let node = &nodes[(start + i) % n];
+                    let row = &rows[(start + i) % n];
                     let (status, rec) = match explain.as_deref_mut() {
                         Some(_) => {
                             let mut rec = Vec::new();
-                            let s = filters.run_explained(state, pod, node, &mut rec, &mut samples);
+                            let s = filters.run_explained(
+                                state,
+                                pod,
+                                node,
+                                Some(row),
+                                &mut rec,
+                                &mut samples,
+                            );
                             (s, rec)
                         }
-                        None => (filters.run(state, pod, node, &mut samples), Vec::new()),
+                        None => (
+                            filters.run(state, pod, node, Some(row), &mut samples),
+                            Vec::new(),
+                        ),
                     };
                     let consumed =
-                        pass.consume(node, status, rec, diagnosis, explain.as_deref_mut());
+                        pass.consume(node, row, status, rec, diagnosis, explain.as_deref_mut());
                     if consumed.is_err() {
                         filters.record(&mut samples);
                     }
@@ -685,7 +730,7 @@ impl ScheduleAlgorithm {
             wave = (needed.saturating_mul(next) / found).max(64);
         }
         self.next_start_node_index = (start + pass.processed) % n;
-        Ok(pass.feasible)
+        Ok((pass.feasible, pass.rows))
     }
 
     fn prioritize_nodes(
@@ -694,9 +739,10 @@ impl ScheduleAlgorithm {
         state: &mut CycleState,
         pod: &PodInfo,
         snapshot: &Snapshot,
-        nodes: &[Arc<NodeInfo>],
+        feasible: &Feasible,
         mut explain: Option<&mut Explanation>,
     ) -> Result<Vec<i64>, ScheduleError> {
+        let (nodes, rows) = (&feasible.nodes[..], feasible.rows.as_deref());
         // Without Score plugins every node scores the same, unless extenders score them.
         let scores = if fwk.has_score_plugins() {
             let s = fwk.run_pre_score_plugins(
@@ -709,9 +755,11 @@ impl ScheduleAlgorithm {
             if !s.is_success() {
                 return Err(ScheduleError::Internal(s));
             }
-            let scores = fwk
-                .run_score_plugins(state, pod, nodes)
-                .map_err(ScheduleError::Internal)?;
+            let scores = match rows {
+                Some(rows) => fwk.run_score_plugins_with_rows(state, pod, nodes, rows),
+                None => fwk.run_score_plugins(state, pod, nodes),
+            }
+            .map_err(ScheduleError::Internal)?;
             Some(scores)
         } else if self.extenders.is_empty() {
             return Ok(vec![1; nodes.len()]);
@@ -768,6 +816,14 @@ fn extender_verdict(result: &extender::FilterResult, node: &str) -> Status {
     }
 }
 
+/// The nodes that passed Filter (and the extenders), with their rows when those still line
+/// up with them.
+#[derive(Debug, Default)]
+struct Feasible {
+    nodes: Vec<Arc<NodeInfo>>,
+    rows: Option<Vec<NodeRow>>,
+}
+
 /// What one parallel chunk of a filter wave found, in node order.
 struct ChunkResult {
     /// Offsets of the nodes that passed.
@@ -787,6 +843,7 @@ fn filter_chunk(
     state: &CycleState,
     pod: &PodInfo,
     nodes: &[Arc<NodeInfo>],
+    rows: &[NodeRow],
     base: usize,
     range: std::ops::Range<usize>,
 ) -> ChunkResult {
@@ -799,7 +856,7 @@ fn filter_chunk(
     };
     for k in range {
         let node = &nodes[(base + k) % n];
-        let s = filters.run(state, pod, node, &mut out.samples);
+        let s = filters.run(state, pod, node, rows.get((base + k) % n), &mut out.samples);
         if s.is_success() {
             out.feasible.push(k);
         } else {
@@ -812,6 +869,8 @@ fn filter_chunk(
 /// The running result of a filter pass over nodes taken in order.
 struct FilterPass {
     feasible: Vec<Arc<NodeInfo>>,
+    /// The row of each feasible node, for Score.
+    rows: Vec<NodeRow>,
     to_find: usize,
     processed: usize,
 }
@@ -827,6 +886,7 @@ impl FilterPass {
         &mut self,
         chunk: ChunkResult,
         nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
         base: usize,
         diagnosis: &mut Diagnosis,
     ) -> Result<(), ScheduleError> {
@@ -847,6 +907,8 @@ impl FilterPass {
                     .iter()
                     .map(|&k| nodes[(base + k) % n].clone()),
             );
+            self.rows
+                .extend(chunk.feasible.iter().map(|&k| rows[(base + k) % n]));
             for (_, _, s) in &chunk.rejected {
                 diagnosis.add_plugin_status(s);
             }
@@ -862,6 +924,7 @@ impl FilterPass {
             }
             self.processed += 1;
             self.feasible.push(nodes[(base + k) % n].clone());
+            self.rows.push(rows[(base + k) % n]);
             if self.done() {
                 break;
             }
@@ -888,6 +951,7 @@ impl FilterPass {
     fn consume(
         &mut self,
         node: &Arc<NodeInfo>,
+        row: &NodeRow,
         status: Status,
         rec: Vec<PluginStatus>,
         diagnosis: &mut Diagnosis,
@@ -899,6 +963,7 @@ impl FilterPass {
         }
         if status.is_success() {
             self.feasible.push(node.clone());
+            self.rows.push(*row);
         } else if status.code() == Code::Error {
             return Err(ScheduleError::Internal(status));
         } else {

@@ -231,9 +231,34 @@ struct Entry<K> {
     key: K,
     /// The nodes counted, in snapshot order; held so that their addresses stay theirs.
     nodes: Vec<Arc<NodeInfo>>,
-    /// Per node, per column.
-    slots: Vec<Slot>,
+    /// Per node, per column. Shared with the [`NodeDomains`] handed out, and copied on
+    /// refresh only while one of those is still held.
+    slots: Arc<Vec<Slot>>,
     tables: Vec<DomainTable>,
+}
+
+/// The domain id each node of the snapshot counted for, per column, by the node's
+/// position in the snapshot's node list: what lets a Filter find a node's count in a
+/// [`DomainTable`] by number, without reading its labels or hashing its topology value.
+#[derive(Debug, Clone, Default)]
+pub struct NodeDomains {
+    slots: Arc<Vec<Slot>>,
+    columns: usize,
+}
+
+impl NodeDomains {
+    /// The id of the domain the node at `position` counts for in `column`; `None` when it
+    /// counts for none (or there is no such node).
+    pub fn domain(&self, position: usize, column: usize) -> Option<u32> {
+        if column >= self.columns {
+            return None;
+        }
+        let i = position.checked_mul(self.columns)?.checked_add(column)?;
+        match self.slots.get(i) {
+            Some(&(id, _)) if id != NO_DOMAIN => Some(id),
+            _ => None,
+        }
+    }
 }
 
 /// The values of one chunk of nodes, numbered locally so that counting allocates and
@@ -324,7 +349,7 @@ impl<K: CountKey> Entry<K> {
         Entry {
             key,
             nodes: nodes.to_vec(),
-            slots,
+            slots: Arc::new(slots),
             tables,
         }
     }
@@ -359,9 +384,9 @@ impl<K: CountKey> Entry<K> {
             return;
         }
         let k = self.key.columns();
+        let slots = Arc::make_mut(&mut self.slots);
         for i in changed {
-            let (Some(node), Some(old)) = (nodes.get(i), self.slots.get_mut(i * k..(i + 1) * k))
-            else {
+            let (Some(node), Some(old)) = (nodes.get(i), slots.get_mut(i * k..(i + 1) * k)) else {
                 continue;
             };
             for (&(id, count), table) in old.iter().zip(self.tables.iter_mut()) {
@@ -424,6 +449,19 @@ impl<K: CountKey> CountCache<K> {
         parallelizer: &Parallelizer,
         min_parallel: usize,
     ) -> Vec<DomainTable> {
+        self.tables_and_domains(key, nodes, parallelizer, min_parallel)
+            .0
+    }
+
+    /// [`tables`](Self::tables), with the domain each node counted for, by its position in
+    /// `nodes`.
+    pub fn tables_and_domains(
+        &self,
+        key: K,
+        nodes: &[Arc<NodeInfo>],
+        parallelizer: &Parallelizer,
+        min_parallel: usize,
+    ) -> (Vec<DomainTable>, NodeDomains) {
         // A panic while holding the lock leaves entries that are merely stale: refresh
         // checks every node anyway.
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -441,7 +479,11 @@ impl<K: CountKey> CountCache<K> {
             }
         };
         let tables = entry.tables.clone();
+        let domains = NodeDomains {
+            slots: entry.slots.clone(),
+            columns: entry.key.columns(),
+        };
         entries.push(entry);
-        tables
+        (tables, domains)
     }
 }

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use framework::{
-    ArgsError, CycleState, Handle, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
+    ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
     Snapshot, Status, MAX_NODE_SCORE,
 };
 
@@ -114,6 +114,33 @@ impl ScorePlugin for ImageLocality {
             nodes,
             out,
             score_with,
+        )
+    }
+
+    /// A node reporting no images (the row says so) is scored without reading the node.
+    fn score_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        framework::score_rows_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            rows,
+            out,
+            |s: &PreScoreState, node, row| {
+                if row.has_images {
+                    score_with(s, node)
+                } else {
+                    calculate_priority(0, s.images.len())
+                }
+            },
         )
     }
 }

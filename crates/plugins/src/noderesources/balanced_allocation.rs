@@ -10,12 +10,12 @@
 use std::sync::Arc;
 
 use framework::{
-    ArgsError, CycleState, Handle, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
+    ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
     Snapshot, Status, MAX_NODE_SCORE,
 };
 
 use super::args::NodeResourcesBalancedAllocationArgs;
-use super::resource_allocation::{is_best_effort, ResourceAllocation};
+use super::resource_allocation::{is_best_effort, NodeAmounts, ResourceAllocation};
 use crate::names;
 
 pub const NAME: &str = names::NODE_RESOURCES_BALANCED_ALLOCATION;
@@ -122,6 +122,34 @@ impl ScorePlugin for BalancedAllocation {
             },
         )
     }
+
+    /// Reads the rows when every configured resource is cpu, memory or ephemeral-storage.
+    fn score_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        if self.resources.is_empty() || !self.resources.native_only() {
+            return self.score_nodes(state, pod, nodes, out);
+        }
+        framework::score_rows_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            rows,
+            out,
+            |s: &PreScoreState, _, row| {
+                balanced_resource_score(&self.resources, row, |i| {
+                    s.pod_requests.get(i).copied().unwrap_or(0)
+                })
+            },
+        )
+    }
 }
 
 /// The pod's request of each configured resource, in configuration order.
@@ -133,9 +161,9 @@ struct PreScoreState {
 /// `(1 - std) * 100` of the fractions of the resources the node has, computed in two passes
 /// so that scoring allocates nothing; the arithmetic is upstream's, in the same order, so
 /// scores match to the last bit.
-fn balanced_resource_score(
+fn balanced_resource_score<N: NodeAmounts + ?Sized>(
     resources: &ResourceAllocation,
-    node: &NodeInfo,
+    node: &N,
     pod_request: impl Fn(usize) -> i64,
 ) -> i64 {
     let fraction = |requested: i64, allocatable: i64| {

@@ -22,7 +22,7 @@ use framework::quantity::{parse_milli_value, parse_value};
 use framework::types::{is_extended_resource_name, RESOURCE_CPU};
 use framework::{
     ActionType, ArgsError, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, EventObject,
-    EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
+    EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, PreScorePlugin, QueueingHint, Resource, ScorePlugin, Snapshot, Status,
     StorageListers,
 };
@@ -31,7 +31,7 @@ use super::args::{
     NodeResourcesFitArgs, LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO,
 };
 use super::requested_to_capacity_ratio::FunctionShape;
-use super::resource_allocation::ResourceAllocation;
+use super::resource_allocation::{NodeAmounts, ResourceAllocation};
 use super::{least_allocated, most_allocated, requested_to_capacity_ratio};
 use crate::dynamicresources::extended;
 use crate::names;
@@ -148,6 +148,28 @@ impl PreFilterPlugin for Fit {
 
 impl FilterPlugin for Fit {
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+        self.filter_on(state, node)
+    }
+
+    /// Reads the row unless the pod requests a scalar resource (the row has none).
+    fn filter_with_row(
+        &self,
+        state: &CycleState,
+        _pod: &PodInfo,
+        node: &NodeInfo,
+        row: &NodeRow,
+    ) -> Status {
+        match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(PreFilterState(requests, _)) if requests.scalar_resources.is_empty() => {
+                self.filter_on(state, row)
+            }
+            _ => self.filter_on(state, node),
+        }
+    }
+}
+
+impl Fit {
+    fn filter_on<N: NodeAmounts + ?Sized>(&self, state: &CycleState, node: &N) -> Status {
         let Some(PreFilterState(requests, backed_by_dra)) =
             state.read::<PreFilterState>(PRE_FILTER_STATE_KEY)
         else {
@@ -229,10 +251,40 @@ impl ScorePlugin for Fit {
             },
         )
     }
+
+    /// Reads the rows when every scored resource is cpu, memory or ephemeral-storage.
+    fn score_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        if self.resources.is_empty() || !self.resources.native_only() {
+            return self.score_nodes(state, pod, nodes, out);
+        }
+        framework::score_rows_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            rows,
+            out,
+            |s: &PreScoreState, _, row| {
+                self.score_node(row, |i| s.pod_requests.get(i).copied().unwrap_or(0))
+            },
+        )
+    }
 }
 
 impl Fit {
-    fn score_node(&self, node: &NodeInfo, pod_request: impl Fn(usize) -> i64) -> i64 {
+    fn score_node<N: NodeAmounts + ?Sized>(
+        &self,
+        node: &N,
+        pod_request: impl Fn(usize) -> i64,
+    ) -> i64 {
         match &self.strategy {
             Strategy::LeastAllocated => least_allocated::score(&self.resources, node, pod_request),
             Strategy::MostAllocated => most_allocated::score(&self.resources, node, pod_request),
@@ -430,19 +482,19 @@ pub(super) struct InsufficientResource {
 /// those `backed_by_dra` the node does not advertise: DynamicResources allocates them from
 /// devices (upstream's shouldDelegateResourceToDRA). A node that advertises one serves it
 /// as a plain extended resource.
-pub(super) fn fits_request(
+pub(super) fn fits_request<N: NodeAmounts + ?Sized>(
     requests: &Resource,
-    node: &NodeInfo,
+    node: &N,
     ignored_resources: &HashSet<String>,
     ignored_resource_groups: &HashSet<String>,
     backed_by_dra: &BTreeSet<String>,
 ) -> Vec<InsufficientResource> {
     let mut insufficient = Vec::new();
-    let allocatable = &node.allocatable;
-    let used = &node.requested;
+    let [alloc_cpu, alloc_memory, alloc_storage, allowed_pods] =
+        node.allocatable_cpu_memory_storage_pods();
+    let [used_cpu, used_memory, used_storage] = node.requested_cpu_memory_storage();
 
-    let pods = i64::try_from(node.pods.len()).unwrap_or(i64::MAX);
-    if pods.saturating_add(1) > allocatable.allowed_pod_number {
+    if node.pod_count().saturating_add(1) > allowed_pods {
         insufficient.push(InsufficientResource {
             reason: Cow::Borrowed(REASON_TOO_MANY_PODS),
             unresolvable: false,
@@ -459,20 +511,20 @@ pub(super) fn fits_request(
     let native = [
         (
             requests.milli_cpu,
-            allocatable.milli_cpu,
-            used.milli_cpu,
+            alloc_cpu,
+            used_cpu,
             REASON_INSUFFICIENT_CPU,
         ),
         (
             requests.memory,
-            allocatable.memory,
-            used.memory,
+            alloc_memory,
+            used_memory,
             REASON_INSUFFICIENT_MEMORY,
         ),
         (
             requests.ephemeral_storage,
-            allocatable.ephemeral_storage,
-            used.ephemeral_storage,
+            alloc_storage,
+            used_storage,
             REASON_INSUFFICIENT_EPHEMERAL_STORAGE,
         ),
     ];
@@ -498,11 +550,10 @@ pub(super) fn fits_request(
         {
             continue;
         }
-        let node_allocatable = allocatable.scalar_resources.get(name).copied().unwrap_or(0);
+        let (node_allocatable, node_used) = node.scalar(name);
         if node_allocatable <= 0 && backed_by_dra.contains(name) {
             continue;
         }
-        let node_used = used.scalar_resources.get(name).copied().unwrap_or(0);
         if requested > node_allocatable.wrapping_sub(node_used) {
             insufficient.push(InsufficientResource {
                 reason: Cow::Owned(format!("Insufficient {name}")),

@@ -4,14 +4,14 @@
 //! `(allocatable - requested) * 100 / allocatable` (0 when over-committed), then the
 //! weighted mean, all in integers.
 
-use framework::{NodeInfo, MAX_NODE_SCORE};
+use framework::MAX_NODE_SCORE;
 
-use super::resource_allocation::ResourceAllocation;
+use super::resource_allocation::{NodeAmounts, ResourceAllocation};
 
 /// The weighted LeastAllocated score of `node`.
-pub(super) fn score(
+pub(super) fn score<N: NodeAmounts + ?Sized>(
     resources: &ResourceAllocation,
-    node: &NodeInfo,
+    node: &N,
     pod_request: impl Fn(usize) -> i64,
 ) -> i64 {
     let (mut node_score, mut weight_sum) = (0i64, 0i64);

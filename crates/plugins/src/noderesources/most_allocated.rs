@@ -5,14 +5,14 @@
 //! `requested * 100 / allocatable` (requests above allocatable count as allocatable, since
 //! pods without requests are counted with the non-zero defaults), then the weighted mean.
 
-use framework::{NodeInfo, MAX_NODE_SCORE};
+use framework::MAX_NODE_SCORE;
 
-use super::resource_allocation::ResourceAllocation;
+use super::resource_allocation::{NodeAmounts, ResourceAllocation};
 
 /// The weighted MostAllocated score of `node`.
-pub(super) fn score(
+pub(super) fn score<N: NodeAmounts + ?Sized>(
     resources: &ResourceAllocation,
-    node: &NodeInfo,
+    node: &N,
     pod_request: impl Fn(usize) -> i64,
 ) -> i64 {
     let (mut node_score, mut weight_sum) = (0i64, 0i64);

@@ -7,10 +7,10 @@
 //! Resources scoring 0 are left out of the weighted mean, which is rounded half away from
 //! zero.
 
-use framework::{NodeInfo, MAX_NODE_SCORE};
+use framework::MAX_NODE_SCORE;
 
 use super::args::{UtilizationShapePoint, MAX_CUSTOM_PRIORITY_SCORE};
-use super::resource_allocation::ResourceAllocation;
+use super::resource_allocation::{NodeAmounts, ResourceAllocation};
 
 /// Utilization in percent at which a resource is fully used.
 const MAX_UTILIZATION: i64 = 100;
@@ -66,10 +66,10 @@ impl FunctionShape {
 }
 
 /// The weighted RequestedToCapacityRatio score of `node`.
-pub(super) fn score(
+pub(super) fn score<N: NodeAmounts + ?Sized>(
     shape: &FunctionShape,
     resources: &ResourceAllocation,
-    node: &NodeInfo,
+    node: &N,
     pod_request: impl Fn(usize) -> i64,
 ) -> i64 {
     let (mut node_score, mut weight_sum) = (0i64, 0i64);

@@ -9,9 +9,82 @@
 use framework::types::{
     is_scalar_resource_name, RESOURCE_CPU, RESOURCE_EPHEMERAL_STORAGE, RESOURCE_MEMORY,
 };
-use framework::{NodeInfo, PodInfo};
+use framework::{NodeInfo, NodeRow, PodInfo};
 
 use super::args::ResourceSpec;
+
+/// What the noderesources plugins read of a node: its [`NodeInfo`], or its [`NodeRow`]
+/// (the same numbers in the snapshot's flat array) when no scalar resource is involved.
+pub(super) trait NodeAmounts {
+    /// Pods on the node.
+    fn pod_count(&self) -> i64;
+    /// `allocatable` of cpu (millicores), memory, ephemeral-storage and pods.
+    fn allocatable_cpu_memory_storage_pods(&self) -> [i64; 4];
+    /// `requested` cpu (millicores), memory and ephemeral-storage.
+    fn requested_cpu_memory_storage(&self) -> [i64; 3];
+    /// `non_zero_requested` cpu (millicores) and memory.
+    fn non_zero_cpu_memory(&self) -> [i64; 2];
+    /// `(allocatable, requested)` of scalar resource `name`, 0 where absent. A row carries
+    /// no scalar resources and answers `(0, 0)`: its callers use a row only when no scalar
+    /// resource is involved.
+    fn scalar(&self, name: &str) -> (i64, i64);
+}
+
+impl NodeAmounts for NodeInfo {
+    fn pod_count(&self) -> i64 {
+        i64::try_from(self.pods.len()).unwrap_or(i64::MAX)
+    }
+    fn allocatable_cpu_memory_storage_pods(&self) -> [i64; 4] {
+        let a = &self.allocatable;
+        [
+            a.milli_cpu,
+            a.memory,
+            a.ephemeral_storage,
+            a.allowed_pod_number,
+        ]
+    }
+    fn requested_cpu_memory_storage(&self) -> [i64; 3] {
+        let r = &self.requested;
+        [r.milli_cpu, r.memory, r.ephemeral_storage]
+    }
+    fn non_zero_cpu_memory(&self) -> [i64; 2] {
+        [
+            self.non_zero_requested.milli_cpu,
+            self.non_zero_requested.memory,
+        ]
+    }
+    fn scalar(&self, name: &str) -> (i64, i64) {
+        let get = |r: &framework::Resource| r.scalar_resources.get(name).copied().unwrap_or(0);
+        (get(&self.allocatable), get(&self.requested))
+    }
+}
+
+impl NodeAmounts for NodeRow {
+    fn pod_count(&self) -> i64 {
+        i64::from(self.pods)
+    }
+    fn allocatable_cpu_memory_storage_pods(&self) -> [i64; 4] {
+        [
+            self.allocatable_milli_cpu,
+            self.allocatable_memory,
+            self.allocatable_ephemeral_storage,
+            self.allowed_pod_number,
+        ]
+    }
+    fn requested_cpu_memory_storage(&self) -> [i64; 3] {
+        [
+            self.requested_milli_cpu,
+            self.requested_memory,
+            self.requested_ephemeral_storage,
+        ]
+    }
+    fn non_zero_cpu_memory(&self) -> [i64; 2] {
+        [self.non_zero_milli_cpu, self.non_zero_memory]
+    }
+    fn scalar(&self, _name: &str) -> (i64, i64) {
+        (0, 0)
+    }
+}
 
 /// A configured resource, resolved once so that scoring a node compares no strings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +143,14 @@ impl ResourceAllocation {
         self.resources.is_empty()
     }
 
+    /// Whether every configured resource is cpu, memory or ephemeral-storage: then a
+    /// node's [`NodeRow`] holds all that scoring reads.
+    pub(super) fn native_only(&self) -> bool {
+        self.resources
+            .iter()
+            .all(|r| !matches!(r.kind, Kind::Other { .. }))
+    }
+
     pub(super) fn len(&self) -> usize {
         self.resources.len()
     }
@@ -99,9 +180,9 @@ impl ResourceAllocation {
     /// Calls `f(resource, requested, allocatable)` for each configured resource the node
     /// has, in configuration order; `requested` includes the pod's request. A resource whose
     /// allocatable is 0 is left out, as is a scalar resource the pod does not request.
-    pub(super) fn for_each_on_node(
+    pub(super) fn for_each_on_node<N: NodeAmounts + ?Sized>(
         &self,
-        node: &NodeInfo,
+        node: &N,
         pod_request: impl Fn(usize) -> i64,
         mut f: impl FnMut(&ScoredResource, i64, i64),
     ) {
@@ -116,43 +197,30 @@ impl ResourceAllocation {
 
     /// The node's allocatable amount of `resource` and the amount requested on it once the
     /// pod is added; `(0, 0)` when the resource is not scored on this node.
-    fn allocatable_requested(
+    fn allocatable_requested<N: NodeAmounts + ?Sized>(
         &self,
-        node: &NodeInfo,
+        node: &N,
         resource: &ScoredResource,
         pod_request: i64,
     ) -> (i64, i64) {
-        let requested = if self.use_requested {
-            &node.requested
+        let [alloc_cpu, alloc_memory, alloc_storage, _] =
+            node.allocatable_cpu_memory_storage_pods();
+        let [req_cpu, req_memory, req_storage] = node.requested_cpu_memory_storage();
+        let [cpu, memory] = if self.use_requested {
+            [req_cpu, req_memory]
         } else {
-            &node.non_zero_requested
+            node.non_zero_cpu_memory()
         };
         match &resource.kind {
-            Kind::Cpu => (
-                node.allocatable.milli_cpu,
-                requested.milli_cpu.wrapping_add(pod_request),
-            ),
-            Kind::Memory => (
-                node.allocatable.memory,
-                requested.memory.wrapping_add(pod_request),
-            ),
-            Kind::EphemeralStorage => (
-                node.allocatable.ephemeral_storage,
-                node.requested.ephemeral_storage.wrapping_add(pod_request),
-            ),
+            Kind::Cpu => (alloc_cpu, cpu.wrapping_add(pod_request)),
+            Kind::Memory => (alloc_memory, memory.wrapping_add(pod_request)),
+            Kind::EphemeralStorage => (alloc_storage, req_storage.wrapping_add(pod_request)),
             Kind::Other { scalar: true, .. } if pod_request == 0 => (0, 0),
-            Kind::Other { name, .. } => match node.allocatable.scalar_resources.get(name) {
-                Some(&allocatable) => (
-                    allocatable,
-                    node.requested
-                        .scalar_resources
-                        .get(name)
-                        .copied()
-                        .unwrap_or(0)
-                        .wrapping_add(pod_request),
-                ),
-                None => (0, 0),
-            },
+            // An allocatable of 0 (or none) leaves the resource out, whatever is requested.
+            Kind::Other { name, .. } => {
+                let (allocatable, requested) = node.scalar(name);
+                (allocatable, requested.wrapping_add(pod_request))
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use framework::events::QueueingHintFn;
 use framework::{
     ActionType, ArgsError, ClusterEventWithHint, CycleState, EnqueueExtensions, EventObject,
-    EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, QueueingHint, Status,
+    EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, Plugin, PodInfo, QueueingHint, Status,
 };
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 
@@ -56,6 +56,21 @@ impl FilterPlugin for NodeUnschedulable {
             Status::success()
         } else {
             Status::unresolvable(ERR_REASON_UNSCHEDULABLE)
+        }
+    }
+
+    /// A schedulable node (the row says so) passes without reading the pod's tolerations.
+    fn filter_with_row(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        row: &NodeRow,
+    ) -> Status {
+        if row.unschedulable {
+            self.filter(state, pod, node)
+        } else {
+            Status::success()
         }
     }
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use super::common::{count_matching, has_all_keys, Constraint, Inclusion, RequiredNodeAffinity};
 use crate::helper::node_cache;
 
-pub(super) use node_cache::DomainTable;
+pub(super) use node_cache::{DomainTable, NodeDomains};
 
 /// The counts of the last few workloads.
 pub(super) type CountCache = node_cache::CountCache<CountKey>;

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use framework::{
-    CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterExtensions, PreFilterPlugin,
+    CycleState, FilterPlugin, NodeInfo, NodeRow, PodInfo, PreFilterExtensions, PreFilterPlugin,
     PreFilterResult, Snapshot, Status,
 };
 
-use super::cache::{CountKey, DomainTable};
+use super::cache::{CountKey, DomainTable, NodeDomains};
 use super::common::{
     constraints_of, has_all_keys, Constraint, Inclusion, RequiredNodeAffinity, DO_NOT_SCHEDULE,
 };
@@ -116,6 +116,37 @@ impl FilterPlugin for PodTopologySpread {
         }
         Status::success()
     }
+
+    /// The same decision, reading the domain each node counted for by the row's position
+    /// (a number per constraint) instead of the node's labels; a node that counted for no
+    /// domain of some constraint (it lacks a key, or an inclusion policy leaves it out) and
+    /// a row at no position are decided by [`filter`](Self::filter).
+    fn filter_with_row(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        row: &NodeRow,
+    ) -> Status {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
+            return Status::error(ERR_NO_PRE_FILTER_STATE);
+        };
+        let Some(position) = row.index() else {
+            return self.filter(state, pod, node);
+        };
+        let constraints = s.constraints.iter().zip(&s.domains).zip(&*s.self_match);
+        for (column, ((c, domains), self_match)) in constraints.enumerate() {
+            let Some(id) = s.node_domains.domain(position, column) else {
+                return self.filter(state, pod, node);
+            };
+            let matching = domains.table.count(id);
+            let skew = matching + self_match - domains.min_match_num(c.min_domains);
+            if skew > i64::from(c.max_skew) {
+                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH);
+            }
+        }
+        Status::success()
+    }
 }
 
 impl PodTopologySpread {
@@ -145,7 +176,7 @@ impl PodTopologySpread {
             true,
             false,
         );
-        let tables = self.cache.tables(
+        let (tables, node_domains) = self.cache.tables_and_domains(
             key,
             snapshot.node_infos(),
             &self.handle.parallelizer,
@@ -162,6 +193,7 @@ impl PodTopologySpread {
             self_match,
             affinity: Arc::new(affinity),
             domains,
+            node_domains,
         }))
     }
 }
@@ -179,6 +211,9 @@ pub(super) struct PreFilterState {
     affinity: Arc<RequiredNodeAffinity>,
     /// Per constraint, the domains and their counts.
     pub domains: Vec<Domains>,
+    /// The domain id each node of the snapshot counted for, per constraint, by node
+    /// position. AddPod and RemovePod change counts, never which domain a node is in.
+    pub node_domains: NodeDomains,
 }
 
 /// The domains of one constraint: the topology value of every node that counts, with its

@@ -1891,3 +1891,205 @@ fn node_hint_for_a_pod_without_hard_constraints_queues_every_node() {
         Ok(QueueingHint::Queue)
     );
 }
+
+/// Each node's Filter status, by node name.
+type NodeStatuses = Vec<(String, Status)>;
+
+/// Filter on every node of `snap` twice: by the domain ids of the rows' positions
+/// (`filter_with_row`, as the runtime calls it) and by the nodes' labels (`filter`).
+fn filter_by_ids_and_by_labels(
+    pl: &PodTopologySpread,
+    state: &CycleState,
+    pod: &PodInfo,
+    snap: &Snapshot,
+) -> (NodeStatuses, NodeStatuses) {
+    let mut by_ids: Vec<(String, Status)> = snap
+        .node_infos()
+        .iter()
+        .zip(snap.rows())
+        .map(|(n, row)| (n.name().to_string(), pl.filter_with_row(state, pod, n, row)))
+        .collect();
+    by_ids.sort_by(|a, b| a.0.cmp(&b.0));
+    (by_ids, filter_each(pl, state, pod, snap))
+}
+
+/// Which nodes the id path decides without falling back to the labels, per constraint.
+fn decided_by_ids(state: &CycleState, snap: &Snapshot) -> Vec<(String, Vec<bool>)> {
+    let Some(s) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
+        return Vec::new();
+    };
+    snap.node_infos()
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let columns = (0..s.constraints.len())
+                .map(|c| s.node_domains.domain(i, c).is_some())
+                .collect();
+            (n.name().to_string(), columns)
+        })
+        .collect()
+}
+
+/// Nodes in zones zone1 (a, b), zone2 (x, y) and zone3 (c, tainted), a node without a
+/// zone label (bare) and one the pods' node selector leaves out (hdd); matching pods
+/// spread unevenly.
+fn id_fixture() -> Snapshot {
+    snapshot(
+        vec![
+            node(
+                "a",
+                &[("zone", "zone1"), (LABEL_HOSTNAME, "a"), ("disk", "ssd")],
+            ),
+            node(
+                "b",
+                &[("zone", "zone1"), (LABEL_HOSTNAME, "b"), ("disk", "ssd")],
+            ),
+            node(
+                "x",
+                &[("zone", "zone2"), (LABEL_HOSTNAME, "x"), ("disk", "ssd")],
+            ),
+            node(
+                "y",
+                &[("zone", "zone2"), (LABEL_HOSTNAME, "y"), ("disk", "ssd")],
+            ),
+            with_taint(
+                node(
+                    "c",
+                    &[("zone", "zone3"), (LABEL_HOSTNAME, "c"), ("disk", "ssd")],
+                ),
+                "dedicated",
+                "NoSchedule",
+            ),
+            node("bare", &[(LABEL_HOSTNAME, "bare"), ("disk", "ssd")]),
+            node(
+                "hdd",
+                &[("zone", "zone2"), (LABEL_HOSTNAME, "hdd"), ("disk", "hdd")],
+            ),
+        ],
+        vec![
+            foo_on("a1", "a"),
+            foo_on("a2", "a"),
+            foo_on("b1", "b"),
+            foo_on("x1", "x"),
+            foo_on("h1", "hdd"),
+            foo_on("h2", "hdd"),
+        ],
+    )
+}
+
+#[rstest]
+#[case::zone_and_hostname(incoming(vec![
+    tsc(1, "zone", HARD, exists("foo")),
+    tsc(1, LABEL_HOSTNAME, HARD, exists("foo")),
+]))]
+#[case::node_selector_leaves_out_a_node(
+    incoming(vec![tsc(1, "zone", HARD, exists("foo"))]).node_selector("disk", "ssd")
+)]
+#[case::taints_honored(incoming(vec![TopologySpreadConstraint {
+    node_taints_policy: Some("Honor".into()),
+    ..tsc(1, "zone", HARD, exists("foo"))
+}]))]
+#[case::min_domains_unmet(incoming(vec![TopologySpreadConstraint {
+    min_domains: Some(5),
+    ..tsc(2, "zone", HARD, exists("foo"))
+}]))]
+fn filter_by_domain_ids_decides_as_by_labels(#[case] pod: PodBuilder) {
+    let pl = plugin();
+    let snap = id_fixture();
+    let pod = pod.info();
+    let state = prefiltered(&pl, &pod, &snap);
+    let fresh = filter_by_ids_and_by_labels(&pl, &state, &pod, &snap);
+    // Preemption's view: a matching pod added on y, then one removed from a.
+    let mut added = state.clone();
+    let y = snap.get("y").cloned();
+    let a = snap.get("a").cloned();
+    let add = y.map(|n| pl.add_pod(&mut added, &pod, &foo_on("new", "y").info(), &n));
+    let after_add = filter_by_ids_and_by_labels(&pl, &added, &pod, &snap);
+    let mut removed = added.clone();
+    let remove = a.map(|n| pl.remove_pod(&mut removed, &pod, &foo_on("a1", "a").info(), &n));
+    let after_remove = filter_by_ids_and_by_labels(&pl, &removed, &pod, &snap);
+    assert_eq!(
+        (add, remove, fresh.0, after_add.0, after_remove.0),
+        (Some(ok()), Some(ok()), fresh.1, after_add.1, after_remove.1)
+    );
+}
+
+/// The id path is taken for every node that counted for a domain, and only for those.
+#[test]
+fn only_nodes_without_a_domain_fall_back_to_labels() {
+    let pl = plugin();
+    let snap = id_fixture();
+    let pod = incoming(vec![
+        tsc(1, "zone", HARD, exists("foo")),
+        tsc(1, LABEL_HOSTNAME, HARD, exists("foo")),
+    ])
+    .node_selector("disk", "ssd")
+    .info();
+    let state = prefiltered(&pl, &pod, &snap);
+    let mut decided = decided_by_ids(&state, &snap);
+    decided.sort();
+    let both = vec![true, true];
+    let neither = vec![false, false];
+    assert_eq!(
+        decided,
+        vec![
+            ("a".to_string(), both.clone()),
+            ("b".to_string(), both.clone()),
+            ("bare".to_string(), neither.clone()),
+            ("c".to_string(), both.clone()),
+            ("hdd".to_string(), neither),
+            ("x".to_string(), both.clone()),
+            ("y".to_string(), both),
+        ]
+    );
+}
+
+/// One plugin kept across cycles decides by ids as by labels while pods land, leave and
+/// nodes come and go (the counts refreshed for the changed nodes, or recounted).
+#[test]
+fn filter_by_domain_ids_follows_the_snapshot_across_cycles() {
+    let nodes = (0..12)
+        .map(|i| zoned(&format!("n{i:02}"), &format!("zone{}", i % 3)))
+        .collect();
+    let mut snap = snapshot(nodes, vec![foo_on("p0", "n00"), foo_on("p1", "n04")]);
+    let pod = incoming(vec![
+        tsc(1, "zone", HARD, exists("foo")),
+        tsc(2, LABEL_HOSTNAME, HARD, exists("foo")),
+    ])
+    .info();
+    let pl = plugin();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for step in 0..24_usize {
+        let state = prefiltered(&pl, &pod, &snap);
+        let (by_ids, by_labels) = filter_by_ids_and_by_labels(&pl, &state, &pod, &snap);
+        got.push(by_ids);
+        want.push(by_labels);
+        let node = format!("n{:02}", (step * 5) % 12);
+        let name = format!("q{step}");
+        match step % 4 {
+            0 | 1 => {
+                snap.assume_pod(foo_on(&name, &node).info(), &node);
+            }
+            2 => {
+                snap.remove_pod(
+                    &format!("uid-q{}", step - 2),
+                    &format!("n{:02}", ((step - 2) * 5) % 12),
+                );
+            }
+            _ => {
+                // A node leaves (positions shift), or comes back.
+                let mut list = snap.node_infos().to_vec();
+                if step % 8 == 3 {
+                    list.remove(step % list.len());
+                } else {
+                    list.push(Arc::new(NodeInfo::new(Arc::new(zoned(
+                        &format!("m{step}"),
+                        "zone1",
+                    )))));
+                }
+                snap.set_node_infos(list);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}

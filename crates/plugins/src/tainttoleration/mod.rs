@@ -15,8 +15,8 @@ use std::sync::Arc;
 use framework::events::QueueingHintFn;
 use framework::{
     ActionType, ArgsError, ClusterEventWithHint, CycleState, EnqueueExtensions, EventObject,
-    EventResource, FilterPlugin, Handle, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin,
-    QueueingHint, ScoreExtensions, ScorePlugin, Snapshot, Status,
+    EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, NodeScore, Plugin, PodInfo,
+    PreScorePlugin, QueueingHint, ScoreExtensions, ScorePlugin, Snapshot, Status,
 };
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
@@ -76,6 +76,21 @@ impl FilterPlugin for TaintToleration {
             Status::success()
         }
     }
+
+    /// A node without taints (the row says so) passes without reading the node.
+    fn filter_with_row(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        row: &NodeRow,
+    ) -> Status {
+        if row.has_taints {
+            self.filter(state, pod, node)
+        } else {
+            Status::success()
+        }
+    }
 }
 
 impl PreScorePlugin for TaintToleration {
@@ -127,6 +142,33 @@ impl ScorePlugin for TaintToleration {
             nodes,
             out,
             untolerated_prefer_no_schedule,
+        )
+    }
+
+    /// A node without taints (the row says so) scores 0 without reading the node.
+    fn score_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        framework::score_rows_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            rows,
+            out,
+            |s: &PreScoreState, node, row| {
+                if row.has_taints {
+                    untolerated_prefer_no_schedule(s, node)
+                } else {
+                    0
+                }
+            },
         )
     }
 

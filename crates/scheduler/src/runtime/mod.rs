@@ -27,7 +27,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use framework::{
-    Code, CycleState, FilterPlugin, Handle, NodeInfo, NodeScore, NodeToStatus, Plugin,
+    Code, CycleState, FilterPlugin, Handle, NodeInfo, NodeRow, NodeScore, NodeToStatus, Plugin,
     PluginsRunner, PodInfo, PostFilterResult, PreFilterResult, QueuedPodInfo, Snapshot, Status,
     MAX_NODE_SCORE, MIN_NODE_SCORE,
 };
@@ -197,16 +197,18 @@ impl<'a> ActiveFilters<'a> {
         }
     }
 
-    /// Runs the filters on one node, stopping at the first rejection. In a sampled cycle
-    /// each call is timed into `samples`.
+    /// Runs the filters on one node, stopping at the first rejection. `row` is the node's
+    /// row in the snapshot (computed here when `None`). In a sampled cycle each call is
+    /// timed into `samples`.
     pub fn run(
         &self,
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
+        row: Option<&NodeRow>,
         samples: &mut PluginSamples,
     ) -> Status {
-        self.run_with_nominated(state, pod, node, None, samples)
+        self.run_with_nominated(state, pod, node, row, None, samples)
     }
 
     /// Like [`run`](Self::run), recording each plugin's status in `out`.
@@ -215,10 +217,11 @@ impl<'a> ActiveFilters<'a> {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
+        row: Option<&NodeRow>,
         out: &mut Vec<PluginStatus>,
         samples: &mut PluginSamples,
     ) -> Status {
-        self.run_with_nominated(state, pod, node, Some(out), samples)
+        self.run_with_nominated(state, pod, node, row, Some(out), samples)
     }
 
     fn run_with_nominated(
@@ -226,6 +229,7 @@ impl<'a> ActiveFilters<'a> {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
+        row: Option<&NodeRow>,
         mut out: Option<&mut Vec<PluginStatus>>,
         samples: &mut PluginSamples,
     ) -> Status {
@@ -248,7 +252,15 @@ impl<'a> ActiveFilters<'a> {
                         return s;
                     }
                 }
-                let s = self.run_plain(&with_state, pod, &with_node, out.as_deref_mut(), samples);
+                let with_row = NodeRow::of(&with_node);
+                let s = self.run_plain(
+                    &with_state,
+                    pod,
+                    &with_node,
+                    &with_row,
+                    out.as_deref_mut(),
+                    samples,
+                );
                 if !s.is_success() {
                     return s;
                 }
@@ -257,7 +269,15 @@ impl<'a> ActiveFilters<'a> {
                 }
             }
         }
-        self.run_plain(state, pod, node, out, samples)
+        let fresh;
+        let row = match row {
+            Some(r) => r,
+            None => {
+                fresh = NodeRow::of(node);
+                &fresh
+            }
+        };
+        self.run_plain(state, pod, node, row, out, samples)
     }
 
     fn run_plain(
@@ -265,6 +285,7 @@ impl<'a> ActiveFilters<'a> {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
+        row: &NodeRow,
         mut out: Option<&mut Vec<PluginStatus>>,
         samples: &mut PluginSamples,
     ) -> Status {
@@ -273,7 +294,7 @@ impl<'a> ActiveFilters<'a> {
         let clock = self.timing.map(|t| t.clock);
         let mut last = clock.map(quanta::Clock::raw);
         for (name, f) in &self.filters {
-            let s = f.filter(state, pod, node);
+            let s = f.filter_with_row(state, pod, node, row);
             if let (Some(start), Some(clock)) = (last, clock) {
                 let now = clock.raw();
                 samples.0.push(PluginSample {
@@ -349,7 +370,7 @@ impl PluginsRunner for CycleRunner<'_> {
         node: &NodeInfo,
     ) -> Status {
         self.filters
-            .run(state, pod, node, &mut self.samples.borrow_mut())
+            .run(state, pod, node, None, &mut self.samples.borrow_mut())
     }
 
     fn run_pre_filter_extension_add_pod(
@@ -656,7 +677,7 @@ impl Framework {
     pub fn run_filter_plugins(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let filters = self.active_filters(state);
         let mut samples = filters.samples_for(1);
-        let s = filters.run(state, pod, node, &mut samples);
+        let s = filters.run(state, pod, node, None, &mut samples);
         filters.record(&mut samples);
         s
     }
@@ -671,7 +692,7 @@ impl Framework {
     ) -> Status {
         let filters = self.active_filters(state);
         let mut samples = filters.samples_for(1);
-        let s = filters.run_explained(state, pod, node, out, &mut samples);
+        let s = filters.run_explained(state, pod, node, None, out, &mut samples);
         filters.record(&mut samples);
         s
     }
@@ -794,8 +815,28 @@ impl Framework {
         pod: &PodInfo,
         nodes: &[Arc<NodeInfo>],
     ) -> Result<NodeScores, Status> {
+        let rows: Vec<NodeRow> = nodes.iter().map(|n| NodeRow::of(n)).collect();
+        self.run_score_plugins_with_rows(state, pod, nodes, &rows)
+    }
+
+    /// [`run_score_plugins`](Self::run_score_plugins) with the nodes' rows as the filter
+    /// pass collected them (`rows[i] == NodeRow::of(&nodes[i])`).
+    pub fn run_score_plugins_with_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+    ) -> Result<NodeScores, Status> {
+        if rows.len() != nodes.len() {
+            return Err(Status::error(format!(
+                "running Score plugins: {} rows for {} nodes",
+                rows.len(),
+                nodes.len()
+            )));
+        }
         let start = Instant::now();
-        let out = self.score_plugins(state, pod, nodes);
+        let out = self.score_plugins(state, pod, nodes, rows);
         let code = match &out {
             Ok(_) => Code::Success,
             Err(s) => s.code(),
@@ -809,6 +850,7 @@ impl Framework {
         state: &CycleState,
         pod: &PodInfo,
         nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
     ) -> Result<NodeScores, Status> {
         let record = state.should_record_plugin_metrics();
         let skip = state.skip_score_plugins();
@@ -829,7 +871,7 @@ impl Framework {
                 let Some(p) = pl.as_score() else { continue };
                 let out = &mut cols[j * len..(j + 1) * len];
                 let start = self.plugin_start(record);
-                let r = p.score_nodes(state, pod, &nodes[range.clone()], out);
+                let r = p.score_rows(state, pod, &nodes[range.clone()], &rows[range.clone()], out);
                 if start.is_some() {
                     let code = r.as_ref().map_or_else(|s| s.code(), |()| Code::Success);
                     self.observe_plugin(start, pl.name(), ExtensionPointLabel::Score, code);

@@ -1047,4 +1047,6 @@ fn plugin_label(plugins: &[&'static str]) -> &'static str {
 }
 
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@
 //! scheduling algorithm's own seeded RNG, where upstream draws a random number per node.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -310,7 +310,7 @@ impl OpportunisticBatch {
 pub struct Batching {
     clock: Arc<dyn Clock>,
     metrics: Arc<dyn MetricsRecorder>,
-    profiles: HashMap<String, OpportunisticBatch>,
+    profiles: Vec<OpportunisticBatch>,
     cycle: u64,
     rng: SmallRng,
 }
@@ -320,7 +320,7 @@ impl Batching {
         Batching {
             clock,
             metrics,
-            profiles: HashMap::new(),
+            profiles: Vec::new(),
             cycle: 0,
             rng: SmallRng::seed_from_u64(seed),
         }
@@ -331,11 +331,16 @@ impl Batching {
     pub fn start_cycle(&mut self, profile: &str) -> CycleBatch<'_> {
         self.cycle += 1;
         let now = self.clock.now();
-        let metrics = &self.metrics;
-        let batch = self
-            .profiles
-            .entry(profile.to_string())
-            .or_insert_with(|| OpportunisticBatch::new(profile, metrics.clone()));
+        // A scheduler has a handful of profiles: a list finds one without hashing.
+        let i = match self.profiles.iter().position(|b| b.profile == profile) {
+            Some(i) => i,
+            None => {
+                let batch = OpportunisticBatch::new(profile, self.metrics.clone());
+                self.profiles.push(batch);
+                self.profiles.len() - 1
+            }
+        };
+        let batch = &mut self.profiles[i];
         CycleBatch {
             batch,
             rng: &mut self.rng,
@@ -354,7 +359,7 @@ impl Batching {
 
     /// The batch of `profile`, if a cycle of it ran.
     pub fn profile(&self, profile: &str) -> Option<&OpportunisticBatch> {
-        self.profiles.get(profile)
+        self.profiles.iter().find(|b| b.profile == profile)
     }
 }
 

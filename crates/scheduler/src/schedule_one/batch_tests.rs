@@ -399,3 +399,108 @@ fn a_seeded_workload_with_batching_overcommits_nothing_and_keeps_every_constrain
         );
     }
 }
+
+fn web(name: &str) -> framework::testing::PodBuilder {
+    make_pod(name)
+        .label("app", "web")
+        .req(&[("cpu", "100m"), ("memory", "128Mi")])
+}
+
+/// Whether the profile signs `a`, and whether `a` and `b` get the same signature.
+#[rstest::rstest]
+#[case::identical_pods_with_other_names_share_a_signature(web("a"), web("b"), (true, true))]
+#[case::other_requests_sign_differently(web("a"), web("b").req(&[("cpu", "1")]), (true, false))]
+#[case::other_labels_sign_differently(web("a"), web("b").label("tier", "x"), (true, false))]
+#[case::other_scheduler_names_sign_differently(
+    web("a"),
+    web("b").scheduler_name("default-scheduler-2"),
+    (true, false)
+)]
+#[case::tolerations_in_any_order_sign_alike(
+    web("a").toleration("k1", "Exists", "", "NoSchedule").toleration("k2", "Exists", "", "NoSchedule"),
+    web("b").toleration("k2", "Exists", "", "NoSchedule").toleration("k1", "Exists", "", "NoSchedule"),
+    (true, true)
+)]
+#[case::a_pod_with_spread_constraints_is_not_signed(
+    web("a").with(|p| {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: ZONE.into(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                ..Default::default()
+            }]);
+        }
+    }),
+    web("b"),
+    (false, false)
+)]
+#[case::a_pod_with_anti_affinity_is_not_signed(
+    web("a").with(|p| {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.affinity.get_or_insert_with(Default::default).pod_anti_affinity =
+                Some(PodAntiAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![
+                        PodAffinityTerm {
+                            label_selector: Some(app_selector("web")),
+                            topology_key: HOSTNAME.into(),
+                            ..Default::default()
+                        },
+                    ]),
+                    ..Default::default()
+                });
+        }
+    }),
+    web("b"),
+    (false, false)
+)]
+#[case::a_pod_with_resource_claims_is_not_signed(
+    web("a").with(|p| {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.resource_claims = Some(vec![k8s_openapi::api::core::v1::PodResourceClaim {
+                name: "gpu".into(),
+                resource_claim_name: Some("gpu-claim".into()),
+                ..Default::default()
+            }]);
+        }
+    }),
+    web("b"),
+    (false, false)
+)]
+#[case::a_pod_asking_for_an_extended_resource_is_not_signed(
+    web("a").req(&[("example.com/gpu", "1")]),
+    web("b"),
+    (false, false)
+)]
+fn signatures(
+    #[case] a: framework::testing::PodBuilder,
+    #[case] b: framework::testing::PodBuilder,
+    #[case] want: (bool, bool),
+) {
+    let fwk = framework(NO_DEFAULT_SPREAD);
+    let (a, b) = (fwk.sign_pod(&a.info()), fwk.sign_pod(&b.info()));
+    assert_eq!((a.is_some(), a.is_some() && a == b), want);
+}
+
+#[test]
+fn a_profile_with_a_plugin_that_cannot_sign_signs_no_pod() {
+    assert!(framework(NO_DEFAULT_SPREAD).signs_pods());
+    let registry = crate::testing::FakeRegistry::with(vec![
+        crate::testing::Fake::named("Unsigned").rejecting(&[]),
+    ]);
+    let mut spec = crate::runtime::ProfileSpec {
+        scheduler_name: "test".into(),
+        ..Default::default()
+    };
+    for (i, n) in ["Sort", "Bind", "Unsigned"].iter().enumerate() {
+        spec.multi_point.enabled.push((n.to_string(), 1));
+        spec.plugin_args
+            .insert(n.to_string(), (i, serde_json::json!({ "fake": n })));
+    }
+    let (unsigned, _) = Framework::build(&spec, &registry, framework::Handle::offline(), &[])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        (unsigned.signs_pods(), unsigned.sign_pod(&web("a").info())),
+        (false, None)
+    );
+}

@@ -100,7 +100,7 @@ fn case(f: impl FnOnce(&mut Case)) -> Case {
 fn counts(pairs: &[(&str, u32)]) -> BTreeMap<String, u32> {
     pairs
         .iter()
-        .map(|(k, v)| (format!("{}", k.replacen(' ', " default-scheduler ", 1)), *v))
+        .map(|(k, v)| (k.replacen(' ', " default-scheduler ", 1), *v))
         .collect()
 }
 

@@ -485,9 +485,10 @@ fn signatures(
 #[test]
 fn a_profile_with_a_plugin_that_cannot_sign_signs_no_pod() {
     assert!(framework(NO_DEFAULT_SPREAD).signs_pods());
-    let registry = crate::testing::FakeRegistry::with(vec![
-        crate::testing::Fake::named("Unsigned").rejecting(&[]),
-    ]);
+    let registry =
+        crate::testing::FakeRegistry::with(vec![
+            crate::testing::Fake::named("Unsigned").rejecting(&[])
+        ]);
     let mut spec = crate::runtime::ProfileSpec {
         scheduler_name: "test".into(),
         ..Default::default()

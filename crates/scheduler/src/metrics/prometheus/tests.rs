@@ -884,7 +884,10 @@ fn batch_attempts_and_flushes_are_counted_by_profile_with_upstreams_names() {
         family(&samples, "scheduler_batch_cache_flushed"),
         vec![sample(
             "scheduler_batch_cache_flushed_total",
-            &[("profile", "default-scheduler"), ("reason", "node_not_full")],
+            &[
+                ("profile", "default-scheduler"),
+                ("reason", "node_not_full")
+            ],
             1.0
         )]
     );

@@ -269,6 +269,12 @@ struct SchedulerFlags {
     /// attempt whose annotations changed. Implies --web.
     #[arg(long)]
     simulator_annotations: bool,
+    /// Feature gates as kube-scheduler takes them: `Name=bool,...`. Known:
+    /// OpportunisticBatching (default true: consecutive pods with the same scheduling
+    /// signature reuse the previous cycle's filter and score work; cycles recorded for
+    /// --web never batch).
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    feature_gates: scheduler::features::FeatureGates,
 }
 
 #[derive(clap::Args, Debug)]
@@ -747,6 +753,11 @@ fn leader_election(
     }))
 }
 
+/// Parses `--feature-gates`.
+fn feature_gates(spec: &str) -> Result<scheduler::features::FeatureGates, String> {
+    scheduler::features::FeatureGates::parse(spec).map_err(|e| e.to_string())
+}
+
 /// `web_default`: whether decisions are recorded (and the web view served) without --web.
 fn run_options(
     cfg: KubeSchedulerConfiguration,
@@ -770,6 +781,7 @@ fn run_options(
             )
         }),
         simulator_annotations: flags.simulator_annotations,
+        feature_gates: flags.feature_gates,
     }
 }
 

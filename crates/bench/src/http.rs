@@ -107,6 +107,7 @@ impl Http {
             extra_metrics: Some(recorder.clone()),
             decisions: record_decisions.then(scheduler::decisions::Decisions::default),
             simulator_annotations: false,
+            feature_gates: scheduler::features::FeatureGates::default(),
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let (started_tx, started_rx) = oneshot::channel::<Scheduler>();

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::cycle_state::{CycleState, StateData};
 use crate::events::ClusterEventWithHint;
+use crate::sign::SignPlugin;
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
 use crate::types::{NodeInfo, NodeRow, NodeScore, PodInfo, QueuedPodInfo};
@@ -74,6 +75,12 @@ pub trait Plugin: Send + Sync {
     }
     /// The cluster events that may make a pod this plugin rejected schedulable.
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        None
+    }
+    /// What the plugin's results depend on in a pod. `None` (the default, and so every
+    /// out-of-tree plugin that does not say otherwise) means "cannot sign": a profile that
+    /// enables such a plugin at PreFilter, Filter, PreScore or Score never batches.
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
         None
     }
 }

@@ -16,6 +16,7 @@ pub mod interface;
 pub mod labels;
 pub mod parallelize;
 pub mod quantity;
+pub mod sign;
 pub mod snapshot;
 pub mod status;
 pub mod testing;
@@ -35,6 +36,7 @@ pub use handle::{
 };
 pub use interface::*;
 pub use parallelize::Parallelizer;
+pub use sign::{PodSignature, SignFragment, SignPlugin};
 pub use snapshot::{Snapshot, StorageListers, Workloads};
 pub use status::{Code, Status};
 pub use types::{NodeInfo, NodeRow, NodeScore, PodInfo, PodKey, QueuedPodInfo, Resource};

@@ -51,6 +51,8 @@ pub struct RunOptions {
     /// Write each attempt onto its pod as kube-scheduler-simulator's annotations (needs
     /// `decisions`; one API write per attempt that changed them).
     pub simulator_annotations: bool,
+    /// `--feature-gates`.
+    pub feature_gates: crate::features::FeatureGates,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -133,6 +135,7 @@ pub async fn run(
         .metrics(recorder)
         .clock(Arc::new(RealClock))
         .seed(options.seed)
+        .feature_gates(options.feature_gates)
         .build(tokio::runtime::Handle::current())?;
     for w in &built.warnings {
         tracing::warn!("{w}");

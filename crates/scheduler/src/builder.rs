@@ -40,6 +40,7 @@ use crate::backend::queue::QueueConfig;
 use crate::clock::{Clock, RealClock};
 use crate::config::{ConfigError, KubeSchedulerConfiguration};
 use crate::decisions::Decisions;
+use crate::features::FeatureGates;
 use crate::metrics::{MetricsRecorder, NoopRecorder};
 use crate::profile::Profiles;
 use crate::scheduler::{Scheduler, SchedulerOptions, PLUGIN_METRICS_SAMPLE_PERCENT};
@@ -111,6 +112,7 @@ pub struct SchedulerBuilder {
     plugin_metrics_sample_percent: u8,
     storage_controllers: bool,
     decisions: Option<Decisions>,
+    feature_gates: FeatureGates,
 }
 
 impl std::fmt::Debug for SchedulerBuilder {
@@ -138,6 +140,7 @@ impl SchedulerBuilder {
             plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             storage_controllers: true,
             decisions: None,
+            feature_gates: FeatureGates::default(),
         }
     }
 
@@ -180,6 +183,12 @@ impl SchedulerBuilder {
     /// Seed of the tie-breaking RNG: the same cluster and seed give the same placements.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// The feature gates (`--feature-gates`); upstream's defaults unless set.
+    pub fn feature_gates(mut self, gates: FeatureGates) -> Self {
+        self.feature_gates = gates;
         self
     }
 
@@ -241,6 +250,7 @@ impl SchedulerBuilder {
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
             plugin_metrics_sample_percent: self.plugin_metrics_sample_percent,
             decisions: self.decisions.clone(),
+            opportunistic_batching: self.feature_gates.opportunistic_batching,
             ..SchedulerOptions::default()
         }
     }

@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub mod decisions;
 pub mod extender;
+pub mod features;
 pub mod memory;
 pub mod metrics;
 pub mod profile;

@@ -17,6 +17,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::extender::{self, HttpExtender};
+use crate::runtime::batch::{Batching, CycleBatch, LastNode};
 use crate::runtime::{
     ActiveFilters, CycleRunner, Framework, NodeScores, NominatedPods, PluginSamples, PluginStatus,
 };
@@ -242,6 +243,8 @@ pub struct ScheduleAlgorithm {
     runtime: Option<tokio::runtime::Handle>,
     /// Whether a pod that fits no node goes to the PostFilter plugins (preemption).
     post_filter: bool,
+    /// Opportunistic batching ([`crate::runtime::batch`]); `None`: off.
+    batching: Option<Batching>,
 }
 
 impl ScheduleAlgorithm {
@@ -254,7 +257,20 @@ impl ScheduleAlgorithm {
             extenders: Arc::from(Vec::new()),
             runtime: None,
             post_filter: true,
+            batching: None,
         }
+    }
+
+    /// Turns opportunistic batching on (with its state) or off. Explained cycles never batch,
+    /// nor do cycles when extenders are configured (as upstream, whose profiles with
+    /// extenders sign no pod).
+    pub fn set_batching(&mut self, batching: Option<Batching>) {
+        self.batching = batching;
+    }
+
+    /// The batching state, when batching is on.
+    pub fn batching(&self) -> Option<&Batching> {
+        self.batching.as_ref()
     }
 
     /// Runs the PostFilter plugins for pods that fit no node (`true`, as upstream does), or
@@ -292,14 +308,43 @@ impl ScheduleAlgorithm {
         state: &mut CycleState,
         pod: &PodInfo,
         snapshot: &Snapshot,
+        explain: Option<&mut Explanation>,
+    ) -> Result<ScheduleResult, ScheduleError> {
+        let Some(mut batching) = self.batching.take() else {
+            return self.schedule_pod_batched(fwk, state, pod, snapshot, explain, None);
+        };
+        let result = if explain.is_some() || !self.extenders.is_empty() {
+            batching.skip_cycle();
+            self.schedule_pod_batched(fwk, state, pod, snapshot, explain, None)
+        } else {
+            let mut batch = batching.start_cycle(fwk.profile_name());
+            self.schedule_pod_batched(fwk, state, pod, snapshot, None, Some(&mut batch))
+        };
+        self.batching = Some(batching);
+        result
+    }
+
+    fn schedule_pod_batched(
+        &mut self,
+        fwk: &Framework,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
         mut explain: Option<&mut Explanation>,
+        mut batch: Option<&mut CycleBatch<'_>>,
     ) -> Result<ScheduleResult, ScheduleError> {
         if snapshot.num_nodes() == 0 {
             return Err(ScheduleError::Internal(Status::error(NO_NODES_AVAILABLE)));
         }
         state.set_num_all_nodes(snapshot.num_nodes());
-        let (scored, mut diagnosis) =
-            self.find_nodes_that_fit_pod(fwk, state, pod, snapshot, explain.as_deref_mut())?;
+        let (scored, mut diagnosis) = self.find_nodes_that_fit_pod(
+            fwk,
+            state,
+            pod,
+            snapshot,
+            explain.as_deref_mut(),
+            batch.as_deref_mut(),
+        )?;
         let feasible = &scored.nodes;
         if let Some(e) = explain.as_deref_mut() {
             e.filter_state = Some(state.clone());
@@ -327,6 +372,9 @@ impl ScheduleAlgorithm {
         }
         let evaluated = feasible.len() + diagnosis.node_to_status.len();
         if feasible.len() == 1 && explain.is_none() {
+            if let Some(b) = batch {
+                b.store_schedule_results(feasible[0].name(), std::iter::empty());
+            }
             return Ok(ScheduleResult {
                 suggested_host: feasible[0].name().to_string(),
                 evaluated_nodes: evaluated,
@@ -335,6 +383,14 @@ impl ScheduleAlgorithm {
         }
         let totals = self.prioritize_nodes(fwk, state, pod, snapshot, &scored, explain)?;
         let host = self.select_host(&scored.nodes, &totals);
+        if let Some(b) = batch {
+            let others = feasible
+                .iter()
+                .zip(&totals)
+                .filter(|(n, _)| n.name() != host)
+                .map(|(n, &t)| (n.name_arc(), t));
+            b.store_schedule_results(host, ExactLen(others, feasible.len() - 1));
+        }
         Ok(ScheduleResult {
             suggested_host: host.to_string(),
             evaluated_nodes: evaluated,
@@ -349,6 +405,7 @@ impl ScheduleAlgorithm {
         pod: &PodInfo,
         snapshot: &Snapshot,
         mut explain: Option<&mut Explanation>,
+        batch: Option<&mut CycleBatch<'_>>,
     ) -> Result<(Feasible, Diagnosis), ScheduleError> {
         let mut diagnosis = Diagnosis::new();
         let (pre_res, s, with_nodes) = fwk.run_pre_filter_plugins(
@@ -365,6 +422,28 @@ impl ScheduleAlgorithm {
             diagnosis.add_plugin_status(&s);
             diagnosis.node_to_status.set_absent_status(s);
             return Ok((Feasible::default(), diagnosis));
+        }
+        if let Some(b) = batch {
+            let nominated = nominated_node(pod, &self.nominated).is_some();
+            b.get_node_hint(fwk.sign_pod(pod), nominated, |name| {
+                last_node_verdict(fwk, state, pod, snapshot, name)
+            });
+            // The batch's next node is the best one left if it still fits: Filter decides.
+            if let Some(node) = b.hint.as_deref().and_then(|n| snapshot.get(n)) {
+                let filters = fwk
+                    .active_filters(state)
+                    .with_nominated(&self.nominated, fwk);
+                let mut samples = filters.samples_for(1);
+                let s = filters.run(state, pod, node, None, &mut samples);
+                filters.record(&mut samples);
+                if s.is_success() {
+                    let feasible = Feasible {
+                        nodes: vec![node.clone()],
+                        rows: None,
+                    };
+                    return Ok((feasible, diagnosis));
+                }
+            }
         }
         // A node nominated by an earlier preemption is likely the only one that fits: try it
         // first and take it when it passes. Upstream: evaluateNominatedNode.
@@ -977,6 +1056,37 @@ impl FilterPass {
     }
 }
 
+/// What the node the batch's last pod went to says of `pod` (Filter plugins without
+/// nominated pods, as upstream's check).
+fn last_node_verdict(
+    fwk: &Framework,
+    state: &CycleState,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    name: &str,
+) -> LastNode {
+    match snapshot.get(name) {
+        None => LastNode::Missing,
+        Some(node) if fwk.run_filter_plugins(state, pod, node).is_rejected() => LastNode::Rejects,
+        Some(_) => LastNode::Fits,
+    }
+}
+
+/// An iterator whose length is known without running it.
+struct ExactLen<I>(I, usize);
+
+impl<I: Iterator> Iterator for ExactLen<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, Some(self.1))
+    }
+}
+
+impl<I: Iterator> ExactSizeIterator for ExactLen<I> {}
+
 /// The node `pod` is nominated to: its `status.nominatedNodeName`, or else the node the
 /// nominator holds for it. Upstream writes the nomination before its next cycle, so a
 /// preemptor's retry carries it in its status; here the write goes through a rate-limited
@@ -1005,5 +1115,7 @@ fn plugin_label(plugins: &[&'static str]) -> &'static str {
     }
 }
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod tests;

@@ -185,6 +185,7 @@ async fn run_embedded(
         extra_metrics: None,
         decisions: Some(decisions.clone()),
         simulator_annotations: false,
+        feature_gates: scheduler::features::FeatureGates::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let sched = app::run(client.clone(), options, registry, |_| {}, async {

@@ -63,6 +63,7 @@ use framework::{
     PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Snapshot,
     Status, StorageListers, StorageWatch,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{
     ContainerExtendedResourceRequest, Pod, PodExtendedResourceClaimStatus, PodResourceClaim,
 };
@@ -82,6 +83,9 @@ use self::explain::{DeviceReason, NodeRejection};
 use self::extended::ExtendedResources;
 
 pub const NAME: &str = names::DYNAMIC_RESOURCES;
+
+/// Why a pod with resource claims gets no signature.
+pub const ERR_REASON_CLAIMS_NOT_SIGNABLE: &str = "pods with dra resource claims are not signable";
 
 /// CycleState key of what PreFilter gathered and Filter and Reserve decided.
 const STATE_KEY: &str = "DynamicResources";
@@ -286,6 +290,26 @@ impl Plugin for DynamicResources {
 
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for DynamicResources {
+    /// Whether a claim's devices are on one node or many is not simple to tell, so a pod
+    /// with claims is not signed; the plugin does nothing for a pod without.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        let claims = pod
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_ref())
+            .is_some_and(|c| !c.is_empty());
+        if claims {
+            return Err(Status::unschedulable(ERR_REASON_CLAIMS_NOT_SIGNABLE));
+        }
+        Ok(Vec::new())
     }
 }
 

@@ -17,6 +17,7 @@ use framework::{
     ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
     Snapshot, Status, MAX_NODE_SCORE,
 };
+use framework::{SignFragment, SignPlugin};
 
 use crate::names;
 
@@ -58,6 +59,21 @@ impl Plugin for ImageLocality {
 
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for ImageLocality {
+    /// Scores depend on the pod's images, each use counted.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        let mut images: Vec<String> = pod_images(pod).map(normalized_image_name).collect();
+        images.sort_unstable();
+        Ok(vec![SignFragment::new(
+            framework::sign::IMAGE_NAMES_SIGNER,
+            serde_json::Value::from(images),
+        )])
     }
 }
 

@@ -38,6 +38,7 @@ use framework::{
     EventResource, FilterPlugin, Handle, Parallelizer, Plugin, PodInfo, PreFilterPlugin,
     PreScorePlugin, QueueingHint, ScorePlugin, Snapshot,
 };
+use framework::{SignFragment, SignPlugin, Status};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::helper::events::{node_change, same_uid};
@@ -52,6 +53,10 @@ pub use args::{
 };
 
 pub const NAME: &str = names::INTER_POD_AFFINITY;
+
+/// Why a pod with affinity terms of its own gets no signature.
+pub const ERR_REASON_NOT_SIGNABLE: &str =
+    "pods with pod affinity or anti-affinity are not signable";
 
 /// CycleState key of what PreFilter counts for Filter.
 const PRE_FILTER_STATE_KEY: &str = "PreFilterInterPodAffinity";
@@ -130,6 +135,28 @@ impl Plugin for InterPodAffinity {
     }
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for InterPodAffinity {
+    /// A pod with affinity terms of its own depends on where other pods are: it is not
+    /// signed. Otherwise existing pods' terms select it by its labels, unless the profile
+    /// ignores existing pods' preferred terms (then its labels only matter to Filter, which
+    /// re-checks every node a batch offers).
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        if pod.has_affinity() {
+            return Err(Status::unschedulable(ERR_REASON_NOT_SIGNABLE));
+        }
+        if self.args.ignore_preferred_terms_of_existing_pods {
+            return Ok(Vec::new());
+        }
+        Ok(vec![SignFragment::new(
+            framework::sign::LABELS_SIGNER,
+            framework::sign::labels_signer(&pod.pod),
+        )])
     }
 }
 

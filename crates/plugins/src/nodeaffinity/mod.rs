@@ -22,6 +22,7 @@ use framework::{
     PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ScoreExtensions, ScorePlugin,
     Snapshot, Status,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{
     Node, NodeAffinity as V1NodeAffinity, NodeSelector as V1NodeSelector, NodeSelectorRequirement,
     NodeSelectorTerm as V1NodeSelectorTerm, Pod, PreferredSchedulingTerm,
@@ -168,6 +169,26 @@ impl Plugin for NodeAffinity {
     }
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for NodeAffinity {
+    /// Verdicts and scores depend on the pod's node affinity and node selector (the
+    /// profile's added affinity is the same for every pod).
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![
+            SignFragment::new(
+                framework::sign::NODE_AFFINITY_SIGNER,
+                framework::sign::node_affinity_signer(&pod.pod),
+            ),
+            SignFragment::new(
+                framework::sign::NODE_SELECTOR_SIGNER,
+                framework::sign::node_selector_signer(&pod.pod),
+            ),
+        ])
     }
 }
 

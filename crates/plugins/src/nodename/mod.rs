@@ -8,6 +8,7 @@ use framework::{
     ActionType, ArgsError, ClusterEventWithHint, CycleState, EnqueueExtensions, EventResource,
     FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, Status,
 };
+use framework::{SignFragment, SignPlugin};
 
 use crate::names;
 
@@ -37,6 +38,20 @@ impl Plugin for NodeName {
     }
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for NodeName {
+    /// The verdict depends on `spec.nodeName` only.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        let node_name = pod.pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        Ok(vec![SignFragment::new(
+            framework::sign::NODE_NAME_SIGNER,
+            serde_json::Value::from(node_name.unwrap_or("")),
+        )])
     }
 }
 

@@ -16,6 +16,7 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, QueueingHint, Snapshot, Status,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::names;
@@ -63,6 +64,19 @@ impl Plugin for NodePorts {
 
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for NodePorts {
+    /// The verdict depends on the host ports the pod asks for.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![SignFragment::new(
+            framework::sign::HOST_PORTS_SIGNER,
+            framework::sign::host_ports_signer(&pod.pod),
+        )])
     }
 }
 

@@ -13,6 +13,7 @@ use framework::{
     ArgsError, CycleState, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
     Snapshot, Status, MAX_NODE_SCORE,
 };
+use framework::{SignFragment, SignPlugin};
 
 use super::args::NodeResourcesBalancedAllocationArgs;
 use super::resource_allocation::{is_best_effort, NodeAmounts, ResourceAllocation};
@@ -53,6 +54,16 @@ impl Plugin for BalancedAllocation {
     }
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for BalancedAllocation {
+    /// Verdicts and scores depend on the pod's requests (see [`super::sign_resources`]).
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        super::sign_resources(pod)
     }
 }
 

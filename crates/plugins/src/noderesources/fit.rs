@@ -26,6 +26,7 @@ use framework::{
     PreFilterResult, PreScorePlugin, QueueingHint, Resource, ScorePlugin, Snapshot, Status,
     StorageListers,
 };
+use framework::{SignFragment, SignPlugin};
 
 use super::args::{
     NodeResourcesFitArgs, LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO,
@@ -125,6 +126,16 @@ impl Plugin for Fit {
     }
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for Fit {
+    /// Verdicts and scores depend on the pod's requests (see [`super::sign_resources`]).
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        super::sign_resources(pod)
     }
 }
 

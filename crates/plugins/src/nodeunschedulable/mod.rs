@@ -11,6 +11,7 @@ use framework::{
     ActionType, ArgsError, ClusterEventWithHint, CycleState, EnqueueExtensions, EventObject,
     EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, Plugin, PodInfo, QueueingHint, Status,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 
 use crate::helper::events::{modified_pod, node_change, same_uid};
@@ -47,6 +48,19 @@ impl Plugin for NodeUnschedulable {
     }
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for NodeUnschedulable {
+    /// Verdicts and scores depend on the pod's tolerations only.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![SignFragment::new(
+            framework::sign::TOLERATIONS_SIGNER,
+            framework::sign::tolerations_signer(&pod.pod),
+        )])
     }
 }
 

@@ -35,6 +35,7 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, QueueingHint, Snapshot, Status, StorageListers,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 
@@ -85,6 +86,19 @@ impl Plugin for CSILimits {
 
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for CSILimits {
+    /// Which volumes the pod uses is all the plugin reads of it.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![SignFragment::new(
+            framework::sign::VOLUMES_SIGNER,
+            framework::sign::volumes_signer(&pod.pod),
+        )])
     }
 }
 

@@ -35,6 +35,7 @@ use framework::{
     ActionType, ArgsError, ClusterEventWithHint, EnqueueExtensions, EventObject, EventResource,
     FilterPlugin, Handle, Plugin, PreFilterPlugin, PreScorePlugin, QueueingHint, ScorePlugin,
 };
+use framework::{PodInfo, SignFragment, SignPlugin, Status};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
 pub use args::{DefaultConstraint, PodTopologySpreadArgs, LIST_DEFAULTING, SYSTEM_DEFAULTING};
@@ -45,6 +46,13 @@ use crate::helper::events::same_uid;
 use crate::names;
 
 pub const NAME: &str = names::POD_TOPOLOGY_SPREAD;
+
+/// Why a pod with its own spread constraints gets no signature.
+pub const ERR_REASON_CONSTRAINTS_NOT_SIGNABLE: &str =
+    "pods with topology constraints are not signable";
+/// Why no pod gets a signature under a profile with default constraints.
+pub const ERR_REASON_DEFAULTS_NOT_SIGNABLE: &str =
+    "pods with default topology constraints are not signable";
 
 /// Filter reason when placing the pod on the node would exceed a constraint's `maxSkew`.
 pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
@@ -106,6 +114,30 @@ impl Plugin for PodTopologySpread {
     }
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for PodTopologySpread {
+    /// Spreading depends on where other pods are: a pod with constraints of its own, or
+    /// any pod when the profile has default constraints (system defaulting included), is
+    /// not signed.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        let own = pod
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.topology_spread_constraints.as_ref())
+            .is_some_and(|c| !c.is_empty());
+        if own {
+            return Err(Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_SIGNABLE));
+        }
+        if !self.defaults.constraints.is_empty() {
+            return Err(Status::unschedulable(ERR_REASON_DEFAULTS_NOT_SIGNABLE));
+        }
+        Ok(Vec::new())
     }
 }
 

@@ -18,6 +18,7 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, NodeScore, Plugin, PodInfo,
     PreScorePlugin, QueueingHint, ScoreExtensions, ScorePlugin, Snapshot, Status,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
 use crate::helper;
@@ -65,6 +66,19 @@ impl Plugin for TaintToleration {
     }
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for TaintToleration {
+    /// Verdicts and scores depend on the pod's tolerations only.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![SignFragment::new(
+            framework::sign::TOLERATIONS_SIGNER,
+            framework::sign::tolerations_signer(&pod.pod),
+        )])
     }
 }
 

@@ -41,6 +41,7 @@ use framework::{
     PreBindPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin,
     ScorePlugin, Snapshot, Status, StorageListers, StorageWatch,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
@@ -175,6 +176,19 @@ impl Plugin for VolumeBinding {
 
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for VolumeBinding {
+    /// Which volumes the pod uses is all the plugin reads of it.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![SignFragment::new(
+            framework::sign::VOLUMES_SIGNER,
+            framework::sign::volumes_signer(&pod.pod),
+        )])
     }
 }
 

@@ -26,6 +26,7 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterExtensions,
     PreFilterPlugin, PreFilterResult, QueueingHint, Snapshot, Status,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 
 use crate::helper::events::new_object;
@@ -75,6 +76,19 @@ impl Plugin for VolumeRestrictions {
 
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for VolumeRestrictions {
+    /// Which volumes the pod uses is all the plugin reads of it.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![SignFragment::new(
+            framework::sign::VOLUMES_SIGNER,
+            framework::sign::volumes_signer(&pod.pod),
+        )])
     }
 }
 

@@ -18,6 +18,7 @@ use framework::{
     EventResource, FilterPlugin, Handle, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
     PreFilterResult, QueueingHint, Snapshot, Status,
 };
+use framework::{SignFragment, SignPlugin};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -77,6 +78,19 @@ impl Plugin for VolumeZone {
 
     fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
         Some(self)
+    }
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
+        Some(self)
+    }
+}
+
+impl SignPlugin for VolumeZone {
+    /// Which volumes the pod uses is all the plugin reads of it.
+    fn sign_pod(&self, pod: &PodInfo) -> Result<Vec<SignFragment>, Status> {
+        Ok(vec![SignFragment::new(
+            framework::sign::VOLUMES_SIGNER,
+            framework::sign::volumes_signer(&pod.pod),
+        )])
     }
 }
 

@@ -1896,6 +1896,7 @@ async fn preempted_victim_carries_disruption_target_when_its_deletion_is_seen() 
         extra_metrics: None,
         decisions: None,
         simulator_annotations: false,
+        feature_gates: crate::features::FeatureGates::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run_client = client.clone();

@@ -33,6 +33,58 @@ impl AttemptResult {
     }
 }
 
+/// The `result` label of `scheduler_batch_attempts_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BatchAttemptResult {
+    /// The cycle got no hint.
+    NoHint,
+    /// The cycle placed its pod on the hint.
+    HintUsed,
+    /// The hint did not pass Filter; the cycle went through all nodes.
+    HintNotUsed,
+}
+
+impl BatchAttemptResult {
+    /// The label value: `no_hint`, `hint_used`, `hint_not_used`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchAttemptResult::NoHint => "no_hint",
+            BatchAttemptResult::HintUsed => "hint_used",
+            BatchAttemptResult::HintNotUsed => "hint_not_used",
+        }
+    }
+}
+
+/// The `reason` label of `scheduler_batch_cache_flushed_total`: why a kept list was dropped
+/// (see [`crate::runtime::batch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BatchFlushReason {
+    PodSkipped,
+    PodNominated,
+    NodeMissing,
+    NodeNotFull,
+    EmptyList,
+    Expired,
+    PodIncompatible,
+    PodNotBatchable,
+}
+
+impl BatchFlushReason {
+    /// The label value, as upstream spells it (`pod_skipped`, `node_not_full`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchFlushReason::PodSkipped => "pod_skipped",
+            BatchFlushReason::PodNominated => "pod_nominated",
+            BatchFlushReason::NodeMissing => "node_missing",
+            BatchFlushReason::NodeNotFull => "node_not_full",
+            BatchFlushReason::EmptyList => "empty_list",
+            BatchFlushReason::Expired => "expired",
+            BatchFlushReason::PodIncompatible => "pod_incompatible",
+            BatchFlushReason::PodNotBatchable => "pod_not_batchable",
+        }
+    }
+}
+
 /// The `extension_point` label of the framework's duration metrics. Besides the extension
 /// points of the configuration this names the operations run inside them that upstream
 /// times apart (Unreserve, the PreFilter extensions, NormalizeScore), so it is a type of its
@@ -167,6 +219,14 @@ pub trait MetricsRecorder: Send + Sync + std::fmt::Debug {
     /// reached). Not an upstream series: `scheduler_background_writes_dropped_total{kind,reason}`
     /// (counter). Called from the writer's workers, not the scheduling loop.
     fn inc_background_writes_dropped(&self, _kind: &'static str, _reason: &'static str) {}
+
+    /// A cycle of profile `profile` asked for a batch hint, or placed its pod after one.
+    /// Upstream series: `scheduler_batch_attempts_total{profile,result}` (counter).
+    fn inc_batch_attempt(&self, _profile: &str, _result: BatchAttemptResult) {}
+
+    /// Profile `profile` dropped its kept batch. Upstream series:
+    /// `scheduler_batch_cache_flushed_total{profile,reason}` (counter).
+    fn inc_batch_cache_flushed(&self, _profile: &str, _reason: BatchFlushReason) {}
 }
 
 /// A recorder that drops everything (`simulate`, and tests that do not look at metrics).
@@ -253,5 +313,13 @@ impl MetricsRecorder for Tee {
     fn inc_background_writes_dropped(&self, kind: &'static str, reason: &'static str) {
         self.0.inc_background_writes_dropped(kind, reason);
         self.1.inc_background_writes_dropped(kind, reason);
+    }
+    fn inc_batch_attempt(&self, profile: &str, result: BatchAttemptResult) {
+        self.0.inc_batch_attempt(profile, result);
+        self.1.inc_batch_attempt(profile, result);
+    }
+    fn inc_batch_cache_flushed(&self, profile: &str, reason: BatchFlushReason) {
+        self.0.inc_batch_cache_flushed(profile, reason);
+        self.1.inc_batch_cache_flushed(profile, reason);
     }
 }

@@ -28,7 +28,10 @@ use prometheus_client::registry::{Metric, Registry};
 
 use framework::Code;
 
-use super::{AttemptResult, ExtensionPointLabel, MetricsRecorder, PendingPods, PluginSample};
+use super::{
+    AttemptResult, BatchAttemptResult, BatchFlushReason, ExtensionPointLabel, MetricsRecorder,
+    PendingPods, PluginSample,
+};
 
 /// The content type of [`PrometheusRecorder::encode`]'s output.
 ///
@@ -247,6 +250,18 @@ struct KindReason {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProfileResult {
+    profile: Name,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProfileReason {
+    profile: Name,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct TypeLabel {
     r#type: &'static str,
 }
@@ -337,6 +352,8 @@ pub struct PrometheusRecorder {
     preemption_victims: Histogram,
     cache: CacheGauges,
     background_writes_dropped: Family<KindReason, Counter>,
+    batch_attempts: Family<ProfileResult, Counter>,
+    batch_cache_flushed: Family<ProfileReason, Counter>,
 }
 
 impl Default for PrometheusRecorder {
@@ -460,6 +477,20 @@ impl PrometheusRecorder {
             Box::new(background_writes_dropped.clone()),
         ));
 
+        let batch_attempts = Family::<ProfileResult, Counter>::default();
+        series.push((
+            "batch_attempts",
+            "[ALPHA] Counts of results when we attempt to use batching.",
+            Box::new(batch_attempts.clone()),
+        ));
+
+        let batch_cache_flushed = Family::<ProfileReason, Counter>::default();
+        series.push((
+            "batch_cache_flushed",
+            "[ALPHA] Counts of cache flushes by reason.",
+            Box::new(batch_cache_flushed.clone()),
+        ));
+
         let mut registry = Registry::with_prefix("scheduler");
         registry.register_collector(Box::new(UpstreamSeries(series)));
         PrometheusRecorder {
@@ -478,6 +509,8 @@ impl PrometheusRecorder {
             preemption_victims,
             cache,
             background_writes_dropped,
+            batch_attempts,
+            batch_cache_flushed,
         }
     }
 
@@ -647,6 +680,22 @@ impl MetricsRecorder for PrometheusRecorder {
         self.background_writes_dropped
             .get_or_create(&KindReason { kind, reason })
             .inc();
+    }
+
+    fn inc_batch_attempt(&self, profile: &str, result: BatchAttemptResult) {
+        let labels = ProfileResult {
+            profile: self.names.get(profile),
+            result: result.as_str(),
+        };
+        self.batch_attempts.get_or_create(&labels).inc();
+    }
+
+    fn inc_batch_cache_flushed(&self, profile: &str, reason: BatchFlushReason) {
+        let labels = ProfileReason {
+            profile: self.names.get(profile),
+            reason: reason.as_str(),
+        };
+        self.batch_cache_flushed.get_or_create(&labels).inc();
     }
 }
 

@@ -336,7 +336,7 @@ impl Framework {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let score = take(ExtensionPoint::Score)
+        let score: Vec<(Arc<dyn Plugin>, i64)> = take(ExtensionPoint::Score)
             .into_iter()
             .map(|p| {
                 let w = weights.get(p.name()).copied().unwrap_or(1);
@@ -348,6 +348,14 @@ impl Framework {
         let filter = take(ExtensionPoint::Filter);
         let reserve = take(ExtensionPoint::Reserve);
         let permit = take(ExtensionPoint::Permit);
+        let pre_score = take(ExtensionPoint::PreScore);
+        let signers = signers_of(
+            pre_filter
+                .iter()
+                .chain(&filter)
+                .chain(&pre_score)
+                .chain(score.iter().map(|(p, _)| p)),
+        );
         let mut enqueue_extension_plugins: Vec<Arc<dyn Plugin>> = Vec::new();
         for p in pre_enqueue
             .iter()
@@ -372,8 +380,9 @@ impl Framework {
                 pre_filter,
                 filter,
                 post_filter: take(ExtensionPoint::PostFilter),
-                pre_score: take(ExtensionPoint::PreScore),
+                pre_score,
                 score,
+                signers,
                 reserve,
                 permit,
                 pre_bind: take(ExtensionPoint::PreBind),
@@ -386,5 +395,30 @@ impl Framework {
             },
             warnings,
         ))
+    }
+}
+
+/// The plugins that sign pods, each once, when every one of `plugins` can; `None` when one
+/// cannot (then the profile never signs a pod). Upstream: computeBatchablePlugins.
+fn signers_of<'a>(
+    plugins: impl Iterator<Item = &'a Arc<dyn Plugin>>,
+) -> Option<Vec<Arc<dyn Plugin>>> {
+    let mut signers: Vec<Arc<dyn Plugin>> = Vec::new();
+    let mut unsigned: Vec<&'static str> = Vec::new();
+    for p in plugins {
+        if signers.iter().any(|q| q.name() == p.name()) || unsigned.contains(&p.name()) {
+            continue;
+        }
+        if p.as_sign().is_some() {
+            signers.push(p.clone());
+        } else {
+            unsigned.push(p.name());
+        }
+    }
+    if unsigned.is_empty() {
+        Some(signers)
+    } else {
+        tracing::info!(plugins = ?unsigned, "disabling pod signatures for the profile: these plugins cannot sign pods");
+        None
     }
 }

@@ -20,6 +20,7 @@
 //! nodes, not of one node. Upstream hands each observation to an asynchronous recorder;
 //! here a batch is tallied on the thread that ran the pass.
 
+pub mod batch;
 mod build;
 
 use std::collections::{BTreeSet, HashMap};
@@ -58,6 +59,9 @@ pub struct Framework {
     pre_score: Vec<Arc<dyn Plugin>>,
     /// Score plugins with their weights.
     score: Vec<(Arc<dyn Plugin>, i64)>,
+    /// The PreFilter, Filter, PreScore and Score plugins, each once, when all of them can
+    /// sign pods; `None` when one cannot, and the profile signs no pod.
+    signers: Option<Vec<Arc<dyn Plugin>>>,
     reserve: Vec<Arc<dyn Plugin>>,
     permit: Vec<Arc<dyn Plugin>>,
     pre_bind: Vec<Arc<dyn Plugin>>,
@@ -671,6 +675,43 @@ impl Framework {
             }
         }
         Status::success()
+    }
+
+    /// `pod`'s scheduling signature: the pod's scheduler name and every signer's fragments.
+    /// `None` when the profile does not sign pods, a plugin refuses this one, or the pod
+    /// has fields that did not parse (the plugin that reads them reports on the pod, in a
+    /// cycle of its own). Upstream: frameworkImpl.SignPod.
+    pub fn sign_pod(&self, pod: &PodInfo) -> Option<framework::PodSignature> {
+        let signers = self.signers.as_ref()?;
+        if !pod.parse_errors.is_empty() {
+            return None;
+        }
+        let mut fragments = std::collections::BTreeMap::new();
+        fragments.insert(
+            framework::sign::SCHEDULER_NAME_SIGNER,
+            serde_json::Value::from(crate::scheduler::scheduler_name(pod)),
+        );
+        for p in signers {
+            let signer = p.as_sign()?;
+            match signer.sign_pod(pod) {
+                Ok(parts) => {
+                    for f in parts {
+                        fragments.insert(f.key, f.value);
+                    }
+                }
+                Err(s) => {
+                    tracing::trace!(pod = %pod.key, plugin = p.name(), status = %s.message(), "pod not signable");
+                    return None;
+                }
+            }
+        }
+        Some(framework::PodSignature::from_fragments(fragments))
+    }
+
+    /// Whether the profile signs pods at all (every PreFilter, Filter, PreScore and Score
+    /// plugin can sign).
+    pub fn signs_pods(&self) -> bool {
+        self.signers.is_some()
     }
 
     /// Runs Filter plugins on one node, stopping at the first rejection.

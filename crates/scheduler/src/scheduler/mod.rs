@@ -101,6 +101,9 @@ pub struct SchedulerOptions {
     pub extenders: Arc<[HttpExtender]>,
     /// Where the loop records each attempt, explained; `None`: cycles run unexplained.
     pub decisions: Option<Decisions>,
+    /// Consecutive pods with the same signature reuse the previous cycle's work
+    /// (`OpportunisticBatching`, on by default as upstream).
+    pub opportunistic_batching: bool,
 }
 
 impl Default for SchedulerOptions {
@@ -113,6 +116,7 @@ impl Default for SchedulerOptions {
             plugin_metrics_sample_percent: PLUGIN_METRICS_SAMPLE_PERCENT,
             extenders: Arc::from(Vec::new()),
             decisions: None,
+            opportunistic_batching: true,
         }
     }
 }

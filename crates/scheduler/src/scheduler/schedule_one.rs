@@ -47,6 +47,13 @@ impl SchedulingLoop {
         if !shared.options.extenders.is_empty() {
             algorithm.set_extenders(shared.options.extenders.clone(), shared.runtime.clone());
         }
+        if shared.options.opportunistic_batching {
+            algorithm.set_batching(Some(crate::runtime::batch::Batching::new(
+                shared.clock.clone(),
+                shared.metrics.clone(),
+                shared.options.seed,
+            )));
+        }
         // An RNG of its own, so that sampling does not shift the tie-breaks.
         let sampler = SmallRng::seed_from_u64(shared.options.seed);
         SchedulingLoop {

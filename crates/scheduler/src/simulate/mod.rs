@@ -262,6 +262,11 @@ impl Simulation {
             .clock(Arc::new(clock.clone()))
             // Offline: no PV controller binds claims, so binding cycles do not wait for one.
             .storage_controllers(false)
+            // The capacity search places copies of one pod in unexplained cycles: they must
+            // land where explained ones would, and a batched cycle may break a tie apart.
+            .feature_gates(crate::features::FeatureGates {
+                opportunistic_batching: false,
+            })
             .build(rt.handle().clone())?;
         Ok(Simulation {
             rt,

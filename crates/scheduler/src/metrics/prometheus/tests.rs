@@ -838,3 +838,57 @@ fn sampled_parallel_filter_pass_records_every_call() {
         )]
     );
 }
+
+#[test]
+fn batch_attempts_and_flushes_are_counted_by_profile_with_upstreams_names() {
+    let recorder = PrometheusRecorder::new();
+    recorder.inc_batch_attempt("default-scheduler", BatchAttemptResult::NoHint);
+    recorder.inc_batch_attempt("default-scheduler", BatchAttemptResult::HintUsed);
+    recorder.inc_batch_attempt("default-scheduler", BatchAttemptResult::HintUsed);
+    recorder.inc_batch_attempt("other", BatchAttemptResult::HintNotUsed);
+    recorder.inc_batch_cache_flushed("default-scheduler", BatchFlushReason::NodeNotFull);
+    let (families, samples) = parse(&recorder.encode());
+    let declared = |name: &str| families.get(name).cloned();
+    assert_eq!(
+        (
+            declared("scheduler_batch_attempts"),
+            declared("scheduler_batch_cache_flushed")
+        ),
+        (
+            Some((
+                "counter".to_string(),
+                "[ALPHA] Counts of results when we attempt to use batching.".to_string()
+            )),
+            Some((
+                "counter".to_string(),
+                "[ALPHA] Counts of cache flushes by reason.".to_string()
+            ))
+        )
+    );
+    let attempts = |profile, result, n| {
+        sample(
+            "scheduler_batch_attempts_total",
+            &[("profile", profile), ("result", result)],
+            n,
+        )
+    };
+    assert_eq!(
+        sorted(family(&samples, "scheduler_batch_attempts")),
+        sorted(vec![
+            attempts("default-scheduler", "hint_used", 2.0),
+            attempts("default-scheduler", "no_hint", 1.0),
+            attempts("other", "hint_not_used", 1.0),
+        ])
+    );
+    assert_eq!(
+        family(&samples, "scheduler_batch_cache_flushed"),
+        vec![sample(
+            "scheduler_batch_cache_flushed_total",
+            &[
+                ("profile", "default-scheduler"),
+                ("reason", "node_not_full")
+            ],
+            1.0
+        )]
+    );
+}

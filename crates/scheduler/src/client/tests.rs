@@ -269,6 +269,89 @@ fn informer_keeps_the_delivered_version_and_reconciles_a_relist() {
     );
 }
 
+/// A pod with every part the scheduler reads set, and `managedFields` as a real API server
+/// writes them.
+fn full_pod(managed_fields: bool) -> Pod {
+    let mut v = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "web-1", "namespace": "team", "uid": "uid-1", "resourceVersion": "42",
+            "generation": 3, "creationTimestamp": "2026-01-02T03:04:05Z",
+            "deletionTimestamp": "2026-01-02T03:05:05Z", "deletionGracePeriodSeconds": 30,
+            "labels": {"app": "web", "tier": "front"},
+            "annotations": {"kubesched.io/note": "x"},
+            "finalizers": ["example.com/keep"],
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                "uid": "rs-1", "controller": true}]
+        },
+        "spec": {
+            "schedulerName": "default-scheduler", "priorityClassName": "high", "priority": 1000,
+            "preemptionPolicy": "PreemptLowerPriority", "nodeName": "n1",
+            "nodeSelector": {"disk": "ssd"},
+            "schedulingGates": [{"name": "wait"}],
+            "containers": [{"name": "c", "image": "registry.example/app:1",
+                "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}],
+                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                    "limits": {"cpu": "1"}}}],
+            "initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": "100m"}}}],
+            "overhead": {"cpu": "10m"},
+            "tolerations": [{"key": "k", "operator": "Equal", "value": "v",
+                "effect": "NoSchedule"}],
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}},
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "web"}}}}]}
+            },
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+        },
+        "status": {
+            "phase": "Pending", "nominatedNodeName": "n2",
+            "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "0/3 nodes are available",
+                "lastTransitionTime": "2026-01-02T03:04:06Z"}],
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+        }
+    });
+    if managed_fields {
+        v["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl-client-side-apply", "operation": "Update",
+            "apiVersion": "v1", "time": "2026-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {"f:image": {}}}}}
+        }]);
+    }
+    serde_json::from_value(v).expect("pod")
+}
+
+#[rstest]
+#[case::added(vec![watcher::Event::Apply(full_pod(true))])]
+#[case::listed(vec![
+    watcher::Event::Init,
+    watcher::Event::InitApply(full_pod(true)),
+    watcher::Event::InitDone,
+])]
+fn informer_delivers_the_pod_without_managed_fields_and_every_other_field_as_decoded(
+    #[case] events: Vec<watcher::Event<Pod>>,
+) {
+    let mut inf = Informer::<Pod>::default();
+    let delivered: Vec<Pod> = events
+        .into_iter()
+        .flat_map(|e| inf.apply(e))
+        .map(|c| match c {
+            Change::Added(p) | Change::Deleted(p) | Change::Updated { new: p, .. } => (*p).clone(),
+        })
+        .collect();
+    assert_eq!(delivered, vec![full_pod(false)]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Writes: pure
 

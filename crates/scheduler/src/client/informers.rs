@@ -346,8 +346,12 @@ impl<K> Default for Informer<K> {
 }
 
 impl<K: Resource> Informer<K> {
-    /// The changes one watcher event makes to the store, in delivery order.
+    /// The changes one watcher event makes to the store, in delivery order. Objects are
+    /// kept and delivered without `metadata.managedFields`: nothing in the scheduler reads
+    /// them, and on a real cluster they are often the larger part of a pod (upstream's pod
+    /// informer drops them too, with a transform).
     pub(crate) fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
+        let event = event.modify(|obj| obj.meta_mut().managed_fields = None);
         match event {
             watcher::Event::Apply(obj) => {
                 let new = Arc::new(obj);

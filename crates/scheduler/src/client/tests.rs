@@ -27,7 +27,8 @@ use serde_json::json;
 use super::informers::{diff, Informer};
 use super::leader::{LeaderElectionConfig, LeaderElector};
 use super::writer::{
-    core_event, status_patch, truncate_message, PendingStatus, MAX_EVENT_MESSAGE_BYTES,
+    core_event, status_patch, truncate_message, Job, PendingStatus, Queue, MAX_EVENT_MESSAGE_BYTES,
+    SERIES_FINISH,
 };
 use super::*;
 use crate::source::{Change, EventHandler, ObjectEvent};
@@ -268,6 +269,89 @@ fn informer_keeps_the_delivered_version_and_reconciles_a_relist() {
     );
 }
 
+/// A pod with every part the scheduler reads set, and `managedFields` as a real API server
+/// writes them.
+fn full_pod(managed_fields: bool) -> Pod {
+    let mut v = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "web-1", "namespace": "team", "uid": "uid-1", "resourceVersion": "42",
+            "generation": 3, "creationTimestamp": "2026-01-02T03:04:05Z",
+            "deletionTimestamp": "2026-01-02T03:05:05Z", "deletionGracePeriodSeconds": 30,
+            "labels": {"app": "web", "tier": "front"},
+            "annotations": {"kubesched.io/note": "x"},
+            "finalizers": ["example.com/keep"],
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                "uid": "rs-1", "controller": true}]
+        },
+        "spec": {
+            "schedulerName": "default-scheduler", "priorityClassName": "high", "priority": 1000,
+            "preemptionPolicy": "PreemptLowerPriority", "nodeName": "n1",
+            "nodeSelector": {"disk": "ssd"},
+            "schedulingGates": [{"name": "wait"}],
+            "containers": [{"name": "c", "image": "registry.example/app:1",
+                "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}],
+                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                    "limits": {"cpu": "1"}}}],
+            "initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": "100m"}}}],
+            "overhead": {"cpu": "10m"},
+            "tolerations": [{"key": "k", "operator": "Equal", "value": "v",
+                "effect": "NoSchedule"}],
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}},
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "web"}}}}]}
+            },
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+        },
+        "status": {
+            "phase": "Pending", "nominatedNodeName": "n2",
+            "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "0/3 nodes are available",
+                "lastTransitionTime": "2026-01-02T03:04:06Z"}],
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+        }
+    });
+    if managed_fields {
+        v["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl-client-side-apply", "operation": "Update",
+            "apiVersion": "v1", "time": "2026-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {"f:image": {}}}}}
+        }]);
+    }
+    serde_json::from_value(v).expect("pod")
+}
+
+#[rstest]
+#[case::added(vec![watcher::Event::Apply(full_pod(true))])]
+#[case::listed(vec![
+    watcher::Event::Init,
+    watcher::Event::InitApply(full_pod(true)),
+    watcher::Event::InitDone,
+])]
+fn informer_delivers_the_pod_without_managed_fields_and_every_other_field_as_decoded(
+    #[case] events: Vec<watcher::Event<Pod>>,
+) {
+    let mut inf = Informer::<Pod>::default();
+    let delivered: Vec<Pod> = events
+        .into_iter()
+        .flat_map(|e| inf.apply(e))
+        .map(|c| match c {
+            Change::Added(p) | Change::Deleted(p) | Change::Updated { new: p, .. } => (*p).clone(),
+        })
+        .collect();
+    assert_eq!(delivered, vec![full_pod(false)]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Writes: pure
 
@@ -338,6 +422,196 @@ fn pod_event(message: &str) -> PodEvent {
         message: message.into(),
         reporting_controller: "default-scheduler".into(),
     }
+}
+
+/// One step of an event series case, at a time in seconds from the case's start.
+#[derive(Debug, Clone, Copy)]
+enum SeriesStep {
+    /// The pod `web-1` gets an event of this type and reason.
+    Record(EventType, &'static str, u64),
+    /// The heartbeat ([`super::writer::SERIES_REFRESH`]) fires.
+    Heartbeat,
+    /// The finish timer fires.
+    Finish(u64),
+}
+
+/// A write sent for an Event object (numbered in the order first written): its series as
+/// `(count, lastObservedTime in seconds from the case's start)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SeriesWrite {
+    Post {
+        object: usize,
+        reason: String,
+        series: Option<(i32, u64)>,
+    },
+    Patch {
+        object: usize,
+        series: (i32, u64),
+    },
+}
+
+use EventType::{Normal, Warning};
+use SeriesStep::{Finish, Heartbeat, Record};
+
+fn post(object: usize, reason: &str) -> SeriesWrite {
+    SeriesWrite::Post {
+        object,
+        reason: reason.into(),
+        series: None,
+    }
+}
+
+fn patch(object: usize, count: i32, last: u64) -> SeriesWrite {
+    SeriesWrite::Patch {
+        object,
+        series: (count, last),
+    }
+}
+
+#[rstest]
+#[case::first_event_is_posted(vec![Record(Warning, "FailedScheduling", 0)],
+    vec![post(0, "FailedScheduling")])]
+#[case::isomorphic_event_within_the_window_patches_series_count_2(
+    vec![Record(Warning, "FailedScheduling", 0), Record(Warning, "FailedScheduling", 10)],
+    vec![post(0, "FailedScheduling"), patch(0, 2, 10)])]
+#[case::third_and_later_occurrences_are_only_counted(
+    vec![Record(Warning, "FailedScheduling", 0), Record(Warning, "FailedScheduling", 10),
+         Record(Warning, "FailedScheduling", 20), Record(Warning, "FailedScheduling", 30)],
+    vec![post(0, "FailedScheduling"), patch(0, 2, 10)])]
+#[case::different_reason_posts_a_new_event(
+    vec![Record(Warning, "FailedScheduling", 0), Record(Normal, "Scheduled", 10)],
+    vec![post(0, "FailedScheduling"), post(1, "Scheduled")])]
+#[case::different_type_posts_a_new_event(
+    vec![Record(Warning, "FailedScheduling", 0), Record(Normal, "FailedScheduling", 10)],
+    vec![post(0, "FailedScheduling"), post(1, "FailedScheduling")])]
+#[case::heartbeat_patches_the_current_count_of_each_series(
+    vec![Record(Warning, "FailedScheduling", 0), Record(Warning, "FailedScheduling", 10),
+         Record(Warning, "FailedScheduling", 20), Record(Warning, "FailedScheduling", 30),
+         Heartbeat],
+    vec![post(0, "FailedScheduling"), patch(0, 2, 10), patch(0, 4, 30)])]
+#[case::heartbeat_leaves_singletons_alone(
+    vec![Record(Warning, "FailedScheduling", 0), Heartbeat],
+    vec![post(0, "FailedScheduling")])]
+#[case::finished_series_gets_its_final_count_and_the_next_occurrence_posts_anew(
+    vec![Record(Warning, "FailedScheduling", 0), Record(Warning, "FailedScheduling", 10),
+         Record(Warning, "FailedScheduling", 20), Finish(20 + SERIES_FINISH.as_secs()),
+         Record(Warning, "FailedScheduling", 400)],
+    vec![post(0, "FailedScheduling"), patch(0, 2, 10), patch(0, 3, 20),
+         post(1, "FailedScheduling")])]
+#[case::series_observed_within_the_window_is_not_finished(
+    vec![Record(Warning, "FailedScheduling", 0), Record(Warning, "FailedScheduling", 10),
+         Finish(300), Record(Warning, "FailedScheduling", 310)],
+    vec![post(0, "FailedScheduling"), patch(0, 2, 10)])]
+#[case::finished_singleton_is_forgotten_and_the_next_occurrence_posts_anew(
+    vec![Record(Warning, "FailedScheduling", 0), Finish(SERIES_FINISH.as_secs()),
+         Record(Warning, "FailedScheduling", 400)],
+    vec![post(0, "FailedScheduling"), post(1, "FailedScheduling")])]
+fn event_series_writes_follow_upstreams_broadcaster(
+    #[case] steps: Vec<SeriesStep>,
+    #[case] want: Vec<SeriesWrite>,
+) {
+    let queue = Queue::new(100, None);
+    let start = ts("2026-01-02T03:00:00Z");
+    let base = tokio::time::Instant::now();
+    let secs = |t: &MicroTime| {
+        u64::try_from(t.0.duration_since(start).as_secs()).expect("after the start")
+    };
+    let mut objects: Vec<String> = Vec::new();
+    let mut object = |name: &str| match objects.iter().position(|o| o == name) {
+        Some(i) => i,
+        None => {
+            objects.push(name.to_string());
+            objects.len() - 1
+        }
+    };
+    let series_of = |patch: &serde_json::Value| {
+        let s: k8s_openapi::api::core::v1::EventSeries =
+            serde_json::from_value(patch["series"].clone()).expect("series patch");
+        (
+            s.count.expect("count"),
+            secs(&s.last_observed_time.expect("lastObservedTime")),
+        )
+    };
+    let mut got = Vec::new();
+    for step in steps {
+        match step {
+            Record(event_type, reason, t) => {
+                let now = start + Duration::from_secs(t);
+                let event = PodEvent {
+                    event_type,
+                    reason: reason.into(),
+                    ..pod_event("m")
+                };
+                queue.push_event(&event, now, base + Duration::from_secs(t));
+            }
+            Heartbeat => queue.refresh_series(),
+            Finish(t) => queue.finish_series(base + Duration::from_secs(t)),
+        }
+        while let Some(job) = queue.take("replica-1") {
+            match job {
+                Job::CreateEvent(key, body) => {
+                    got.push(SeriesWrite::Post {
+                        object: object(body.metadata.name.as_deref().unwrap_or("")),
+                        reason: body.reason.clone().unwrap_or_default(),
+                        series: body.series.as_ref().map(|s| {
+                            (
+                                s.count.unwrap_or(0),
+                                secs(s.last_observed_time.as_ref().expect("time")),
+                            )
+                        }),
+                    });
+                    queue.event_done(key, true);
+                }
+                Job::PatchEvent {
+                    key,
+                    object: name,
+                    patch,
+                    ..
+                } => {
+                    got.push(SeriesWrite::Patch {
+                        object: object(&name),
+                        series: series_of(&patch),
+                    });
+                    queue.event_done(key, true);
+                }
+                Job::FinalPatch {
+                    object: name,
+                    patch,
+                    ..
+                } => got.push(SeriesWrite::Patch {
+                    object: object(&name),
+                    series: series_of(&patch),
+                }),
+                Job::Status(key, _) => queue.status_done(key),
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn waiting_status_writes_are_taken_before_waiting_event_writes() {
+    let queue = Queue::new(100, None);
+    let now = ts("2026-01-02T03:00:00Z");
+    let seen = tokio::time::Instant::now();
+    queue.push_event(&pod_event("a"), now, seen);
+    queue.push_event(
+        &PodEvent {
+            reason: "Scheduled".into(),
+            ..pod_event("b")
+        },
+        now,
+        seen,
+    );
+    queue.push_status(&status_update(true, Nomination::Keep));
+    let kinds: Vec<&str> = std::iter::from_fn(|| queue.take("replica-1"))
+        .map(|job| match job {
+            Job::Status(..) => "status",
+            Job::CreateEvent(..) => "post",
+            Job::PatchEvent { .. } | Job::FinalPatch { .. } => "patch",
+        })
+        .collect();
+    assert_eq!(kinds, vec!["status", "post", "post"]);
 }
 
 #[test]
@@ -1115,6 +1389,66 @@ async fn recorded_event_is_listed_with_the_truncated_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_failed_scheduling_of_a_pod_is_one_event_with_a_series() {
+    let (server, client) = cluster().await;
+    let pod = pod_and_node(&client, "web").await;
+    let kc = KubeClusterClient::new(client.clone(), WriterOptions::default());
+    let failed = PodEvent {
+        regarding: PodRef::of(&pod),
+        event_type: EventType::Warning,
+        reason: "FailedScheduling".into(),
+        action: "Scheduling".into(),
+        message: "0/1 nodes are available: 1 Insufficient cpu.".into(),
+        reporting_controller: "default-scheduler".into(),
+    };
+    let scheduled = PodEvent {
+        event_type: EventType::Normal,
+        reason: "Scheduled".into(),
+        action: "Binding".into(),
+        message: "Successfully assigned default/web to n1".into(),
+        ..failed.clone()
+    };
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let until = |want: Vec<EventRow>| {
+        let events = events.clone();
+        async move {
+            poll(WAIT, || async {
+                let got = listed_events(&events).await;
+                (got == want).then_some(())
+            })
+            .await
+        }
+    };
+    let row = |e: &PodEvent, count: i32, series: Option<i32>| {
+        (
+            "web".to_string(),
+            e.reason.clone(),
+            e.message.clone(),
+            Some(count),
+            series,
+        )
+    };
+
+    // The first occurrence is POSTed, the second PATCHes a series of 2 onto it.
+    assert_eq!(kc.record_event(&failed).await, Ok(()));
+    assert_eq!(until(vec![row(&failed, 1, None)]).await, Some(()));
+    assert_eq!(kc.record_event(&failed).await, Ok(()));
+    assert_eq!(until(vec![row(&failed, 2, Some(2))]).await, Some(()));
+    // The third is only counted: the next write, a new reason's POST, finds the series at 2.
+    assert_eq!(kc.record_event(&failed).await, Ok(()));
+    assert_eq!(kc.record_event(&scheduled).await, Ok(()));
+    let mut want = vec![row(&failed, 2, Some(2)), row(&scheduled, 1, None)];
+    want.sort();
+    assert_eq!(until(want).await, Some(()));
+    // The heartbeat writes the count as it is.
+    kc.refresh_event_series();
+    let mut want = vec![row(&failed, 3, Some(3)), row(&scheduled, 1, None)];
+    want.sort();
+    assert_eq!(until(want).await, Some(()));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_pod_honours_the_uid_precondition() {
     let (server, client) = cluster().await;
     let pod = pod_and_node(&client, "victim").await;
@@ -1690,10 +2024,11 @@ async fn scheduled_statuses(pods: &Api<Pod>) -> Vec<(String, Option<String>, Opt
     got
 }
 
+/// An Event object as listed: pod, reason, message, count and series count.
+type EventRow = (String, String, String, Option<i32>, Option<i32>);
+
 /// Per Event object: pod, reason, message, count and series count.
-async fn listed_events(
-    events: &Api<CoreEvent>,
-) -> Vec<(String, String, String, Option<i32>, Option<i32>)> {
+async fn listed_events(events: &Api<CoreEvent>) -> Vec<EventRow> {
     let Ok(list) = events.list(&ListParams::default()).await else {
         return Vec::new();
     };
@@ -1776,6 +2111,8 @@ async fn repeated_failed_attempts_under_a_rate_limit_keep_every_pods_last_status
         };
         assert_eq!(kc.record_event(&scheduled).await, Ok(()));
     }
+    // Occurrences after the second are written by the heartbeat.
+    kc.refresh_event_series();
 
     let want_statuses: Vec<_> = names
         .iter()

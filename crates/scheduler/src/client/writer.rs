@@ -11,25 +11,35 @@
 //!   condition per type, the latest nomination change), so a pod has at most one status
 //!   write waiting and one in flight, in the order they were asked for. They are never
 //!   dropped; memory is bounded by the number of pods.
-//! - **Events** are aggregated as upstream's events broadcaster does: events about the same
-//!   pod with the same reason, action and reporting controller are one Event object whose
-//!   `series` (`count`, `lastObservedTime`) grows; the note stays the first one's. A series
-//!   seen again after six minutes of silence starts a new object. At most
-//!   [`WriterOptions::queue_capacity`] aggregates are kept; fully written ones are forgotten
-//!   first, and an event for which there is still no room is dropped, logged and counted in
+//! - **Events** are aggregated by upstream's rules for the events.k8s.io broadcaster: events
+//!   with the same pod, type, reason, action and reporting controller and instance are one
+//!   Event object. The first occurrence is POSTed; the second PATCHes a `series` (`count` 2,
+//!   `lastObservedTime`) onto it; later ones are only counted here. Every
+//!   [`SERIES_REFRESH`] (the heartbeat) each series' current count is PATCHed, and every
+//!   [`SERIES_FINISH`] a series not observed for that long gets its final count written and
+//!   is forgotten (a singleton is just forgotten), so its next occurrence POSTs a new object.
+//!   The note stays the first occurrence's. At most [`WriterOptions::queue_capacity`]
+//!   aggregates are kept; fully written ones are forgotten first, and an event for which
+//!   there is still no room is dropped, logged and counted in
 //!   `scheduler_background_writes_dropped_total{kind="event",reason="queue_full"}`.
+//! - **Priority**: workers take a waiting status write before a waiting event write, so a
+//!   burst of events never holds up the status writes behind it.
 //!
 //! Every request first takes a token from a [`RateLimiter`] (`clientConnection.qps`/`burst`):
 //! binds, deletes and status patches share one bucket, events have their own (upstream
 //! builds a separate client for events, with its own limiter, so that events do not eat the
 //! scheduler's request budget).
 //!
-//! Where this differs from upstream, on purpose: upstream's broadcaster writes a series on
-//! its second occurrence and then only every 30 minutes or when the series ends; here a
-//! series' count is written whenever it changed and a worker is free, so `kubectl describe`
-//! shows the count as it is (several increments become one patch while the API server is
-//! busy). Upstream's broadcaster drops events beyond 1000 queued; here only new series beyond
-//! the capacity are dropped.
+//! Where this differs from upstream, on purpose: upstream's broadcaster drops events beyond
+//! 1000 queued between the recorder and its writer, and keeps every aggregate until its
+//! series finishes; here aggregates are bounded and only new series beyond the capacity are
+//! dropped. The isomorphic key names the pod by namespace, name and UID: upstream's
+//! reference also carries the pod's resourceVersion, so there a status write between two
+//! failed attempts starts a new object, here it does not. A series PATCH carries the count
+//! as it is when a worker sends it (upstream sends the count 2 it had when the second
+//! occurrence was recorded), and also sets the core/v1 `count` and `lastTimestamp`, which
+//! `kubectl get events` reads. Events are written through core/v1 (upstream uses
+//! events.k8s.io/v1 when served); both views list the same objects.
 //!
 //! Upstream: DefaultBinder (pkg/scheduler/framework/plugins/defaultbinder), updatePod in
 //! schedule_one.go with util.PatchPodStatus, the preemption executor's victim patch and
@@ -63,9 +73,14 @@ use crate::metrics::MetricsRecorder;
 /// upstream's event recorder cuts them.
 pub const MAX_EVENT_MESSAGE_BYTES: usize = 1024;
 
-/// How long a series may go unobserved before the next occurrence starts a new Event
-/// object (upstream's broadcaster finishes a series after six minutes).
-const SERIES_FINISH: Duration = Duration::from_secs(6 * 60);
+/// How often, and after how long unobserved, series are finished: their final count is
+/// written and they are forgotten, so the next occurrence starts a new Event object
+/// (upstream's broadcaster: six minutes).
+pub(crate) const SERIES_FINISH: Duration = Duration::from_secs(6 * 60);
+
+/// How often every series' count is written, so that the objects of a long series stay
+/// fresh on the server (upstream's broadcaster: thirty minutes).
+pub(crate) const SERIES_REFRESH: Duration = Duration::from_secs(30 * 60);
 
 /// How a [`KubeClusterClient`] writes.
 #[derive(Debug, Clone)]
@@ -104,15 +119,17 @@ impl Default for WriterOptions {
 }
 
 /// The `(namespace, name)` of a pod.
-type PodName = (String, String);
+pub(crate) type PodName = (String, String);
 
-/// What makes two events one series (upstream's isomorphic-event key): the pod, reason,
-/// action and reporting controller. The message does not.
+/// What makes two events one series (upstream's isomorphic-event key): the pod, type,
+/// reason, action and reporting controller (the reporting instance is this client's, the
+/// same for all). The message does not.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct EventKey {
+pub(crate) struct EventKey {
     namespace: String,
     name: String,
     uid: Option<String>,
+    event_type: &'static str,
     reason: String,
     action: String,
     reporting_controller: String,
@@ -124,6 +141,7 @@ impl EventKey {
             namespace: event.regarding.namespace.clone(),
             name: event.regarding.name.clone(),
             uid: event.regarding.uid.clone(),
+            event_type: event.event_type.as_str(),
             reason: event.reason.clone(),
             action: event.action.clone(),
             reporting_controller: event.reporting_controller.clone(),
@@ -186,33 +204,34 @@ struct Aggregate {
     /// The object's name, chosen when the first occurrence was recorded.
     object: String,
     first: Timestamp,
+    /// The series' `lastObservedTime`.
     last: Timestamp,
     last_seen: Instant,
     /// Occurrences recorded.
     count: i32,
-    /// Occurrences the API server has (0: the object is not created).
-    written: i32,
+    /// The object was POSTed (or given up on: a later PATCH that finds nothing POSTs it).
+    created: bool,
+    /// A write was asked for while one was in flight: send another when it ends.
+    dirty: bool,
     in_flight: bool,
     queued: bool,
 }
 
 impl Aggregate {
     fn settled(&self) -> bool {
-        !self.in_flight && !self.queued && self.written >= self.count
+        !self.in_flight && !self.queued && !self.dirty
     }
-}
-
-/// A unit of background work: whose latest intent to write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Work {
-    Status(PodName),
-    Event(EventKey),
 }
 
 /// What the workers share.
 #[derive(Debug, Default)]
 struct Pending {
-    work: VecDeque<Work>,
+    /// Status writes waiting: taken before any event write.
+    status_work: VecDeque<PodName>,
+    /// Event writes waiting.
+    event_work: VecDeque<EventKey>,
+    /// Final counts of finished series, whose aggregates are already forgotten.
+    finals: VecDeque<Job>,
     statuses: HashMap<PodName, StatusSlot>,
     events: HashMap<EventKey, Aggregate>,
     /// Aggregates fully written, oldest first: the first forgotten when room is needed
@@ -223,9 +242,12 @@ struct Pending {
 }
 
 #[derive(Debug)]
-struct Queue {
+pub(crate) struct Queue {
     pending: Mutex<Pending>,
     ready: Notify,
+    /// Woken once, when the queue closes (the series timer waits on it; kept apart from
+    /// `ready` so that a wake-up meant for a worker never goes to the timer).
+    stopped: Notify,
     capacity: usize,
     dropped: AtomicU64,
     metrics: Option<Arc<dyn MetricsRecorder>>,
@@ -233,25 +255,41 @@ struct Queue {
 
 /// A write a worker sends, taken from the queue under its lock and sent without it.
 #[derive(Debug)]
-enum Job {
+pub(crate) enum Job {
     Status(PodName, PendingStatus),
-    CreateEvent(EventKey, Box<CoreEvent>, i32),
+    CreateEvent(EventKey, Box<CoreEvent>),
     PatchEvent {
         key: EventKey,
         namespace: String,
         object: String,
         patch: Value,
-        count: i32,
+    },
+    /// The last write of a finished series: nothing is done with its outcome.
+    FinalPatch {
+        namespace: String,
+        object: String,
+        patch: Value,
     },
 }
 
 impl Queue {
+    pub(crate) fn new(capacity: usize, metrics: Option<Arc<dyn MetricsRecorder>>) -> Self {
+        Queue {
+            pending: Mutex::default(),
+            ready: Notify::new(),
+            stopped: Notify::new(),
+            capacity: capacity.max(1),
+            dropped: AtomicU64::new(0),
+            metrics,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Pending> {
         // Every operation leaves the maps consistent: keep going after a panic elsewhere.
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn push_status(&self, update: &PodStatusUpdate) {
+    pub(crate) fn push_status(&self, update: &PodStatusUpdate) {
         let key = (update.pod.namespace.clone(), update.pod.name.clone());
         let mut p = self.lock();
         let slot = p.statuses.entry(key.clone()).or_default();
@@ -266,29 +304,22 @@ impl Queue {
             }
         };
         if newly_pending && !slot.in_flight {
-            p.work.push_back(Work::Status(key));
+            p.status_work.push_back(key);
             drop(p);
             self.ready.notify_one();
         }
     }
 
-    fn push_event(&self, event: &PodEvent, now: Timestamp, seen: Instant) {
+    pub(crate) fn push_event(&self, event: &PodEvent, now: Timestamp, seen: Instant) {
         let key = EventKey::of(event);
         let mut p = self.lock();
-        let finished = p.events.get(&key).is_some_and(|a| {
-            a.settled() && seen.saturating_duration_since(a.last_seen) >= SERIES_FINISH
-        });
-        if finished {
-            p.events.remove(&key);
-        }
         if let Some(a) = p.events.get_mut(&key) {
             a.count = a.count.saturating_add(1);
             a.last = now;
             a.last_seen = seen;
-            let queue = !a.queued && !a.in_flight;
-            if queue {
-                a.queued = true;
-                p.work.push_back(Work::Event(key));
+            // The second occurrence makes the object a series; later ones wait for the
+            // heartbeat or the finish.
+            if a.count == 2 && want_write(&mut p, &key) {
                 drop(p);
                 self.ready.notify_one();
             }
@@ -308,14 +339,61 @@ impl Queue {
                 last: now,
                 last_seen: seen,
                 count: 1,
-                written: 0,
+                created: false,
+                dirty: false,
                 in_flight: false,
-                queued: true,
+                queued: false,
             },
         );
-        p.work.push_back(Work::Event(key));
+        want_write(&mut p, &key);
         drop(p);
         self.ready.notify_one();
+    }
+
+    /// The heartbeat: writes every series' current count.
+    pub(crate) fn refresh_series(&self) {
+        let mut p = self.lock();
+        let series: Vec<EventKey> = p
+            .events
+            .iter()
+            .filter(|(_, a)| a.count > 1)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut queued = false;
+        for key in &series {
+            queued |= want_write(&mut p, key);
+        }
+        drop(p);
+        if queued {
+            self.ready.notify_waiters();
+        }
+    }
+
+    /// Finishes what was last observed at least [`SERIES_FINISH`] before `now`: a series'
+    /// final count is queued and the aggregate forgotten; a singleton is forgotten. An
+    /// aggregate with a write waiting or in flight is left for the next round.
+    pub(crate) fn finish_series(&self, now: Instant) {
+        let mut p = self.lock();
+        let Pending { events, finals, .. } = &mut *p;
+        let mut queued = false;
+        events.retain(|key, a| {
+            if !a.settled() || now.saturating_duration_since(a.last_seen) < SERIES_FINISH {
+                return true;
+            }
+            if a.count > 1 {
+                finals.push_back(Job::FinalPatch {
+                    namespace: key.namespace.clone(),
+                    object: a.object.clone(),
+                    patch: series_patch(a.count, a.last),
+                });
+                queued = true;
+            }
+            false
+        });
+        drop(p);
+        if queued {
+            self.ready.notify_waiters();
+        }
     }
 
     fn dropped_event(&self, event: &PodEvent) {
@@ -336,53 +414,51 @@ impl Queue {
         }
     }
 
-    /// The next write to send, `None` when there is nothing to do now.
-    fn take(&self, reporting_instance: &str) -> Option<Job> {
+    /// The next write to send, `None` when there is nothing to do now. Status writes come
+    /// first, then final series counts, then other event writes.
+    pub(crate) fn take(&self, reporting_instance: &str) -> Option<Job> {
         let mut p = self.lock();
-        while let Some(work) = p.work.pop_front() {
-            match work {
-                Work::Status(key) => {
-                    let Some(slot) = p.statuses.get_mut(&key) else {
-                        continue;
-                    };
-                    let Some(pending) = slot.pending.take() else {
-                        continue;
-                    };
-                    slot.in_flight = true;
-                    return Some(Job::Status(key, pending));
-                }
-                Work::Event(key) => {
-                    let Some(a) = p.events.get_mut(&key) else {
-                        continue;
-                    };
-                    a.queued = false;
-                    a.in_flight = true;
-                    if a.written == 0 {
-                        let body = aggregate_event(a, reporting_instance);
-                        let count = a.count;
-                        return Some(Job::CreateEvent(key, Box::new(body), count));
-                    }
-                    return Some(Job::PatchEvent {
-                        namespace: key.namespace.clone(),
-                        object: a.object.clone(),
-                        patch: series_patch(a.count, a.last),
-                        count: a.count,
-                        key,
-                    });
-                }
+        while let Some(key) = p.status_work.pop_front() {
+            let Some(slot) = p.statuses.get_mut(&key) else {
+                continue;
+            };
+            let Some(pending) = slot.pending.take() else {
+                continue;
+            };
+            slot.in_flight = true;
+            return Some(Job::Status(key, pending));
+        }
+        if let Some(job) = p.finals.pop_front() {
+            return Some(job);
+        }
+        while let Some(key) = p.event_work.pop_front() {
+            let Some(a) = p.events.get_mut(&key) else {
+                continue;
+            };
+            a.queued = false;
+            a.in_flight = true;
+            if !a.created {
+                let body = aggregate_event(a, reporting_instance);
+                return Some(Job::CreateEvent(key, Box::new(body)));
             }
+            return Some(Job::PatchEvent {
+                namespace: key.namespace.clone(),
+                object: a.object.clone(),
+                patch: series_patch(a.count, a.last),
+                key,
+            });
         }
         None
     }
 
-    fn status_done(&self, key: PodName) {
+    pub(crate) fn status_done(&self, key: PodName) {
         let mut p = self.lock();
         let Some(slot) = p.statuses.get_mut(&key) else {
             return;
         };
         slot.in_flight = false;
         if slot.pending.is_some() {
-            p.work.push_back(Work::Status(key));
+            p.status_work.push_back(key);
             drop(p);
             self.ready.notify_one();
         } else {
@@ -390,43 +466,64 @@ impl Queue {
         }
     }
 
-    /// A write of `key`'s aggregate ended: the API server has `written` occurrences
-    /// (0: the object does not exist).
-    fn event_done(&self, key: EventKey, written: i32) {
+    /// A write of `key`'s aggregate ended; `created`: whether the object exists (or is
+    /// given up on) now.
+    pub(crate) fn event_done(&self, key: EventKey, created: bool) {
         let mut p = self.lock();
         let Some(a) = p.events.get_mut(&key) else {
             return;
         };
         a.in_flight = false;
-        a.written = written;
-        if a.written < a.count {
-            a.queued = true;
-            p.work.push_back(Work::Event(key));
-            drop(p);
-            self.ready.notify_one();
-        } else {
-            p.settled.push_back(key);
-            // An aggregate written again is listed again: keep the list near the map's size.
-            if p.settled.len() > 2 * self.capacity + 16 {
-                let Pending {
-                    settled, events, ..
-                } = &mut *p;
-                let mut listed = std::collections::HashSet::new();
-                settled.retain(|k| {
-                    events.get(k).is_some_and(Aggregate::settled) && listed.insert(k.clone())
-                });
+        a.created = created;
+        // Not created: a PATCH found no object (events expire), POST it with its series.
+        let again = std::mem::take(&mut a.dirty) || !created;
+        if again {
+            if want_write(&mut p, &key) {
+                drop(p);
+                self.ready.notify_one();
             }
+            return;
+        }
+        p.settled.push_back(key);
+        // An aggregate written again is listed again: keep the list near the map's size.
+        if p.settled.len() > 2 * self.capacity + 16 {
+            let Pending {
+                settled, events, ..
+            } = &mut *p;
+            let mut listed = std::collections::HashSet::new();
+            settled.retain(|k| {
+                events.get(k).is_some_and(Aggregate::settled) && listed.insert(k.clone())
+            });
         }
     }
 
     fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_waiters();
+        self.stopped.notify_one();
     }
 
     fn is_closed(&self) -> bool {
         self.lock().closed
     }
+}
+
+/// Asks for a write of `key`'s aggregate: queued, or marked to go again after the one in
+/// flight. `true` when it was queued (a worker should be woken).
+fn want_write(p: &mut Pending, key: &EventKey) -> bool {
+    let Some(a) = p.events.get_mut(key) else {
+        return false;
+    };
+    if a.in_flight {
+        a.dirty = true;
+        return false;
+    }
+    if a.queued {
+        return false;
+    }
+    a.queued = true;
+    p.event_work.push_back(key.clone());
+    true
 }
 
 /// Forgets the oldest fully written aggregate; `false` when none is.
@@ -477,13 +574,7 @@ impl KubeClusterClient {
     pub fn new(client: kube::Client, options: WriterOptions) -> Self {
         let limiter = Arc::new(RateLimiter::new(options.qps, options.burst));
         let event_limiter = Arc::new(RateLimiter::new(options.qps, options.burst));
-        let queue = Arc::new(Queue {
-            pending: Mutex::default(),
-            ready: Notify::new(),
-            capacity: options.queue_capacity.max(1),
-            dropped: AtomicU64::new(0),
-            metrics: options.metrics.clone(),
-        });
+        let queue = Arc::new(Queue::new(options.queue_capacity, options.metrics.clone()));
         let reporting_instance: Arc<str> = options.reporting_instance.into();
         for _ in 0..options.workers.max(1) {
             tokio::spawn(background_worker(
@@ -494,12 +585,20 @@ impl KubeClusterClient {
                 queue.clone(),
             ));
         }
+        tokio::spawn(series_timer(queue.clone()));
         KubeClusterClient {
             client,
             limiter,
             _close: Arc::new(CloseOnDrop(queue.clone())),
             queue,
         }
+    }
+
+    /// Writes every event series' current count now, as the heartbeat does every
+    /// [`SERIES_REFRESH`].
+    #[cfg(test)]
+    pub(crate) fn refresh_event_series(&self) {
+        self.queue.refresh_series();
     }
 
     fn closed_error() -> ClientError {
@@ -708,46 +807,80 @@ async fn background_worker(
                 }
                 queue.status_done(key);
             }
-            Job::CreateEvent(key, body, count) => {
+            Job::CreateEvent(key, body) => {
                 event_limiter.acquire().await;
                 let events: Api<CoreEvent> = Api::namespaced(client.clone(), &key.namespace);
-                let r = events.create(&PostParams::default(), &body).await;
-                let written = match r {
-                    Ok(_) => count,
-                    Err(e) => {
-                        event_failed(&queue, &key, &client_error(e));
-                        // Given up on: later occurrences patch, find no object, create it.
-                        count
-                    }
-                };
-                queue.event_done(key, written);
+                if let Err(e) = events.create(&PostParams::default(), &body).await {
+                    // Given up on: a later PATCH finds no object and POSTs it.
+                    event_failed(&queue, &key, &client_error(e));
+                }
+                queue.event_done(key, true);
             }
             Job::PatchEvent {
                 key,
                 namespace,
                 object,
                 patch,
-                count,
             } => {
                 event_limiter.acquire().await;
-                let events: Api<CoreEvent> = Api::namespaced(client.clone(), &namespace);
-                let r = events
-                    .patch(&object, &PatchParams::default(), &Patch::Strategic(patch))
-                    .await
-                    .map_err(client_error);
-                let written = match r {
-                    Ok(_) => count,
-                    // The object is gone (events expire): create it again, with the count.
-                    Err(ClientError::Api { code: 404, .. }) => 0,
+                let created = match patch_event(&client, &namespace, &object, patch).await {
+                    Ok(()) => true,
+                    // The object is gone (events expire): POST it again, with its series.
+                    Err(ClientError::Api { code: 404, .. }) => false,
                     Err(e) => {
                         event_failed(&queue, &key, &e);
-                        count
+                        true
                     }
                 };
-                queue.event_done(key, written);
+                queue.event_done(key, created);
+            }
+            Job::FinalPatch {
+                namespace,
+                object,
+                patch,
+            } => {
+                event_limiter.acquire().await;
+                if let Err(e) = patch_event(&client, &namespace, &object, patch).await {
+                    tracing::debug!(event = %format!("{namespace}/{object}"), error = %e,
+                        "writing the final count of an event series failed");
+                }
             }
         }
     }
+}
+
+/// The heartbeat and the finish of event series, on their upstream periods, until the queue
+/// closes.
+async fn series_timer(queue: Arc<Queue>) {
+    let start = Instant::now();
+    let mut refresh = tokio::time::interval_at(start + SERIES_REFRESH, SERIES_REFRESH);
+    let mut finish = tokio::time::interval_at(start + SERIES_FINISH, SERIES_FINISH);
+    let stopped = queue.stopped.notified();
+    tokio::pin!(stopped);
+    loop {
+        if queue.is_closed() {
+            return;
+        }
+        tokio::select! {
+            _ = &mut stopped => return,
+            _ = refresh.tick() => queue.refresh_series(),
+            at = finish.tick() => queue.finish_series(at),
+        }
+    }
+}
+
+async fn patch_event(
+    client: &kube::Client,
+    namespace: &str,
+    object: &str,
+    patch: Value,
+) -> Result<(), ClientError> {
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), namespace);
+    events
+        .patch(object, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map(drop)
+        .map_err(client_error)
 }
 
 fn event_failed(queue: &Queue, key: &EventKey, error: &ClientError) {

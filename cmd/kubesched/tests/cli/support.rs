@@ -54,11 +54,21 @@ pub(crate) fn kubectl_bin() -> PathBuf {
     }
 }
 
+/// kubectl against `kubeconfig`, with its discovery cache beside the kubeconfig: the
+/// default cache (~/.kube/cache) is keyed by host and port, and a server of another test
+/// that had the same port would answer discovery in this one's place.
+pub(crate) fn kubectl_command(kubeconfig: &Path) -> Command {
+    let dir = kubeconfig.parent().unwrap_or(Path::new("."));
+    let mut cmd = Command::new(kubectl_bin());
+    cmd.env("KUBECACHEDIR", dir.join("kubectl-cache"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig);
+    cmd
+}
+
 /// Runs kubectl against `kubeconfig`; returns (success, stdout, stderr).
 pub(crate) fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
+    let out = kubectl_command(kubeconfig)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running kubectl: {e}"));

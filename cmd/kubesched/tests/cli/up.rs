@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    get, kubectl, kubectl_bin, kubectl_ok, node_yaml, parse_metrics, pod_nodes, pod_scheduled,
+    get, kubectl, kubectl_command, kubectl_ok, node_yaml, parse_metrics, pod_nodes, pod_scheduled,
     spawn, spawn_with_stderr, up, url_after, wait_for, Proc, Scratch,
 };
 
@@ -967,9 +967,7 @@ fn a_high_priority_pod_preempts_and_a_never_pod_waits() {
 
     // Watch the pods' nominations: the API server clears nominatedNodeName when it binds
     // the pod (as upstream's does), so the nomination is seen on the way, not at the end.
-    let mut watch = Command::new(kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
+    let mut watch = kubectl_command(&kubeconfig)
         .args([
             "get",
             "pods",

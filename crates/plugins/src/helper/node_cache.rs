@@ -39,9 +39,36 @@ pub const CAPACITY: usize = 4;
 /// A slot of a node that is no domain's member for that column.
 const NO_DOMAIN: u32 = u32::MAX;
 
-/// One node's contribution to one column: its domain id (or [`NO_DOMAIN`]) and its
-/// matching pods.
-type Slot = (u32, i64);
+/// One node's part in one column: the id of its topology value (or [`NO_DOMAIN`]),
+/// whether it counts for that domain, and its count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    id: u32,
+    counts: bool,
+    count: i64,
+}
+
+impl Slot {
+    const NONE: Slot = Slot {
+        id: NO_DOMAIN,
+        counts: false,
+        count: 0,
+    };
+}
+
+/// What a node gives one column, as [`CountKey::contribute`] says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contribution<'n> {
+    /// The node is in no domain of the column and is not looked up by position.
+    None,
+    /// The node counts `count` for domain `value` (which exists from then on, whatever
+    /// the count).
+    Counts(&'n str, i64),
+    /// The node has topology value `value` but counts for no domain: its value gets an id
+    /// so that [`NodeDomains`] finds the domain's count by the node's position, and the
+    /// domain does not exist for it.
+    Lookup(&'n str),
+}
 
 /// rustc's FxHash: topology values are short strings from node labels, which cluster
 /// administrators control, so a fast hash beats SipHash's flooding resistance here.
@@ -87,9 +114,9 @@ pub trait CountKey: Clone + PartialEq + Send + Sync {
     /// How many columns (count tables) a node contributes to.
     fn columns(&self) -> usize;
 
-    /// Calls `f` exactly [`columns`](Self::columns) times, in column order, with the node's
-    /// domain and its count, or `None` when the node counts for no domain of that column.
-    fn contribute<'n>(&self, node: &'n NodeInfo, f: impl FnMut(Option<(&'n str, i64)>));
+    /// Calls `f` exactly [`columns`](Self::columns) times, in column order, with what the
+    /// node gives that column.
+    fn contribute<'n>(&self, node: &'n NodeInfo, f: impl FnMut(Contribution<'n>));
 }
 
 /// The domains of one column: topology value ↔ id, and per id the nodes counting for
@@ -218,11 +245,6 @@ impl DomainTable {
         }
     }
 
-    /// Whether so many ids lost all their nodes (renamed or removed nodes) that recounting
-    /// from scratch is due.
-    fn is_stale(&self) -> bool {
-        self.values.len() > 2 * self.present + 64
-    }
 }
 
 /// The counts for one key, with each node's contribution.
@@ -235,6 +257,73 @@ struct Entry<K> {
     /// refresh only while one of those is still held.
     slots: Arc<Vec<Slot>>,
     tables: Vec<DomainTable>,
+    /// Per column, how many nodes' slots name each id (counting or looked up), and how
+    /// many ids some slot names: ids no slot names any more are what makes a table stale.
+    refs: Vec<Refs>,
+}
+
+/// How many slots name each id of one column.
+#[derive(Debug, Default)]
+struct Refs {
+    per_id: Vec<u32>,
+    live: usize,
+}
+
+impl Refs {
+    fn add(&mut self, id: u32, sign: i64) {
+        let i = id as usize;
+        if self.per_id.len() <= i {
+            self.per_id.resize(i + 1, 0);
+        }
+        let Some(n) = self.per_id.get_mut(i) else {
+            return;
+        };
+        let before = *n;
+        *n = if sign > 0 {
+            before + 1
+        } else {
+            before.saturating_sub(1)
+        };
+        match (before, *n) {
+            (0, n) if n > 0 => self.live += 1,
+            (b, 0) if b > 0 => self.live -= 1,
+            _ => {}
+        }
+    }
+
+    /// Whether so many of `table`'s ids lost all their nodes (renamed or removed nodes)
+    /// that recounting from scratch is due.
+    fn is_stale(&self, table: &DomainTable) -> bool {
+        table.len() > 2 * self.live + 64
+    }
+}
+
+/// Adds (`sign` 1) or removes (−1) one node's slot to `table` and `refs`.
+fn apply_slot(table: &mut DomainTable, refs: &mut Refs, slot: Slot, sign: i64) {
+    if slot.id == NO_DOMAIN {
+        return;
+    }
+    refs.add(slot.id, sign);
+    if slot.counts {
+        table.apply(slot.id, slot.count, sign);
+    }
+}
+
+/// The slot of `c`, interning its value in `table`.
+fn intern_slot(table: &mut DomainTable, c: Contribution<'_>) -> Slot {
+    match c {
+        Contribution::None => Slot::NONE,
+        Contribution::Counts(value, count) => Slot {
+            id: table.intern(value),
+            counts: true,
+            count,
+        },
+        Contribution::Lookup(value) => Slot {
+            id: table.intern(value),
+            counts: false,
+            count: 0,
+        },
+    }
 }
 
 /// The domain id each node of the snapshot counted for, per column, by the node's
@@ -247,17 +336,27 @@ pub struct NodeDomains {
 }
 
 impl NodeDomains {
-    /// The id of the domain the node at `position` counts for in `column`; `None` when it
-    /// counts for none (or there is no such node).
-    pub fn domain(&self, position: usize, column: usize) -> Option<u32> {
+    fn slot(&self, position: usize, column: usize) -> Option<&Slot> {
         if column >= self.columns {
             return None;
         }
         let i = position.checked_mul(self.columns)?.checked_add(column)?;
-        match self.slots.get(i) {
-            Some(&(id, _)) if id != NO_DOMAIN => Some(id),
-            _ => None,
-        }
+        self.slots.get(i).filter(|s| s.id != NO_DOMAIN)
+    }
+
+    /// The id of the topology value of the node at `position` in `column` (the domain it
+    /// counts for, or the value it was looked up by); `None` when it has none there (or
+    /// there is no such node).
+    pub fn domain(&self, position: usize, column: usize) -> Option<u32> {
+        self.slot(position, column).map(|s| s.id)
+    }
+
+    /// The domain the node at `position` counts for in `column` and its own count; `None`
+    /// when it counts for none.
+    pub fn counted(&self, position: usize, column: usize) -> Option<(u32, i64)> {
+        self.slot(position, column)
+            .filter(|s| s.counts)
+            .map(|s| (s.id, s.count))
     }
 }
 
@@ -315,9 +414,19 @@ impl<K: CountKey> Entry<K> {
                 for node in &nodes[range] {
                     let mut i = 0;
                     key.contribute(node, |c| {
-                        slots.push(match (c, locals.get_mut(i)) {
-                            (Some((value, count)), Some(local)) => (local.id(value), count),
-                            _ => (NO_DOMAIN, 0),
+                        let local = locals.get_mut(i);
+                        slots.push(match (c, local) {
+                            (Contribution::Counts(value, count), Some(local)) => Slot {
+                                id: local.id(value),
+                                counts: true,
+                                count,
+                            },
+                            (Contribution::Lookup(value), Some(local)) => Slot {
+                                id: local.id(value),
+                                counts: false,
+                                count: 0,
+                            },
+                            _ => Slot::NONE,
                         });
                         i += 1;
                     });
@@ -325,6 +434,7 @@ impl<K: CountKey> Entry<K> {
                 (locals, slots)
             });
         let mut tables: Vec<DomainTable> = (0..k).map(|_| DomainTable::default()).collect();
+        let mut refs: Vec<Refs> = (0..k).map(|_| Refs::default()).collect();
         let mut slots = Vec::with_capacity(nodes.len() * k);
         for (locals, chunk_slots) in per_chunk {
             let global: Vec<Vec<u32>> = locals
@@ -333,16 +443,18 @@ impl<K: CountKey> Entry<K> {
                 .map(|(local, table)| local.values.iter().map(|v| table.intern(v)).collect())
                 .collect();
             for node_slots in chunk_slots.chunks(k.max(1)) {
-                for ((&(local, count), table), ids) in
-                    node_slots.iter().zip(tables.iter_mut()).zip(&global)
+                for (((local, table), refs), ids) in node_slots
+                    .iter()
+                    .zip(tables.iter_mut())
+                    .zip(refs.iter_mut())
+                    .zip(&global)
                 {
-                    match ids.get(local as usize) {
-                        Some(&id) => {
-                            table.apply(id, count, 1);
-                            slots.push((id, count));
-                        }
-                        None => slots.push((NO_DOMAIN, 0)),
-                    }
+                    let slot = match ids.get(local.id as usize) {
+                        Some(&id) => Slot { id, ..*local },
+                        None => Slot::NONE,
+                    };
+                    apply_slot(table, refs, slot, 1);
+                    slots.push(slot);
                 }
             }
         }
@@ -351,6 +463,7 @@ impl<K: CountKey> Entry<K> {
             nodes: nodes.to_vec(),
             slots: Arc::new(slots),
             tables,
+            refs,
         }
     }
 
@@ -378,7 +491,11 @@ impl<K: CountKey> Entry<K> {
         }
         if self.nodes.len() != nodes.len()
             || changed.len() * 4 > nodes.len()
-            || self.tables.iter().any(DomainTable::is_stale)
+            || self
+                .refs
+                .iter()
+                .zip(&self.tables)
+                .any(|(refs, table)| refs.is_stale(table))
         {
             *self = Entry::count(self.key.clone(), nodes, parallelizer, min_parallel);
             return;
@@ -389,23 +506,21 @@ impl<K: CountKey> Entry<K> {
             let (Some(node), Some(old)) = (nodes.get(i), slots.get_mut(i * k..(i + 1) * k)) else {
                 continue;
             };
-            for (&(id, count), table) in old.iter().zip(self.tables.iter_mut()) {
-                if id != NO_DOMAIN {
-                    table.apply(id, count, -1);
-                }
+            for ((&slot, table), refs) in old
+                .iter()
+                .zip(self.tables.iter_mut())
+                .zip(self.refs.iter_mut())
+            {
+                apply_slot(table, refs, slot, -1);
             }
             let mut j = 0;
-            let tables = &mut self.tables;
+            let (tables, refs) = (&mut self.tables, &mut self.refs);
             self.key.contribute(node, |c| {
-                let new = match (c, tables.get_mut(j)) {
-                    (Some((value, count)), Some(table)) => {
-                        let id = table.intern(value);
-                        table.apply(id, count, 1);
-                        (id, count)
-                    }
-                    _ => (NO_DOMAIN, 0),
-                };
-                if let Some(slot) = old.get_mut(j) {
+                if let (Some(table), Some(refs), Some(slot)) =
+                    (tables.get_mut(j), refs.get_mut(j), old.get_mut(j))
+                {
+                    let new = intern_slot(table, c);
+                    apply_slot(table, refs, new, 1);
                     *slot = new;
                 }
                 j += 1;
@@ -415,6 +530,38 @@ impl<K: CountKey> Entry<K> {
             }
         }
     }
+}
+
+/// The position in `all` (the snapshot's node list) of each of `nodes`, found by
+/// identity (`Arc::ptr_eq`), so that per-position data can be read for them without
+/// looking at the nodes themselves; `None` for a node not found.
+///
+/// A cycle's feasible nodes are the snapshot's own `Arc`s in snapshot order from some
+/// start, wrapping around: one walk from the first node's position (`first`, looked up by
+/// the caller; 0 when unknown) finds them all, reading only the pointers in `all`. The
+/// walk stops after two laps of `all` (nodes in another order, or not the snapshot's):
+/// the nodes left are `None`.
+pub fn positions(
+    all: &[Arc<NodeInfo>],
+    nodes: &[Arc<NodeInfo>],
+    first: Option<usize>,
+) -> Vec<Option<usize>> {
+    let n = all.len();
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut cursor = if n == 0 { 0 } else { first.unwrap_or(0) % n };
+    let mut budget = 2 * n;
+    for node in nodes {
+        let mut found = None;
+        while budget > 0 && found.is_none() {
+            budget -= 1;
+            if all.get(cursor).is_some_and(|a| Arc::ptr_eq(a, node)) {
+                found = Some(cursor);
+            }
+            cursor = (cursor + 1) % n;
+        }
+        out.push(found);
+    }
+    out
 }
 
 /// The counting keys of the last few workloads, most recently used last.

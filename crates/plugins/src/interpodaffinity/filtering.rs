@@ -13,13 +13,13 @@ use std::sync::{Arc, Mutex};
 
 use framework::types::{AffinityTerm, WeightedAffinityTerm};
 use framework::{
-    CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterExtensions, PreFilterPlugin,
+    CycleState, FilterPlugin, NodeInfo, NodeRow, PodInfo, PreFilterExtensions, PreFilterPlugin,
     PreFilterResult, Snapshot, Status,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::helper::node_cache::{self, DomainTable};
+use crate::helper::node_cache::{self, Contribution, DomainTable, NodeDomains};
 
 use super::{
     affinity_parse_error, incoming_matches_all, incoming_term_matches, resolve_namespaces,
@@ -138,6 +138,26 @@ impl FilterPlugin for InterPodAffinity {
         }
         Status::success()
     }
+
+    /// The same decision, reading the id of each topology value of the node by the row's
+    /// position (a number per key) instead of the node's labels; a row at no position, and
+    /// every node once AddPod/RemovePod changed this cycle's counts, are decided by
+    /// [`filter`](Self::filter).
+    fn filter_with_row(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        row: &NodeRow,
+    ) -> Status {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
+            return missing_state();
+        };
+        match row.index().and_then(|p| s.decide_at(pod, p)) {
+            Some(status) => status,
+            None => self.filter(state, pod, node),
+        }
+    }
 }
 
 impl InterPodAffinity {
@@ -179,13 +199,13 @@ impl InterPodAffinity {
             namespace_labels: namespace_labels.cloned(),
             keys: keys.clone(),
         };
-        let tables = self.existing_cache.tables(
+        let (tables, domains) = self.existing_cache.tables_and_domains(
             key,
             snapshot.node_infos(),
             &self.parallelizer,
             PARALLEL_SCAN_MIN_NODES,
         );
-        PairCounts::new(keys.into_iter().zip(tables).collect())
+        PairCounts::new(keys.into_iter().zip(tables).collect(), domains, 0)
     }
 
     /// Per topology pair, the existing pods matching all of `pod`'s required affinity terms
@@ -211,17 +231,20 @@ impl InterPodAffinity {
         );
         let affinity_keys: Vec<String> = key.affinity_keys.iter().map(|(k, _)| k.clone()).collect();
         let anti_keys = key.anti_keys.clone();
-        let mut tables = self
-            .cache
-            .tables(
-                key,
-                snapshot.node_infos(),
-                &self.parallelizer,
-                PARALLEL_SCAN_MIN_NODES,
-            )
-            .into_iter();
-        let affinity = PairCounts::new(affinity_keys.into_iter().zip(tables.by_ref()).collect());
-        let anti = PairCounts::new(anti_keys.into_iter().zip(tables).collect());
+        let (tables, domains) = self.cache.tables_and_domains(
+            key,
+            snapshot.node_infos(),
+            &self.parallelizer,
+            PARALLEL_SCAN_MIN_NODES,
+        );
+        let mut tables = tables.into_iter();
+        let offset = affinity_keys.len();
+        let affinity = PairCounts::new(
+            affinity_keys.into_iter().zip(tables.by_ref()).collect(),
+            domains.clone(),
+            0,
+        );
+        let anti = PairCounts::new(anti_keys.into_iter().zip(tables).collect(), domains, offset);
         (affinity, anti)
     }
 }
@@ -293,8 +316,9 @@ impl node_cache::CountKey for IncomingKey {
 
     /// Affinity columns: the node's pods matching all affinity terms, times the terms with
     /// that key. Anti-affinity columns: per term with that key, the node's pods matching it,
-    /// summed. `None` where nothing matched or the node lacks the key.
-    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+    /// summed. A node with the key where nothing matched is looked up by its value; only a
+    /// node without the key gives nothing (what Filter reads by position relies on).
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Contribution<'n>)) {
         let labels = node.labels();
         let affinity_hits = if self.affinity_terms.is_empty() {
             0
@@ -308,30 +332,45 @@ impl node_cache::CountKey for IncomingKey {
         };
         for (key, times) in &self.affinity_keys {
             f(match labels.get(key) {
-                Some(value) if affinity_hits > 0 => Some((value.as_str(), affinity_hits * times)),
-                _ => None,
+                Some(value) if affinity_hits > 0 => {
+                    Contribution::Counts(value.as_str(), affinity_hits * times)
+                }
+                Some(value) => Contribution::Lookup(value.as_str()),
+                None => Contribution::None,
             });
         }
         for (column, key) in self.anti_keys.iter().enumerate() {
-            let Some(value) = labels.get(key).filter(|_| !node.pods.is_empty()) else {
-                f(None);
+            let Some(value) = labels.get(key) else {
+                f(Contribution::None);
                 continue;
             };
-            let hits: i64 = self
-                .anti_terms
-                .iter()
-                .zip(&self.anti_namespaces)
-                .zip(&self.anti_columns)
-                .filter(|(_, &c)| c == column)
-                .map(|((term, selected), _)| {
-                    node.pods
-                        .iter()
-                        .filter(|p| incoming_term_matches(term, selected, &p.pod))
-                        .count() as i64
-                })
-                .sum();
-            f((hits > 0).then_some((value.as_str(), hits)));
+            let hits: i64 = if node.pods.is_empty() {
+                0
+            } else {
+                self.anti_terms
+                    .iter()
+                    .zip(&self.anti_namespaces)
+                    .zip(&self.anti_columns)
+                    .filter(|(_, &c)| c == column)
+                    .map(|((term, selected), _)| {
+                        node.pods
+                            .iter()
+                            .filter(|p| incoming_term_matches(term, selected, &p.pod))
+                            .count() as i64
+                    })
+                    .sum()
+            };
+            f(counts_or_lookup(value, hits));
         }
+    }
+}
+
+/// A node's part in a column where only positive counts make a domain.
+fn counts_or_lookup(value: &str, hits: i64) -> Contribution<'_> {
+    if hits > 0 {
+        Contribution::Counts(value, hits)
+    } else {
+        Contribution::Lookup(value)
     }
 }
 
@@ -356,16 +395,13 @@ impl node_cache::CountKey for ExistingKey {
     }
 
     /// Per key, the node's pods' required anti-affinity terms with that key matching the
-    /// incoming pod; `None` where none did or the node lacks the key.
-    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+    /// incoming pod; a node with the key where none did is looked up by its value, a node
+    /// without the key gives nothing.
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Contribution<'n>)) {
         let labels = node.labels();
         for key in &self.keys {
-            if node.pods_with_required_anti_affinity.is_empty() {
-                f(None);
-                continue;
-            }
             let Some(value) = labels.get(key) else {
-                f(None);
+                f(Contribution::None);
                 continue;
             };
             let hits = node
@@ -376,7 +412,7 @@ impl node_cache::CountKey for ExistingKey {
                     t.topology_key == *key && t.matches(&self.probe, self.namespace_labels.as_ref())
                 })
                 .count() as i64;
-            f((hits > 0).then_some((value.as_str(), hits)));
+            f(counts_or_lookup(value, hits));
         }
     }
 }
@@ -502,6 +538,10 @@ pub(super) type CountCache = node_cache::CountCache<IncomingKey>;
 #[derive(Debug, Clone, Default)]
 pub(super) struct PairCounts {
     columns: Vec<(String, DomainTable)>,
+    /// Per column, the id of each node's topology value, by its position in the snapshot;
+    /// column `i` is `domains`' column `offset + i`.
+    domains: NodeDomains,
+    offset: usize,
     /// The cycle's changes, per pair.
     changes: TopologyCounts,
     /// How many pairs have a non-zero count.
@@ -509,15 +549,47 @@ pub(super) struct PairCounts {
 }
 
 impl PairCounts {
-    fn new(columns: Vec<(String, DomainTable)>) -> Self {
+    fn new(columns: Vec<(String, DomainTable)>, domains: NodeDomains, offset: usize) -> Self {
         // The cache only counts nodes with matching pods, so each present domain has a
         // positive count.
         let nonzero = columns.iter().map(|(_, t)| t.present()).sum();
         PairCounts {
             columns,
+            domains,
+            offset,
             changes: TopologyCounts::default(),
             nonzero,
         }
+    }
+
+    /// The column of topology key `key`.
+    fn column(&self, key: &str) -> Option<usize> {
+        self.columns.iter().position(|(k, _)| k == key)
+    }
+
+    /// The count of the pair of the node at `position` in `column`: `Some(None)` when the
+    /// node lacks the column's key; `None` when the position cannot answer (no such column
+    /// or node, or this cycle changed counts, which are kept by value).
+    fn get_at(&self, column: usize, position: usize) -> Option<Option<i64>> {
+        if !self.changes.is_empty() {
+            return None;
+        }
+        let (_, table) = self.columns.get(column)?;
+        Some(
+            self.domains
+                .domain(position, self.offset + column)
+                .map(|id| table.count(id)),
+        )
+    }
+
+    /// [`any_positive_on`](Self::any_positive_on) for the node at `position`; `None` when
+    /// the position cannot answer.
+    fn any_positive_at(&self, position: usize) -> Option<bool> {
+        let mut any = false;
+        for column in 0..self.columns.len() {
+            any |= self.get_at(column, position)?.is_some_and(|n| n > 0);
+        }
+        Some(any)
     }
 
     fn get(&self, key: &str, value: &str) -> i64 {
@@ -605,6 +677,45 @@ pub(super) struct PreFilterState {
 }
 
 impl PreFilterState {
+    /// [`filter`](InterPodAffinity::filter)'s status for the node at `position`, from the
+    /// ids of its topology values; `None` when the position cannot answer.
+    fn decide_at(&self, pod: &PodInfo, position: usize) -> Option<Status> {
+        let mut pods_exist = true;
+        for term in &pod.required_affinity_terms {
+            let column = self.affinity_counts.column(&term.topology_key)?;
+            match self.affinity_counts.get_at(column, position)? {
+                None => return Some(Status::unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)),
+                Some(n) if n <= 0 => pods_exist = false,
+                Some(_) => {}
+            }
+        }
+        if !(pods_exist || (self.affinity_counts.is_empty() && self.matches_own_affinity)) {
+            return Some(Status::unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH));
+        }
+        if !self.anti_affinity_counts.is_empty() {
+            for term in &pod.required_anti_affinity_terms {
+                let column = self.anti_affinity_counts.column(&term.topology_key)?;
+                if self
+                    .anti_affinity_counts
+                    .get_at(column, position)?
+                    .is_some_and(|n| n > 0)
+                {
+                    return Some(Status::unschedulable(
+                        ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
+                    ));
+                }
+            }
+        }
+        if !self.existing_anti_affinity_counts.is_empty()
+            && self.existing_anti_affinity_counts.any_positive_at(position)?
+        {
+            return Some(Status::unschedulable(
+                ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
+            ));
+        }
+        Some(Status::success())
+    }
+
     /// Every affinity term's topology key must be on the node, and each pair must hold a
     /// matching pod; unless no pod anywhere matches and the pod matches its own terms (the
     /// first pod of a group that wants to be together), in which case the keys suffice.

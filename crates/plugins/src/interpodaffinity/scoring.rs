@@ -14,13 +14,13 @@ use std::sync::Arc;
 
 use framework::types::WeightedAffinityTerm;
 use framework::{
-    CycleState, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScoreExtensions, ScorePlugin,
-    Snapshot, Status, MAX_NODE_SCORE,
+    score_rows_with_state, CycleState, NodeInfo, NodeRow, NodeScore, PodInfo, PreScorePlugin,
+    ScoreExtensions, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::helper::node_cache::{self, DomainTable};
+use crate::helper::node_cache::{self, Contribution, DomainTable, NodeDomains};
 
 use super::{
     affinity_parse_error, incoming_term_matches, resolve_namespaces, InterPodAffinity,
@@ -66,7 +66,7 @@ impl PreScorePlugin for InterPodAffinity {
             return Status::skip();
         }
         let keys = key.keys.clone();
-        let tables = self.score_cache.tables(
+        let (tables, domains) = self.score_cache.tables_and_domains(
             key,
             snapshot.node_infos(),
             &self.parallelizer,
@@ -74,6 +74,7 @@ impl PreScorePlugin for InterPodAffinity {
         );
         let summed = PreScoreState {
             columns: keys.into_iter().zip(tables).collect(),
+            domains,
         };
         if summed.is_empty() {
             return Status::skip();
@@ -91,6 +92,31 @@ impl ScorePlugin for InterPodAffinity {
             Some(s) => Ok(s.sum_on(node.labels())),
             None => Err(missing_state()),
         }
+    }
+
+    /// [`score`](Self::score) for each node, reading the ids of its topology values by the
+    /// row's position instead of its labels (a row at no position: by its labels).
+    fn score_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        score_rows_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            rows,
+            out,
+            |s: &PreScoreState, node, row| match row.index() {
+                Some(p) => s.sum_at(p),
+                None => s.sum_on(node.labels()),
+            },
+        )
     }
 
     fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {
@@ -139,9 +165,23 @@ impl ScoreExtensions for InterPodAffinity {
 #[derive(Debug, Clone, Default)]
 pub(super) struct PreScoreState {
     pub(super) columns: Vec<(String, DomainTable)>,
+    /// Per column, the id of each node's topology value, by its position in the snapshot.
+    pub(super) domains: NodeDomains,
 }
 
 impl PreScoreState {
+    /// [`sum_on`](Self::sum_on) for the node at `position`: a node without a column's key
+    /// has no id there and adds nothing.
+    fn sum_at(&self, position: usize) -> i64 {
+        self.columns
+            .iter()
+            .enumerate()
+            .filter_map(|(column, (_, table))| {
+                Some(table.count(self.domains.domain(position, column)?))
+            })
+            .sum()
+    }
+
     /// The sum over the node's pairs.
     fn sum_on(&self, node_labels: &BTreeMap<String, String>) -> i64 {
         self.columns
@@ -306,9 +346,10 @@ impl node_cache::CountKey for ScoreKey {
         self.keys.len()
     }
 
-    /// Per key, the weights summed over the node's pods; `None` where no term with that key
-    /// matched or the node lacks the key.
-    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+    /// Per key, the weights summed over the node's pods; a node with the key where no term
+    /// with that key matched is looked up by its value, a node without the key gives
+    /// nothing (what Score reads by position relies on).
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Contribution<'n>)) {
         let labels = node.labels();
         let has_pods = if self.all_pods {
             !node.pods.is_empty()
@@ -316,22 +357,26 @@ impl node_cache::CountKey for ScoreKey {
             !node.pods_with_affinity.is_empty()
         };
         for key in &self.keys {
-            let Some(value) = labels.get(key).filter(|_| has_pods) else {
-                f(None);
+            let Some(value) = labels.get(key) else {
+                f(Contribution::None);
                 continue;
             };
             let mut sum = 0;
             let mut matched = false;
-            if self.all_pods {
+            if has_pods && self.all_pods {
                 for existing in &node.pods {
                     matched |= self.weigh(existing, key, &mut sum);
                 }
-            } else {
+            } else if has_pods {
                 for existing in &node.pods_with_affinity {
                     matched |= self.weigh(existing, key, &mut sum);
                 }
             }
-            f(matched.then_some((value.as_str(), sum)));
+            f(if matched {
+                Contribution::Counts(value.as_str(), sum)
+            } else {
+                Contribution::Lookup(value.as_str())
+            });
         }
     }
 }

@@ -909,6 +909,7 @@ fn summed(columns: &[(&str, &[(&str, i64)])]) -> scoring::PreScoreState {
             .iter()
             .map(|(key, sums)| (key.to_string(), DomainTable::from_sums(sums)))
             .collect(),
+        domains: Default::default(),
     }
 }
 

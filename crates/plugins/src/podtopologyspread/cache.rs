@@ -10,7 +10,7 @@ use framework::NodeInfo;
 use k8s_openapi::api::core::v1::Toleration;
 
 use super::common::{count_matching, has_all_keys, Constraint, Inclusion, RequiredNodeAffinity};
-use crate::helper::node_cache;
+use crate::helper::node_cache::{self, Contribution};
 
 pub(super) use node_cache::{DomainTable, NodeDomains};
 
@@ -30,8 +30,6 @@ pub(super) struct CountKey {
     /// A node missing some constraint's key counts for none (else it counts under the
     /// empty value for the keys it lacks: system default spreading, when scoring).
     pub require_all_keys: bool,
-    /// Hostname constraints are not counted (Score counts them on the node itself).
-    pub skip_hostname: bool,
 }
 
 impl CountKey {
@@ -41,7 +39,6 @@ impl CountKey {
         affinity: &RequiredNodeAffinity,
         tolerations: &[Toleration],
         require_all_keys: bool,
-        skip_hostname: bool,
     ) -> Self {
         // What no constraint looks at is left out, so that more pods share a key.
         let honors_affinity = constraints.iter().any(|c| c.honor_node_affinity);
@@ -60,7 +57,6 @@ impl CountKey {
                 Vec::new()
             },
             require_all_keys,
-            skip_hostname,
         }
     }
 }
@@ -70,22 +66,24 @@ impl node_cache::CountKey for CountKey {
         self.constraints.len()
     }
 
-    /// Calls `f` once per constraint with the node's domain and its matching pods, or `None`
-    /// when the node counts for no domain of that constraint.
-    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Option<(&'n str, i64)>)) {
+    /// Calls `f` once per constraint with the node's domain and its matching pods, or
+    /// nothing when the node counts for no domain of that constraint. A hostname domain is
+    /// normally the node alone, so its count is the node's own, which is what Score reads
+    /// for hostname constraints.
+    fn contribute<'n>(&self, node: &'n NodeInfo, mut f: impl FnMut(Contribution<'n>)) {
         let labels = node.labels();
         let eligible = !self.require_all_keys || has_all_keys(labels, &self.constraints);
         let mut inclusion = Inclusion::new(&self.affinity, &self.tolerations, node);
         for c in &self.constraints {
-            if !eligible || (self.skip_hostname && c.is_hostname()) || !inclusion.includes(c) {
-                f(None);
+            if !eligible || !inclusion.includes(c) {
+                f(Contribution::None);
                 continue;
             }
             let value = labels.get(&c.topology_key).map_or("", String::as_str);
-            f(Some((
+            f(Contribution::Counts(
                 value,
                 count_matching(&node.pods, &c.selector, &self.namespace),
-            )));
+            ));
         }
     }
 }

@@ -174,7 +174,6 @@ impl PodTopologySpread {
             &affinity,
             pod_tolerations(&pod.pod),
             true,
-            false,
         );
         let (tables, node_domains) = self.cache.tables_and_domains(
             key,

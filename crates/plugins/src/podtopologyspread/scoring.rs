@@ -8,20 +8,21 @@
 //! cluster (through the [`cache`](super::cache)), except for hostname constraints, counted
 //! on the node itself.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use framework::{
-    CycleState, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScoreExtensions, ScorePlugin,
-    Snapshot, Status, MAX_NODE_SCORE,
+    score_rows_with_state, CycleState, NodeInfo, NodeRow, NodeScore, PodInfo, PreScorePlugin,
+    ScoreExtensions, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
 
-use super::cache::{CountKey, DomainTable};
+use super::cache::{CountKey, DomainTable, NodeDomains};
 use super::common::{
     constraints_of, count_matching, has_all_keys, has_own_constraints, Constraint,
     RequiredNodeAffinity, SCHEDULE_ANYWAY,
 };
 use super::{PodTopologySpread, MIN_PARALLEL_NODES};
+use crate::helper::node_cache::positions;
 use crate::helper::taints::pod_tolerations;
 
 /// CycleState key of [`PreScoreState`].
@@ -61,23 +62,34 @@ impl ScorePlugin for PodTopologySpread {
         let s = state
             .read::<Arc<PreScoreState>>(PRE_SCORE_STATE_KEY)
             .ok_or_else(|| Status::error(ERR_NO_PRE_SCORE_STATE))?;
-        let labels = node.labels();
-        if s.is_ignored(labels) {
-            return Ok(0);
-        }
-        let mut score = 0.0_f64;
-        for ((c, counts), weight) in s.constraints.iter().zip(&s.counts).zip(&s.weights) {
-            let Some(value) = labels.get(&c.topology_key) else {
-                continue;
-            };
-            let count = if c.is_hostname() {
-                count_matching(&node.pods, &c.selector, pod.namespace())
-            } else {
-                counts.id(value).map_or(0, |id| counts.count(id))
-            };
-            score += score_for_count(count, c.max_skew, *weight);
-        }
-        Ok(score.round() as i64)
+        Ok(s.score_by_labels(pod, node))
+    }
+
+    /// [`score`](Self::score) for each node, reading its domains by the row's position
+    /// (numbers per constraint) instead of its labels; a node the counts cannot answer for
+    /// (see [`PreScoreState::score_by_position`]) is scored by its labels.
+    fn score_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        score_rows_with_state(
+            self,
+            PRE_SCORE_STATE_KEY,
+            state,
+            pod,
+            nodes,
+            rows,
+            out,
+            |s: &Arc<PreScoreState>, node, row| {
+                row.index()
+                    .and_then(|p| s.score_by_position(p))
+                    .unwrap_or_else(|| s.score_by_labels(pod, node))
+            },
+        )
     }
 
     fn score_extensions(&self) -> Option<&dyn ScoreExtensions> {
@@ -100,13 +112,13 @@ impl ScoreExtensions for PodTopologySpread {
         let mut min = i64::MAX;
         let mut max = 0_i64;
         for ns in scores.iter() {
-            if !s.is_ignored(ns.node.labels()) {
+            if !s.is_ignored(ns.node) {
                 min = min.min(ns.score);
                 max = max.max(ns.score);
             }
         }
         for ns in scores.iter_mut() {
-            ns.score = if s.is_ignored(ns.node.labels()) {
+            ns.score = if s.is_ignored(ns.node) {
                 0
             } else if max == 0 {
                 MAX_NODE_SCORE
@@ -145,34 +157,62 @@ impl PodTopologySpread {
         // still get hostname spreading.
         let require_all_keys = has_own_constraints(&pod.pod) || !self.defaults.system_defaulted;
 
-        // Matching pods per domain over every node of the cluster (hostname constraints
-        // are counted on the node itself, in Score).
+        // Matching pods per domain over every node of the cluster; for hostname
+        // constraints, each node's own count (what Score reads).
         let key = CountKey::new(
             pod.namespace(),
             &constraints,
             &RequiredNodeAffinity::of(&pod.pod),
             pod_tolerations(&pod.pod),
             require_all_keys,
-            true,
         );
-        let tables = self
-            .cache
-            .tables(key, all, &self.handle.parallelizer, MIN_PARALLEL_NODES);
+        let (tables, node_domains) = self.cache.tables_and_domains(
+            key,
+            all,
+            &self.handle.parallelizer,
+            MIN_PARALLEL_NODES,
+        );
+        let empty_ids = tables.iter().map(|t| t.id("")).collect();
+        // Hostname domains are read per node (its own count), never from the table.
+        let counts = constraints
+            .iter()
+            .zip(tables)
+            .map(|(c, t)| if c.is_hostname() { DomainTable::default() } else { t })
+            .collect();
+        let mut s = PreScoreState {
+            constraints,
+            counts,
+            weights: Vec::new(),
+            node_domains,
+            empty_ids,
+            ignored: HashSet::new(),
+        };
 
         // The domains of the feasible nodes give each topology its weight: ids the counts
-        // know, plus values no counted node has (their count is 0).
-        let mut seen: Vec<Vec<bool>> = tables.iter().map(|t| vec![false; t.len()]).collect();
-        let mut unseen: Vec<HashSet<&str>> = constraints.iter().map(|_| HashSet::new()).collect();
-        let mut ignored = 0_usize;
-        for node in filtered {
-            let labels = node.labels();
-            if require_all_keys && !has_all_keys(labels, &constraints) {
-                ignored += 1;
+        // know, plus values no counted node has (their count is 0). A node is read by its
+        // position where the counts answer for it, else by its labels.
+        let mut seen: Vec<Vec<bool>> = s.counts.iter().map(|t| vec![false; t.len()]).collect();
+        let mut unseen: Vec<HashSet<&str>> = s.constraints.iter().map(|_| HashSet::new()).collect();
+        let first = filtered.first().and_then(|n| snapshot.position(n.name()));
+        for (node, position) in filtered.iter().zip(positions(all, filtered, first)) {
+            if let Some(p) = position.filter(|&p| s.answers_for(p)) {
+                for (column, (c, seen)) in s.constraints.iter().zip(seen.iter_mut()).enumerate() {
+                    let id = s.node_domains.counted(p, column).map(|(id, _)| id);
+                    if let Some(flag) = id.filter(|_| !c.is_hostname()).and_then(|id| seen.get_mut(id as usize)) {
+                        *flag = true;
+                    }
+                }
                 continue;
             }
-            for (((c, table), seen), unseen) in constraints
+            let labels = node.labels();
+            if require_all_keys && !has_all_keys(labels, &s.constraints) {
+                s.ignored.insert(node.name().to_string());
+                continue;
+            }
+            for (((c, table), seen), unseen) in s
+                .constraints
                 .iter()
-                .zip(&tables)
+                .zip(&s.counts)
                 .zip(seen.iter_mut())
                 .zip(unseen.iter_mut())
             {
@@ -188,24 +228,21 @@ impl PodTopologySpread {
                 }
             }
         }
-        let weights = constraints
+        let weights = s
+            .constraints
             .iter()
             .zip(seen.iter().zip(&unseen))
             .map(|(c, (seen, unseen))| {
                 let size = if c.is_hostname() {
-                    filtered.len() - ignored
+                    filtered.len() - s.ignored.len()
                 } else {
                     seen.iter().filter(|&&s| s).count() + unseen.len()
                 };
                 topology_normalizing_weight(size)
             })
             .collect();
-        Ok(Some(PreScoreState {
-            constraints,
-            require_all_keys,
-            counts: tables,
-            weights,
-        }))
+        s.weights = weights;
+        Ok(Some(s))
     }
 }
 
@@ -214,24 +251,82 @@ impl PodTopologySpread {
 #[derive(Debug)]
 pub(super) struct PreScoreState {
     pub constraints: Vec<Constraint>,
-    /// Whether a node must carry every topology key to be scored (else it is "ignored").
-    pub require_all_keys: bool,
-    /// Per constraint, matching pods per domain over the whole cluster (nothing for
-    /// hostname constraints). Score reads only the domains of feasible nodes, which is all
-    /// upstream counts.
+    /// Per constraint, matching pods per domain over the whole cluster. Score reads only
+    /// the domains of feasible nodes, which is all upstream counts; for hostname
+    /// constraints it reads each node's own count instead.
     pub counts: Vec<DomainTable>,
     /// Per constraint, `log(number of feasible domains + 2)`: counts in topologies with
     /// fewer domains weigh less.
     pub weights: Vec<f64>,
+    /// The domain (and own count) of each node of the snapshot, per constraint, by
+    /// position.
+    node_domains: NodeDomains,
+    /// Per constraint, the id of the empty topology value, if some node counted for it: a
+    /// node lacking the key counts under it when keys are not all required, so a node of
+    /// that domain is read by its labels to tell the two apart.
+    empty_ids: Vec<Option<u32>>,
+    /// The feasible nodes missing a key when every key is required, by name: they score 0.
+    /// Upstream: preScoreState.IgnoredNodes.
+    pub ignored: HashSet<String>,
 }
 
 impl PreScoreState {
-    /// Upstream's IgnoredNodes: feasible nodes missing a key when every key is required.
-    fn is_ignored(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.require_all_keys && !has_all_keys(labels, &self.constraints)
+    fn is_ignored(&self, node: &NodeInfo) -> bool {
+        !self.ignored.is_empty() && self.ignored.contains(node.name())
+    }
+
+    /// Whether the node at `position` counts for a domain of every constraint, none of them
+    /// the empty value: then it carries every key (so it is not ignored), its domains are
+    /// those of its labels, and its own counts are those of its pods.
+    fn answers_for(&self, position: usize) -> bool {
+        self.empty_ids.iter().enumerate().all(|(column, empty)| {
+            self.node_domains
+                .counted(position, column)
+                .is_some_and(|(id, _)| Some(id) != *empty)
+        })
+    }
+
+    /// The score of the node at `position`, from its domain ids and own counts; `None`
+    /// unless the counts [answer for it](Self::answers_for).
+    fn score_by_position(&self, position: usize) -> Option<i64> {
+        let mut score = 0.0_f64;
+        let columns = self.constraints.iter().zip(&self.counts).zip(&self.weights);
+        for (column, ((c, counts), weight)) in columns.enumerate() {
+            let (id, own) = self.node_domains.counted(position, column)?;
+            if self.empty_ids.get(column).copied().flatten() == Some(id) {
+                return None;
+            }
+            let count = if c.is_hostname() {
+                own
+            } else {
+                counts.count(id)
+            };
+            score += score_for_count(count, c.max_skew, *weight);
+        }
+        Some(score.round() as i64)
+    }
+
+    /// The score of `node` from its labels (and, for hostname constraints, its pods).
+    fn score_by_labels(&self, pod: &PodInfo, node: &NodeInfo) -> i64 {
+        if self.is_ignored(node) {
+            return 0;
+        }
+        let labels = node.labels();
+        let mut score = 0.0_f64;
+        for ((c, counts), weight) in self.constraints.iter().zip(&self.counts).zip(&self.weights) {
+            let Some(value) = labels.get(&c.topology_key) else {
+                continue;
+            };
+            let count = if c.is_hostname() {
+                count_matching(&node.pods, &c.selector, pod.namespace())
+            } else {
+                counts.id(value).map_or(0, |id| counts.count(id))
+            };
+            score += score_for_count(count, c.max_skew, *weight);
+        }
+        score.round() as i64
     }
 }
-
 /// `log(size + 2)`, in 1.09..8.52 for clusters of 1 to 5,000 domains.
 fn topology_normalizing_weight(size: usize) -> f64 {
     ((size + 2) as f64).ln()

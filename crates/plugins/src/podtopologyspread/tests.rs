@@ -1517,7 +1517,8 @@ fn score_without_pre_score_state_is_an_error() {
     );
 }
 
-/// Raw scores of nodes in zone `z` (or without a zone label, `None`: ignored).
+/// Raw scores of nodes in zone `z` (or without a zone label, `None`: ignored), all of them
+/// feasible (PreScore sees them).
 #[rstest]
 #[case::inverted_between_min_and_max(&[(3, Some("z")), (2, Some("z")), (0, Some("z")), (4, Some("z"))], &[25, 50, 100, 0])]
 #[case::all_zero_scores_all_get_the_maximum(&[(0, Some("z")), (0, Some("z"))], &[100, 100])]
@@ -1527,20 +1528,22 @@ fn score_without_pre_score_state_is_an_error() {
 #[case::only_ignored_nodes(&[(3, None)], &[0])]
 fn normalize_score_inverts(#[case] raw: &[(i64, Option<&str>)], #[case] want: &[i64]) {
     let pl = plugin();
-    let nodes: Vec<NodeInfo> = raw
+    let nodes: Vec<Node> = raw
         .iter()
         .enumerate()
         .map(|(i, (_, zone))| match zone {
-            Some(z) => zone_info(&format!("n{i}"), z),
-            None => NodeInfo::new(Arc::new(host(&format!("n{i}")))),
+            Some(z) => zoned(&format!("n{i}"), z),
+            None => host(&format!("n{i}")),
         })
         .collect();
     let mut state = CycleState::new();
-    let snap = snapshot(vec![zoned("n0", "z")], vec![]);
+    let snap = snapshot(nodes, vec![]);
     let pod = incoming(vec![tsc(1, "zone", SOFT, exists("foo"))]).info();
-    let feasible: Vec<Arc<NodeInfo>> = snap.node_infos().to_vec();
+    let feasible: Vec<Arc<NodeInfo>> = (0..raw.len())
+        .filter_map(|i| snap.get(&format!("n{i}")).cloned())
+        .collect();
     assert_eq!(pl.pre_score(&mut state, &pod, &snap, &feasible), ok());
-    let mut scores: Vec<NodeScore<'_>> = nodes
+    let mut scores: Vec<NodeScore<'_>> = feasible
         .iter()
         .zip(raw)
         .map(|(n, &(score, _))| NodeScore { node: n, score })

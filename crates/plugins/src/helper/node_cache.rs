@@ -244,7 +244,6 @@ impl DomainTable {
             _ => {}
         }
     }
-
 }
 
 /// The counts for one key, with each node's contribution.

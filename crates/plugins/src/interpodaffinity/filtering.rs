@@ -707,7 +707,9 @@ impl PreFilterState {
             }
         }
         if !self.existing_anti_affinity_counts.is_empty()
-            && self.existing_anti_affinity_counts.any_positive_at(position)?
+            && self
+                .existing_anti_affinity_counts
+                .any_positive_at(position)?
         {
             return Some(Status::unschedulable(
                 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,

@@ -166,18 +166,21 @@ impl PodTopologySpread {
             pod_tolerations(&pod.pod),
             require_all_keys,
         );
-        let (tables, node_domains) = self.cache.tables_and_domains(
-            key,
-            all,
-            &self.handle.parallelizer,
-            MIN_PARALLEL_NODES,
-        );
+        let (tables, node_domains) =
+            self.cache
+                .tables_and_domains(key, all, &self.handle.parallelizer, MIN_PARALLEL_NODES);
         let empty_ids = tables.iter().map(|t| t.id("")).collect();
         // Hostname domains are read per node (its own count), never from the table.
         let counts = constraints
             .iter()
             .zip(tables)
-            .map(|(c, t)| if c.is_hostname() { DomainTable::default() } else { t })
+            .map(|(c, t)| {
+                if c.is_hostname() {
+                    DomainTable::default()
+                } else {
+                    t
+                }
+            })
             .collect();
         let mut s = PreScoreState {
             constraints,
@@ -198,7 +201,10 @@ impl PodTopologySpread {
             if let Some(p) = position.filter(|&p| s.answers_for(p)) {
                 for (column, (c, seen)) in s.constraints.iter().zip(seen.iter_mut()).enumerate() {
                     let id = s.node_domains.counted(p, column).map(|(id, _)| id);
-                    if let Some(flag) = id.filter(|_| !c.is_hostname()).and_then(|id| seen.get_mut(id as usize)) {
+                    if let Some(flag) = id
+                        .filter(|_| !c.is_hostname())
+                        .and_then(|id| seen.get_mut(id as usize))
+                    {
                         *flag = true;
                     }
                 }

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use framework::testing::{make_node, make_pod, PodBuilder};
 use framework::{
     ActionType, ArgsError, ClusterEvent, CycleState, EventObject, EventResource, Handle, NodeInfo,
-    NodeScore, Parallelizer, PodInfo, PreFilterExtensions, QueueingHint, ScoreExtensions, Snapshot,
-    Status, Workloads,
+    NodeRow, NodeScore, Parallelizer, PodInfo, PreFilterExtensions, QueueingHint, ScoreExtensions,
+    ScorePlugin, Snapshot, Status, Workloads,
 };
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
@@ -1555,10 +1555,6 @@ fn normalize_score_inverts(#[case] raw: &[(i64, Option<&str>)], #[case] want: &[
     );
 }
 
-fn zone_info(name: &str, zone: &str) -> NodeInfo {
-    NodeInfo::new(Arc::new(zoned(name, zone)))
-}
-
 // ---- args ----
 
 fn defaults_of(args: &PodTopologySpreadArgs) -> (Vec<TopologySpreadConstraint>, bool) {
@@ -2067,6 +2063,249 @@ fn filter_by_domain_ids_follows_the_snapshot_across_cycles() {
         let (by_ids, by_labels) = filter_by_ids_and_by_labels(&pl, &state, &pod, &snap);
         got.push(by_ids);
         want.push(by_labels);
+        let node = format!("n{:02}", (step * 5) % 12);
+        let name = format!("q{step}");
+        match step % 4 {
+            0 | 1 => {
+                snap.assume_pod(foo_on(&name, &node).info(), &node);
+            }
+            2 => {
+                snap.remove_pod(
+                    &format!("uid-q{}", step - 2),
+                    &format!("n{:02}", ((step - 2) * 5) % 12),
+                );
+            }
+            _ => {
+                // A node leaves (positions shift), or comes back.
+                let mut list = snap.node_infos().to_vec();
+                if step % 8 == 3 {
+                    list.remove(step % list.len());
+                } else {
+                    list.push(Arc::new(NodeInfo::new(Arc::new(zoned(
+                        &format!("m{step}"),
+                        "zone1",
+                    )))));
+                }
+                snap.set_node_infos(list);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+/// Raw and normalized scores, by node name.
+type ScoreRun = (Status, Vec<(String, i64)>, Vec<(String, i64)>);
+
+/// PreScore, Score and NormalizeScore over the nodes named `feasible` (in that order),
+/// twice: with the snapshot's own nodes and their rows (PreScore finds their positions,
+/// `score_rows` reads the domain ids, as the runtime calls it) and with copies of the nodes
+/// (no position: labels, `score`).
+fn scores_by_ids_and_by_labels(
+    pl: &PodTopologySpread,
+    pod: &PodInfo,
+    snap: &Snapshot,
+    feasible: &[String],
+) -> (ScoreRun, ScoreRun) {
+    let own: Vec<(Arc<NodeInfo>, NodeRow)> = feasible
+        .iter()
+        .filter_map(|n| {
+            let i = snap.position(n)?;
+            Some((snap.node_infos().get(i)?.clone(), *snap.rows().get(i)?))
+        })
+        .collect();
+    let nodes: Vec<Arc<NodeInfo>> = own.iter().map(|(n, _)| n.clone()).collect();
+    let rows: Vec<NodeRow> = own.iter().map(|(_, r)| *r).collect();
+    let copies: Vec<Arc<NodeInfo>> = nodes.iter().map(|n| Arc::new((**n).clone())).collect();
+    let run = |nodes: &[Arc<NodeInfo>], by_ids: bool| -> ScoreRun {
+        let mut state = CycleState::new();
+        let status = pl.pre_score(&mut state, pod, snap, nodes);
+        if !status.is_success() {
+            return (status, Vec::new(), Vec::new());
+        }
+        let mut raw = vec![0; nodes.len()];
+        let scored = if by_ids {
+            pl.score_rows(&state, pod, nodes, &rows, &mut raw)
+        } else {
+            nodes
+                .iter()
+                .zip(raw.iter_mut())
+                .try_for_each(|(n, o)| pl.score(&state, pod, n).map(|s| *o = s))
+        };
+        if let Err(e) = scored {
+            return (e, Vec::new(), Vec::new());
+        }
+        let mut scores: Vec<NodeScore<'_>> = nodes
+            .iter()
+            .zip(&raw)
+            .map(|(n, &score)| NodeScore { node: n, score })
+            .collect();
+        let status = pl.normalize_score(&state, pod, &mut scores);
+        let named = |v: Vec<(&str, i64)>| v.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+        (
+            status,
+            named(
+                nodes
+                    .iter()
+                    .map(|n| n.name())
+                    .zip(raw.iter().copied())
+                    .collect(),
+            ),
+            named(scores.iter().map(|s| (s.name(), s.score)).collect()),
+        )
+    };
+    (run(&nodes, true), run(&copies, false))
+}
+
+/// `snap` with the `zone` label of its nodes renamed to the well-known zone key (the one
+/// system default spreading uses).
+fn with_standard_zones(snap: Snapshot) -> Snapshot {
+    let nodes = snap
+        .node_infos()
+        .iter()
+        .map(|n| {
+            let mut node = n.node().clone();
+            if let Some(labels) = node.metadata.labels.as_mut() {
+                if let Some(zone) = labels.remove("zone") {
+                    labels.insert(LABEL_TOPOLOGY_ZONE.to_string(), zone);
+                }
+            }
+            Arc::new(node)
+        })
+        .collect();
+    let pods: Vec<Arc<PodInfo>> = snap
+        .node_infos()
+        .iter()
+        .flat_map(|n| n.pods.iter().cloned())
+        .collect();
+    Snapshot::new(nodes, pods)
+}
+
+/// The snapshot's node names from position `start` on, wrapping, every `step`-th: a
+/// feasible list as the runtime makes it (a rotating start, nodes left out).
+fn rotated(snap: &Snapshot, start: usize, step: usize) -> Vec<String> {
+    let all = snap.node_infos();
+    (0..all.len())
+        .map(|i| (start + i) % all.len())
+        .filter(|i| i % step.max(1) == 0 || *i == start)
+        .filter_map(|i| all.get(i).map(|n| n.name().to_string()))
+        .collect()
+}
+
+#[rstest]
+#[case::zone_and_hostname(
+    plugin(),
+    spread(make_pod("p").label("foo", ""), vec![
+        tsc(1, "zone", SOFT, exists("foo")),
+        tsc(2, LABEL_HOSTNAME, SOFT, exists("foo")),
+    ]),
+    Workloads::default(),
+    id_fixture()
+)]
+#[case::node_selector_leaves_out_a_node(
+    plugin(),
+    spread(make_pod("p").label("foo", ""), vec![tsc(1, "zone", SOFT, exists("foo"))])
+        .node_selector("disk", "ssd"),
+    Workloads::default(),
+    id_fixture()
+)]
+#[case::taints_honored(
+    plugin(),
+    spread(make_pod("p").label("foo", ""), vec![TopologySpreadConstraint {
+        node_taints_policy: Some("Honor".into()),
+        ..tsc(1, "zone", SOFT, exists("foo"))
+    }]),
+    Workloads::default(),
+    id_fixture()
+)]
+#[case::system_defaults_with_a_node_without_a_zone(
+    plugin(),
+    owned_by(make_pod("p").label("foo", "tar"), "apps/v1", "ReplicaSet", "rs1"),
+    Workloads { replica_sets: in_default(vec![replica_set("rs1", exists("foo"))]), ..Default::default() },
+    with_standard_zones(id_fixture())
+)]
+#[case::system_defaults_without_zone_labels(
+    plugin(),
+    owned_by(make_pod("p").label("foo", "tar"), "apps/v1", "ReplicaSet", "rs1"),
+    Workloads { replica_sets: in_default(vec![replica_set("rs1", exists("foo"))]), ..Default::default() },
+    id_fixture()
+)]
+#[case::list_defaults_requiring_every_key(
+    list_defaults(json!([
+        {"maxSkew": 1, "topologyKey": LABEL_HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"},
+        {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
+    ])),
+    owned_by(make_pod("p").label("foo", "tar"), "apps/v1", "ReplicaSet", "rs1"),
+    Workloads { replica_sets: in_default(vec![replica_set("rs1", exists("foo"))]), ..Default::default() },
+    id_fixture()
+)]
+fn score_by_domain_ids_equals_score_by_labels(
+    #[case] pl: PodTopologySpread,
+    #[case] pod: PodBuilder,
+    #[case] workloads: Workloads,
+    #[case] fixture: Snapshot,
+) {
+    let snap = with_workloads(fixture, workloads);
+    let pod = pod.info();
+    let runs: Vec<(ScoreRun, ScoreRun)> = [(0, 1), (3, 1), (5, 2)]
+        .iter()
+        .map(|&(start, step)| {
+            scores_by_ids_and_by_labels(&pl, &pod, &snap, &rotated(&snap, start, step))
+        })
+        .collect();
+    let (by_ids, by_labels): (Vec<ScoreRun>, Vec<ScoreRun>) = runs.into_iter().unzip();
+    assert_eq!(by_ids, by_labels);
+    // The fixture's matching pods make the scores differ between nodes.
+    assert!(by_ids
+        .iter()
+        .any(|(_, raw, _)| raw.iter().any(|(_, s)| *s != raw[0].1)));
+}
+
+/// One plugin kept across cycles scores by ids as by labels while pods land and leave and
+/// nodes come and go (the counts refreshed for the changed nodes, or recounted), for the
+/// pod's own constraints and for system defaults.
+#[test]
+fn score_by_domain_ids_follows_the_snapshot_across_cycles() {
+    let nodes = (0..12)
+        .map(|i| {
+            if i == 7 {
+                host("n07")
+            } else {
+                zoned(&format!("n{i:02}"), &format!("zone{}", i % 3))
+            }
+        })
+        .collect();
+    let workloads = Workloads {
+        replica_sets: in_default(vec![replica_set("rs1", exists("foo"))]),
+        ..Default::default()
+    };
+    let mut snap = with_workloads(
+        snapshot(nodes, vec![foo_on("p0", "n00"), foo_on("p1", "n04")]),
+        workloads.clone(),
+    );
+    let own = spread(
+        make_pod("s").label("foo", ""),
+        vec![
+            tsc(1, "zone", SOFT, exists("foo")),
+            tsc(2, LABEL_HOSTNAME, SOFT, exists("foo")),
+        ],
+    )
+    .info();
+    let defaulted = owned_by(
+        make_pod("d").label("foo", "tar"),
+        "apps/v1",
+        "ReplicaSet",
+        "rs1",
+    )
+    .info();
+    let pl = plugin();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for step in 0..24_usize {
+        for pod in [&own, &defaulted] {
+            let feasible = rotated(&snap, step * 7, 1 + step % 3);
+            let (by_ids, by_labels) = scores_by_ids_and_by_labels(&pl, pod, &snap, &feasible);
+            got.push(by_ids);
+            want.push(by_labels);
+        }
         let node = format!("n{:02}", (step * 5) % 12);
         let name = format!("q{step}");
         match step % 4 {

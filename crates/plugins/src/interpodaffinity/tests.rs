@@ -4,7 +4,8 @@ use std::sync::Arc;
 use framework::testing::{make_node, make_pod, NodeBuilder, PodBuilder};
 use framework::{
     ActionType, ArgsError, ClusterEvent, CycleState, EventObject, EventResource, Handle, NodeInfo,
-    NodeScore, Parallelizer, PreFilterExtensions, QueueingHint, ScoreExtensions, Snapshot, Status,
+    NodeScore, Parallelizer, PreFilterExtensions, QueueingHint, ScoreExtensions, ScorePlugin,
+    Snapshot, Status,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Node, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec,
@@ -1516,4 +1517,203 @@ fn cached_sums_equal_fresh_sums_across_cycles() {
         .any(|v| v.0.is_success() && v.2.iter().any(|&s| s != 0)));
     assert!(got.iter().any(|v| v.1.iter().any(|p| p.2 == 0)));
     assert!(got.iter().any(|v| v.0 == Status::skip()));
+}
+
+// ---- by topology-value ids ----
+
+/// Filter on every node of `snap`, by the ids of the rows' positions (`filter_with_row`,
+/// as the runtime calls it) and by the nodes' labels (`filter`).
+fn filter_by_ids_and_by_labels(
+    pl: &InterPodAffinity,
+    state: &CycleState,
+    pod: &PodInfo,
+    snap: &Snapshot,
+) -> (Vec<Status>, Vec<Status>) {
+    let nodes = snap.node_infos();
+    (
+        nodes
+            .iter()
+            .zip(snap.rows())
+            .map(|(n, row)| pl.filter_with_row(state, pod, n, row))
+            .collect(),
+        nodes.iter().map(|n| pl.filter(state, pod, n)).collect(),
+    )
+}
+
+/// Every node's raw score, by the ids of the rows' positions (`score_rows`) and by the
+/// nodes' labels (`score`).
+fn score_by_ids_and_by_labels(
+    pl: &InterPodAffinity,
+    state: &CycleState,
+    pod: &PodInfo,
+    snap: &Snapshot,
+) -> (Result<Vec<i64>, Status>, Result<Vec<i64>, Status>) {
+    let nodes = snap.node_infos();
+    let mut by_ids = vec![0; nodes.len()];
+    let by_ids = pl
+        .score_rows(state, pod, nodes, snap.rows(), &mut by_ids)
+        .map(|()| by_ids);
+    let by_labels = nodes.iter().map(|n| pl.score(state, pod, n)).collect();
+    (by_ids, by_labels)
+}
+
+/// Nine nodes in three zones with hostname labels, one with only a hostname label and one
+/// with no label at all. Zones are numbered apart from the hosts (three neighbours per
+/// zone), so that reading one key's id in another key's column shows.
+fn id_nodes() -> Vec<NodeBuilder> {
+    (0..9)
+        .map(|i| zoned(&format!("n{i}"), &format!("z{}", i / 3)).label(HOST, &format!("n{i}")))
+        .chain([
+            make_node("host-only").label(HOST, "host-only"),
+            make_node("bare"),
+        ])
+        .collect()
+}
+
+/// Changes the snapshot as cycles do: pods (with and without anti-affinity) land and leave,
+/// and a node leaves (positions shift) or joins.
+fn next_cycle(snap: &mut Snapshot, step: usize) {
+    let node = format!("n{}", (step * 5) % 9);
+    let name = format!("q{step}");
+    let app = ["db", "web", "cache"][step % 3];
+    match step % 5 {
+        0 | 1 => {
+            snap.assume_pod(running(&name, app, &node).info(), &node);
+        }
+        2 => {
+            let repelling = running(&name, "api", &node).anti_affinity(vec![
+                term(&[("app", "web")], HOST),
+                term(&[("app", app)], ZONE),
+            ]);
+            snap.assume_pod(repelling.info(), &node);
+        }
+        3 => {
+            snap.remove_pod(
+                &format!("default/q{}", step - 3),
+                &format!("n{}", ((step - 3) * 5) % 9),
+            );
+        }
+        _ => {
+            let mut list = snap.node_infos().to_vec();
+            if step % 10 == 4 {
+                list.remove(step % list.len());
+            } else {
+                let joined = zoned(&format!("m{step}"), "z1").label(HOST, &format!("m{step}"));
+                list.push(Arc::new(NodeInfo::new(Arc::new(joined.obj()))));
+            }
+            snap.set_node_infos(list);
+        }
+    }
+}
+
+/// One plugin kept across cycles decides by ids as by labels for pods with required
+/// affinity, anti-affinity, both, or none (existing pods' anti-affinity only), also after
+/// AddPod and RemovePod changed the cycle's counts, while the snapshot changes.
+#[test]
+fn filter_by_topology_ids_decides_as_by_labels_across_cycles() {
+    let mut snap = snapshot(
+        &id_nodes(),
+        vec![
+            running("d0", "db", "n0"),
+            running("w0", "web", "n1"),
+            running("c0", "cache", "host-only"),
+            running("a0", "api", "n2").anti_affinity(vec![term(&[("app", "web")], ZONE)]),
+            running("a1", "api", "n4").anti_affinity(vec![term(&[("app", "web")], HOST)]),
+        ],
+    );
+    let incoming = [
+        web().affinity(vec![term(&[("app", "db")], ZONE)]),
+        web().anti_affinity(vec![term(&[("app", "web")], HOST)]),
+        web()
+            .affinity(vec![term(&[("app", "db")], ZONE)])
+            .anti_affinity(vec![
+                term(&[("app", "cache")], ZONE),
+                term(&[("app", "web")], HOST),
+            ]),
+        web().affinity(vec![term(&[("app", "web")], HOST)]),
+        // Affinity and anti-affinity over different keys: columns of their own.
+        web()
+            .affinity(vec![term(&[("app", "web")], HOST)])
+            .anti_affinity(vec![term(&[("app", "cache")], ZONE)]),
+        web(),
+    ]
+    .map(PodBuilder::info);
+    let extra = running("extra", "web", "n0").info();
+    let pl = plugin();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for step in 0..25_usize {
+        for pod in &incoming {
+            let mut state = CycleState::new();
+            let (_, status) = pl.pre_filter(&mut state, pod, &snap);
+            let fresh = filter_by_ids_and_by_labels(&pl, &state, pod, &snap);
+            let mut changed = state.clone();
+            let nodes = snap.node_infos();
+            if let (Some(first), Some(last)) = (nodes.first(), nodes.last()) {
+                let _ = pl.add_pod(&mut changed, pod, &extra, first);
+                if let Some(gone) = last.pods.first() {
+                    let _ = pl.remove_pod(&mut changed, pod, gone, last);
+                }
+            }
+            let after = filter_by_ids_and_by_labels(&pl, &changed, pod, &snap);
+            got.push((status.clone(), fresh.0, after.0));
+            want.push((status, fresh.1, after.1));
+        }
+        next_cycle(&mut snap, step);
+    }
+    assert_eq!(got, want);
+    // Each kind of rejection happened.
+    for reject in [affinity_no(), anti_no(), existing_no()] {
+        assert!(got.iter().flat_map(|g| &g.1).any(|s| *s == reject));
+    }
+}
+
+/// One plugin kept across cycles scores by ids as by labels for pods with preferred
+/// affinity, anti-affinity, weights that cancel, or none (existing pods' terms only),
+/// while the snapshot changes.
+#[test]
+fn score_by_topology_ids_equals_score_by_labels_across_cycles() {
+    let mut snap = snapshot(
+        &id_nodes(),
+        vec![
+            running("d0", "db", "n0"),
+            running("w0", "web", "n1"),
+            running("c0", "cache", "host-only"),
+            running("a0", "api", "n2").affinity(vec![term(&[("app", "web")], ZONE)]),
+            running("p0", "api", "n7")
+                .preferred_anti_affinity(vec![(3, term(&[("app", "web")], HOST))]),
+        ],
+    );
+    let incoming = [
+        web().preferred_affinity(vec![(5, term(&[("app", "db")], ZONE))]),
+        web().preferred_anti_affinity(vec![
+            (2, term(&[("app", "db")], ZONE)),
+            (4, term(&[("app", "web")], HOST)),
+        ]),
+        web()
+            .preferred_affinity(vec![(5, term(&[("app", "db")], HOST))])
+            .preferred_anti_affinity(vec![(5, term(&[("app", "db")], HOST))]),
+        web(),
+    ]
+    .map(PodBuilder::info);
+    let pl = plugin();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for step in 0..25_usize {
+        for pod in &incoming {
+            let mut state = CycleState::new();
+            let status = pl.pre_score(&mut state, pod, &snap, snap.node_infos());
+            let (by_ids, by_labels) = score_by_ids_and_by_labels(&pl, &state, pod, &snap);
+            got.push((status.clone(), by_ids));
+            want.push((status, by_labels));
+        }
+        next_cycle(&mut snap, step);
+    }
+    assert_eq!(got, want);
+    // Scores differed between nodes, both ways.
+    let scores: Vec<i64> = got
+        .iter()
+        .filter_map(|g| g.1.as_ref().ok())
+        .flatten()
+        .copied()
+        .collect();
+    assert!(scores.iter().any(|&s| s > 0) && scores.iter().any(|&s| s < 0));
 }

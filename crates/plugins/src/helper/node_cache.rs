@@ -633,3 +633,43 @@ impl<K: CountKey> CountCache<K> {
         (tables, domains)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use framework::testing::make_node;
+    use rstest::rstest;
+
+    fn nodes(n: usize) -> Vec<Arc<NodeInfo>> {
+        (0..n)
+            .map(|i| Arc::new(make_node(&format!("n{i}")).info_with(&[])))
+            .collect()
+    }
+
+    #[rstest]
+    #[case::every_node_in_order(&[0, 1, 2, 3, 4], Some(0), vec![Some(0), Some(1), Some(2), Some(3), Some(4)])]
+    #[case::from_a_rotating_start_wrapping(&[3, 4, 0, 1], Some(3), vec![Some(3), Some(4), Some(0), Some(1)])]
+    #[case::some_left_out(&[4, 1, 2], Some(4), vec![Some(4), Some(1), Some(2)])]
+    #[case::start_unknown(&[2, 3], None, vec![Some(2), Some(3)])]
+    #[case::out_of_order_within_two_laps(&[3, 1, 4], Some(3), vec![Some(3), Some(1), Some(4)])]
+    #[case::first_hint_wrong(&[1, 2], Some(4), vec![Some(1), Some(2)])]
+    fn positions_are_found_by_identity(
+        #[case] picked: &[usize],
+        #[case] first: Option<usize>,
+        #[case] want: Vec<Option<usize>>,
+    ) {
+        let all = nodes(5);
+        let subset: Vec<Arc<NodeInfo>> = picked.iter().map(|&i| all[i].clone()).collect();
+        assert_eq!(positions(&all, &subset, first), want);
+    }
+
+    /// A copy of a node is not the node: it has no position, and the walk gives up on the
+    /// rest after two laps instead of scanning the list once per node.
+    #[test]
+    fn a_node_not_in_the_list_ends_the_walk() {
+        let all = nodes(4);
+        let copy = Arc::new((*all[1]).clone());
+        let subset = vec![all[0].clone(), copy, all[2].clone()];
+        assert_eq!(positions(&all, &subset, Some(0)), vec![Some(0), None, None]);
+    }
+}

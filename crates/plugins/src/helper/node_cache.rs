@@ -20,7 +20,7 @@
 //! Memory: a [`CountCache`] keeps at most [`CAPACITY`] keys (least recently used dropped
 //! first). Per key: one `Arc` per node (8 bytes), 16 bytes per node and column for its
 //! contribution, and per column its domain values (one `String` per distinct value, twice)
-//! with two numbers each: at 5,000 nodes and one hostname column, about 0.5 MB per key.
+//! with three numbers each: at 5,000 nodes and one hostname column, about 0.6 MB per key.
 //! Besides, a key keeps alive the versions of the nodes changed since it was last used
 //! (the snapshot has replaced them) until its next use or eviction: at most one stale
 //! `NodeInfo` per node and key.

@@ -5,8 +5,10 @@
 //! `matching pods in its domain × log(domains + 2) + (maxSkew − 1)`; NormalizeScore inverts
 //! it so that the emptiest domains score highest.
 //! Domains are those of the feasible nodes; their counts come from every node of the
-//! cluster (through the [`cache`](super::cache)), except for hostname constraints, counted
-//! on the node itself.
+//! cluster (through the [`cache`](super::cache)), except for hostname constraints, whose
+//! count is the node's own. Both are read by the node's position in the snapshot (domain
+//! ids and own counts the cache keeps per node), and from the node's labels and pods only
+//! where those cannot answer.
 
 use std::collections::HashSet;
 use std::sync::Arc;

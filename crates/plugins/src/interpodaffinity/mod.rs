@@ -6,7 +6,8 @@
 //!
 //! Upstream: pkg/scheduler/framework/plugins/interpodaffinity (plugin.go, filtering.go,
 //! scoring.go). PreFilter counts, once per pod, the matching pods of every topology pair;
-//! Filter then only looks the node's label values up in those counts. PreScore sums the
+//! Filter then only looks the node's pairs up in those counts, by the ids of its topology
+//! values kept per node position (its labels where the ids cannot answer). PreScore sums the
 //! weights per topology pair the same way and Score reads the node's pairs back.
 //!
 //! PreFilter's counts are kept across cycles (two caches of [`CAPACITY`] keys each, see

@@ -164,7 +164,8 @@ enum Command {
     /// objects through it with kube-rs, and schedules with `kubesched run`'s own code path
     /// (informers, the binding subresource; client QPS raised to 5,000 as upstream's
     /// benchmark does); `in-process` drives the scheduler directly (an in-memory cluster, the
-    /// default profile, the real plugins).
+    /// default profile, the real plugins). --config and --feature-gates set up kubesched's
+    /// scheduler in both modes (your profile, your plugins when built as a library).
     ///
     /// --scheduler-command "CMD" is a third mode (`external` in the report; not a --mode
     /// value, since it takes the command): the local API server as in `http`, and the
@@ -183,13 +184,15 @@ enum Command {
     ///   kubesched bench --workload SchedulingBasic
     ///   kubesched bench --mode in-process --workload all -o json > bench.json
     ///   kubesched bench --mode in-process --workload TopologySpreading --nodes 500 --pods 1000
+    ///   kubesched bench --mode in-process --workload SchedulingBasic \
+    ///     --config my-profile.yaml --feature-gates OpportunisticBatching=false
     ///   kubesched bench --workload SchedulingBasic --compare \
     ///     --scheduler-command "kube-scheduler --config={config} --secure-port=0"
     ///   kubesched bench --workload SchedulingBasic \
     ///     --scheduler-command "kubesched run --config {config} --port 0"
     ///
     /// Exit status: 0 when every workload ran (skipped ones included), 1 when one timed
-    /// out, 2 for invalid flags.
+    /// out, 2 for invalid flags or a configuration that cannot run the workloads.
     #[command(verbatim_doc_comment)]
     Bench(BenchArgs),
     /// Scripted scenarios: apply objects, change them, wait for the scheduler and check
@@ -297,6 +300,17 @@ struct BenchArgs {
     /// Record every attempt, explained, as `up --web` does (to measure what it costs).
     #[arg(long)]
     record_decisions: bool,
+    /// A KubeSchedulerConfiguration for kubesched's scheduler (in-process and http
+    /// modes; with --scheduler-command, only with --compare). It needs a profile for
+    /// default-scheduler, which the workloads' pods name. Without it, upstream's default
+    /// profile. In http mode, clientConnection qps/burst are 5000 whatever it says, and
+    /// leader election is off.
+    #[arg(long, value_name = "CONFIG")]
+    config: Option<PathBuf>,
+    /// Feature gates of kubesched's scheduler, as for `run`: `Name=bool,...`, e.g.
+    /// OpportunisticBatching=false.
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    feature_gates: scheduler::features::FeatureGates,
     /// Nodes of the workload's main node group (default: upstream's size).
     #[arg(long, value_name = "N")]
     nodes: Option<usize>,
@@ -619,7 +633,7 @@ impl SchedulerCommand {
             Command::Apiserver(args) => run_apiserver(args),
             Command::Run(args) => run_scheduler(args, &registry),
             Command::Up(args) => run_up(args, &registry),
-            Command::Bench(args) => run_bench(args),
+            Command::Bench(args) => run_bench(args, &registry),
             Command::Scenario(ScenarioCommand::Run(args)) => scenario::run_files(
                 &args.files,
                 args.kubeconfig.as_deref(),
@@ -1089,8 +1103,39 @@ fn run_simulate(args: SimulateArgs, registry: &Registry) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+fn run_bench(args: BenchArgs, registry: &Registry) -> anyhow::Result<()> {
     use std::io::Write;
+    if args.scheduler_command.is_some()
+        && !args.compare
+        && (args.config.is_some() || args.feature_gates != Default::default())
+    {
+        return Err(UsageError(
+            "--config and --feature-gates configure kubesched's own scheduler; with \
+             --scheduler-command they need --compare (give the command its own flags)"
+                .into(),
+        )
+        .into());
+    }
+    let scheduler = match &args.config {
+        None => bench::SchedulerSetup {
+            feature_gates: args.feature_gates,
+            ..Default::default()
+        },
+        Some(path) => {
+            let (cfg, source) = load_config(Some(path), registry)?;
+            let (setup, warnings) = bench::SchedulerSetup::with_config(
+                cfg,
+                source,
+                registry.clone(),
+                args.feature_gates,
+            )
+            .map_err(|e| UsageError(e.to_string()))?;
+            for w in warnings {
+                eprintln!("warning: {w}");
+            }
+            setup
+        }
+    };
     let workloads: Vec<&bench::Workload> = if args.workload == "all" {
         bench::WORKLOADS.iter().collect()
     } else {
@@ -1099,6 +1144,7 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     let options = bench::RunOptions {
         timeout: std::time::Duration::from_secs(args.timeout),
         record_decisions: args.record_decisions,
+        scheduler,
     };
     let show_progress = std::io::stderr().is_terminal();
     let mut reports = Vec::new();
@@ -1145,7 +1191,8 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
                     &options,
                     &mut progress,
                     &|| {
-                        Ok(std::sync::Arc::new(bench::http::Http::with_decisions(
+                        Ok(std::sync::Arc::new(bench::http::Http::with_setup(
+                            &options.scheduler,
                             args.record_decisions,
                         )?) as _)
                     },

@@ -17,11 +17,10 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use scheduler::app::{self, RunOptions as AppOptions};
-use scheduler::config;
 use scheduler::Scheduler;
 use tokio::sync::oneshot;
 
-use crate::in_process::Target;
+use crate::in_process::{SchedulerSetup, Target};
 use crate::objects::Object;
 use crate::recorder::BenchRecorder;
 use crate::BenchError;
@@ -90,30 +89,33 @@ impl Http {
     /// `record_decisions`: the scheduler keeps an explained decision log and serves the
     /// web view (as `up` does), to measure what that costs.
     pub fn with_decisions(record_decisions: bool) -> Result<Http, BenchError> {
+        Http::with_setup(&SchedulerSetup::default(), record_decisions)
+    }
+
+    /// The scheduler `setup` describes, as `kubesched run` would run it, but with client
+    /// QPS and burst raised to 5,000 and without leader election (as upstream's
+    /// scheduler_perf); `record_decisions` as for [`with_decisions`](Self::with_decisions).
+    pub fn with_setup(setup: &SchedulerSetup, record_decisions: bool) -> Result<Http, BenchError> {
         let (rt, server, client) = start_api()?;
-        let mut cfg = config::load_str(
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
-            "default configuration",
-        )?;
+        let (mut cfg, source, registry) = setup.resolve()?;
         cfg.client_connection.qps = CLIENT_QPS;
         cfg.client_connection.burst = CLIENT_BURST;
         let recorder = Arc::new(BenchRecorder::default());
         let options = AppOptions {
             config: cfg,
-            config_source: "default configuration".into(),
+            config_source: source,
             bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
             leader_election: None,
             seed: 1,
             extra_metrics: Some(recorder.clone()),
             decisions: record_decisions.then(scheduler::decisions::Decisions::default),
             simulator_annotations: false,
-            feature_gates: scheduler::features::FeatureGates::default(),
+            feature_gates: setup.feature_gates,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let (started_tx, started_rx) = oneshot::channel::<Scheduler>();
         let run_client = client.clone();
         let run: BoxedRun = Box::pin(async move {
-            let registry = plugins::in_tree_registry();
             let mut started_tx = Some(started_tx);
             app::run(
                 run_client,

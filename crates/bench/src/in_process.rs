@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use scheduler::config;
+use plugins::Registry;
+use scheduler::config::{self, KubeSchedulerConfiguration};
+use scheduler::features::FeatureGates;
 use scheduler::memory::MemoryCluster;
 use scheduler::source::{Change, ObjectEvent};
 use scheduler::{Scheduler, SchedulerBuilder};
@@ -51,13 +53,15 @@ const DRAIN: Duration = Duration::from_secs(10);
 const MIN_PARTIAL_SAMPLE: Duration = Duration::from_millis(500);
 
 /// Settings of a run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// Budget of the whole run (initial pods included).
     pub timeout: Duration,
     /// Whether the scheduler records every attempt, explained (the web view's decision
     /// log), as `up` does by default.
     pub record_decisions: bool,
+    /// The scheduler kubesched runs (in-process and http modes).
+    pub scheduler: SchedulerSetup,
 }
 
 impl Default for RunOptions {
@@ -65,7 +69,86 @@ impl Default for RunOptions {
         RunOptions {
             timeout: Duration::from_secs(300),
             record_decisions: false,
+            scheduler: SchedulerSetup::default(),
         }
+    }
+}
+
+/// The scheduler kubesched runs for a workload: a configuration (upstream's default
+/// profile when none is given), the plugins it may name, and its feature gates.
+#[derive(Clone, Default)]
+pub struct SchedulerSetup {
+    /// The configuration and where it came from (a file path, for messages).
+    pub config: Option<(KubeSchedulerConfiguration, String)>,
+    /// The plugins the configuration may name; the in-tree ones when `None`.
+    pub registry: Option<Registry>,
+    pub feature_gates: FeatureGates,
+}
+
+impl SchedulerSetup {
+    /// A user's configuration (`source` names it in messages). The workloads' pods are
+    /// default-scheduler's, so a configuration without that profile is refused. Returns
+    /// the warnings to show: client QPS and burst the file sets, which the benchmark
+    /// replaces.
+    pub fn with_config(
+        config: KubeSchedulerConfiguration,
+        source: impl Into<String>,
+        registry: Registry,
+        feature_gates: FeatureGates,
+    ) -> Result<(SchedulerSetup, Vec<String>), BenchError> {
+        let source = source.into();
+        if !config
+            .profiles
+            .iter()
+            .any(|p| p.scheduler_name() == config::defaults::SCHEDULER_NAME)
+        {
+            return Err(BenchError::Setup(format!(
+                "{source}: no profile has schedulerName {:?}, the scheduler of the \
+                 workloads' pods",
+                config::defaults::SCHEDULER_NAME
+            )));
+        }
+        let mut warnings = Vec::new();
+        let cc = &config.client_connection;
+        if cc.qps != config::defaults::QPS || cc.burst != config::defaults::BURST {
+            warnings.push(format!(
+                "{source}: clientConnection.qps {} and burst {} are replaced by {} and {} in \
+                 http mode, as upstream's scheduler_perf raises them",
+                cc.qps,
+                cc.burst,
+                crate::http::CLIENT_QPS,
+                crate::http::CLIENT_BURST
+            ));
+        }
+        Ok((
+            SchedulerSetup {
+                config: Some((config, source)),
+                registry: Some(registry),
+                feature_gates,
+            },
+            warnings,
+        ))
+    }
+
+    /// The configuration, the name it is reported under, and the registry.
+    pub(crate) fn resolve(
+        &self,
+    ) -> Result<(KubeSchedulerConfiguration, String, Registry), BenchError> {
+        let (cfg, source) = match &self.config {
+            Some((cfg, source)) => (cfg.clone(), source.clone()),
+            None => (
+                config::load_str(
+                    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+                    "default configuration",
+                )?,
+                "default configuration".to_string(),
+            ),
+        };
+        let registry = self
+            .registry
+            .clone()
+            .unwrap_or_else(plugins::in_tree_registry);
+        Ok((cfg, source, registry))
     }
 }
 
@@ -124,10 +207,16 @@ impl InProcess {
     /// `record_decisions`: the scheduler keeps an explained decision log, to measure what
     /// that costs.
     pub fn with_decisions(record_decisions: bool) -> Result<InProcess, BenchError> {
-        let cfg = config::load_str(
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
-            "default configuration",
-        )?;
+        InProcess::with_setup(&SchedulerSetup::default(), record_decisions)
+    }
+
+    /// The scheduler `setup` describes; `record_decisions` as for
+    /// [`with_decisions`](Self::with_decisions).
+    pub fn with_setup(
+        setup: &SchedulerSetup,
+        record_decisions: bool,
+    ) -> Result<InProcess, BenchError> {
+        let (cfg, source, registry) = setup.resolve()?;
         let cluster = MemoryCluster::new();
         // One worker: binding tasks are short, and the loop needs the other core.
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -137,7 +226,9 @@ impl InProcess {
             .build()
             .map_err(BenchError::Runtime)?;
         let recorder = Arc::new(BenchRecorder::default());
-        let mut builder = SchedulerBuilder::new(cfg, "default configuration");
+        let mut builder = SchedulerBuilder::new(cfg, source)
+            .registry(registry)
+            .feature_gates(setup.feature_gates);
         if record_decisions {
             builder = builder.decisions(scheduler::decisions::Decisions::default());
         }
@@ -286,7 +377,12 @@ pub fn run(
         sizes,
         options,
         progress,
-        &|| Ok(Arc::new(InProcess::with_decisions(options.record_decisions)?) as Arc<dyn Target>),
+        &|| {
+            Ok(Arc::new(InProcess::with_setup(
+                &options.scheduler,
+                options.record_decisions,
+            )?) as Arc<dyn Target>)
+        },
         "in-process",
     )
 }

@@ -18,7 +18,7 @@ pub mod workload;
 #[cfg(test)]
 mod tests;
 
-pub use in_process::RunOptions;
+pub use in_process::{RunOptions, SchedulerSetup};
 pub use report::{Report, RunStatus};
 pub use workload::{Sizes, Workload, WORKLOADS};
 
@@ -31,6 +31,9 @@ pub enum BenchError {
     /// The default scheduler configuration or its profile was refused.
     #[error("scheduler configuration: {0}")]
     Config(#[from] scheduler::config::ConfigError),
+    /// A user's scheduler configuration cannot run the workloads.
+    #[error("{0}")]
+    Setup(String),
     /// The async runtime for binding tasks could not start.
     #[error("starting the async runtime: {0}")]
     Runtime(#[source] std::io::Error),

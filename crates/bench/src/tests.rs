@@ -329,10 +329,12 @@ fn run_small(name: &str, options: RunOptions) -> Report {
     r
 }
 
-const SMOKE: RunOptions = RunOptions {
-    timeout: Duration::from_secs(60),
-    record_decisions: false,
-};
+fn smoke() -> RunOptions {
+    RunOptions {
+        timeout: Duration::from_secs(60),
+        ..RunOptions::default()
+    }
+}
 
 #[rstest]
 #[case::basic("SchedulingBasic", bound(5, 5, 10))]
@@ -350,7 +352,7 @@ const SMOKE: RunOptions = RunOptions {
 #[case::mixed_churn("SchedulingWithMixedChurn", bound(10, 0, 100))]
 #[case::preemption_async("PreemptionAsync", bound(5, 20, 5))]
 fn smoke_run_at_upstreams_smallest_size(#[case] name: &str, #[case] expected: Outcome) {
-    assert_eq!(outcome(&run_small(name, SMOKE)), expected);
+    assert_eq!(outcome(&run_small(name, smoke())), expected);
 }
 
 /// The same smoke runs through the local API server and `run`'s code path (`--mode http`).
@@ -373,7 +375,7 @@ fn smoke_run_over_http(#[case] name: &str, #[case] expected: Outcome) {
     let r = in_process::run_on(
         w,
         w.small,
-        &SMOKE,
+        &smoke(),
         &mut |_| {},
         &|| Ok(std::sync::Arc::new(crate::http::Http::new()?) as _),
         "http",
@@ -398,7 +400,7 @@ fn measured_pods_that_cannot_all_fit_time_out() {
     let w = workload::find("SchedulingPodAntiAffinity").unwrap();
     let options = RunOptions {
         timeout: Duration::from_secs(2),
-        record_decisions: false,
+        ..RunOptions::default()
     };
     let r = in_process::run(w, sizes(2, 1, 4), &options, &mut |_| {}).unwrap();
     assert_eq!(

@@ -8,6 +8,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::Scratch;
+
 fn bench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kubesched"))
         .arg("bench")
@@ -319,6 +321,182 @@ fn scheduler_command_conflicts_with_mode_and_compare_needs_it() {
             Some(
                 "error: the following required arguments were not provided:".to_string()
             ),
+        )
+    );
+}
+
+/// Writes `text` as a configuration file in `scratch`.
+fn config_file(scratch: &Scratch, text: &str) -> String {
+    let path = scratch.path("config.yaml");
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing the configuration: {e}"));
+    path.display().to_string()
+}
+
+/// default-scheduler's profile with an addedAffinity no bench node matches: if the
+/// benchmark runs the given configuration, no pod binds and the run times out.
+const NO_NODE_MATCHES: &str = "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeAffinity
+    args:
+      addedAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms:
+          - matchExpressions:
+            - {key: no-such-label, operator: Exists}
+";
+
+#[rstest::rstest]
+#[case::in_process("in-process")]
+#[case::http("http")]
+fn config_is_the_profile_kubesched_runs(#[case] mode: &str) {
+    let scratch = Scratch::new(&format!("bench-config-{mode}"));
+    let config = config_file(&scratch, NO_NODE_MATCHES);
+    let out = bench(&[
+        "--mode",
+        mode,
+        "--workload",
+        "SchedulingBasic",
+        "--nodes",
+        "5",
+        "--init-pods",
+        "2",
+        "--pods",
+        "5",
+        "--timeout",
+        "2",
+        "--config",
+        &config,
+        "-o",
+        "json",
+    ]);
+    let r: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON: {e}"));
+    assert_eq!(
+        (
+            out.status.code(),
+            r["status"].as_str(),
+            r["reason"].as_str(),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .map(str::to_string),
+        ),
+        (
+            Some(1),
+            Some("timedOut"),
+            Some("0 of 2 initial pods bound in 2s"),
+            Some("error: timed out after 2 s: SchedulingBasic".to_string()),
+        )
+    );
+}
+
+#[test]
+fn config_without_a_default_scheduler_profile_exits_2_naming_the_file() {
+    let scratch = Scratch::new("bench-config-no-default");
+    let config = config_file(
+        &scratch,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+         profiles:\n- schedulerName: bin-packing\n",
+    );
+    let out = bench(&["--mode", "in-process", "--config", &config]);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string()
+        ),
+        (
+            Some(2),
+            format!(
+                "error: {config}: no profile has schedulerName \"default-scheduler\", the \
+                 scheduler of the workloads' pods\n"
+            )
+        )
+    );
+}
+
+#[test]
+fn config_client_qps_is_replaced_with_a_warning() {
+    let scratch = Scratch::new("bench-config-qps");
+    let config = config_file(
+        &scratch,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+         clientConnection:\n  qps: 10\n  burst: 20\n",
+    );
+    let out = bench(&[
+        "--workload",
+        "SchedulingBasic",
+        "--nodes",
+        "5",
+        "--init-pods",
+        "2",
+        "--pods",
+        "5",
+        "--config",
+        &config,
+        "-o",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(
+        (
+            r["scheduledPods"].as_u64(),
+            r["clientQps"].as_str(),
+            String::from_utf8_lossy(&out.stderr).to_string()
+        ),
+        (
+            Some(5),
+            Some("5000"),
+            format!(
+                "warning: {config}: clientConnection.qps 10 and burst 20 are replaced by 5000 \
+                 and 5000 in http mode, as upstream's scheduler_perf raises them\n"
+            )
+        )
+    );
+}
+
+#[rstest::rstest]
+#[case::config(&["--config", "unused.yaml"])]
+#[case::feature_gates(&["--feature-gates", "OpportunisticBatching=false"])]
+fn scheduler_flags_with_scheduler_command_need_compare(#[case] flags: &[&str]) {
+    let mut args = vec!["--scheduler-command", "true"];
+    args.extend_from_slice(flags);
+    let out = bench(&args);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string()
+        ),
+        (
+            Some(2),
+            "error: --config and --feature-gates configure kubesched's own scheduler; with \
+             --scheduler-command they need --compare (give the command its own flags)\n"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn unknown_feature_gate_exits_2() {
+    let out = bench(&["--mode", "in-process", "--feature-gates", "NoSuchGate=true"]);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .map(str::to_string)
+        ),
+        (
+            Some(2),
+            Some(
+                "error: invalid value 'NoSuchGate=true' for '--feature-gates <GATES>': \
+                 unrecognized feature gate: NoSuchGate (known: OpportunisticBatching)"
+                    .to_string()
+            )
         )
     );
 }

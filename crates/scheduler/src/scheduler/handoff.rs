@@ -11,10 +11,10 @@
 use std::time::{Duration, Instant};
 
 /// Binding cycles kept before they are handed over.
-pub(super) const MAX_GROUP: usize = 16;
+pub(super) const MAX_GROUP: usize = 8;
 
 /// How long the first binding cycle of a group may wait for the group to fill.
-pub(super) const MAX_DELAY: Duration = Duration::from_micros(500);
+pub(super) const MAX_DELAY: Duration = Duration::from_micros(250);
 
 /// Binding cycles not yet handed to the runtime, oldest first.
 #[derive(Debug)]

@@ -222,7 +222,7 @@ mod tests {
             let key = format!("k{}", next() % 40);
             let value = next() as i32;
             match step % 5 {
-                0 | 1 | 2 => {
+                0..=2 => {
                     h.push(Item(key.as_str().into(), value), &less);
                     want.insert(key, value);
                 }

@@ -232,6 +232,8 @@ pub struct ExtenderNodeScore {
 #[derive(Debug)]
 pub struct ScheduleAlgorithm {
     next_start_node_index: usize,
+    /// The filter pass's feasible positions, kept between cycles for its allocation.
+    positions: Vec<usize>,
     rng: SmallRng,
     /// `percentageOfNodesToScore` of the configuration (profiles may override).
     percentage_of_nodes_to_score: Option<i32>,
@@ -251,6 +253,7 @@ impl ScheduleAlgorithm {
     pub fn new(seed: u64, percentage_of_nodes_to_score: Option<i32>) -> Self {
         ScheduleAlgorithm {
             next_start_node_index: 0,
+            positions: Vec::new(),
             rng: SmallRng::seed_from_u64(seed),
             percentage_of_nodes_to_score,
             nominated: NominatedPods::new(),
@@ -345,7 +348,7 @@ impl ScheduleAlgorithm {
             explain.as_deref_mut(),
             batch.as_deref_mut(),
         )?;
-        let feasible = &scored.nodes;
+        let feasible = scored.nodes(snapshot.node_infos());
         if let Some(e) = explain.as_deref_mut() {
             e.filter_state = Some(state.clone());
         }
@@ -382,7 +385,7 @@ impl ScheduleAlgorithm {
             });
         }
         let totals = self.prioritize_nodes(fwk, state, pod, snapshot, &scored, explain)?;
-        let host = self.select_host(&scored.nodes, &totals);
+        let host = self.select_host(feasible, &totals);
         if let Some(b) = batch {
             let others = feasible
                 .iter()
@@ -437,11 +440,7 @@ impl ScheduleAlgorithm {
                 let s = filters.run(state, pod, node, None, &mut samples);
                 filters.record(&mut samples);
                 if s.is_success() {
-                    let feasible = Feasible {
-                        nodes: vec![node.clone()],
-                        rows: None,
-                    };
-                    return Ok((feasible, diagnosis));
+                    return Ok((Feasible::owned(vec![node.clone()], None), diagnosis));
                 }
             }
         }
@@ -471,11 +470,7 @@ impl ScheduleAlgorithm {
                     explain.as_deref_mut().map(|e| &mut e.extender_filter),
                 ) {
                     Ok(passed) if !passed.is_empty() => {
-                        let feasible = Feasible {
-                            nodes: passed,
-                            rows: None,
-                        };
-                        return Ok((feasible, diagnosis));
+                        return Ok((Feasible::owned(passed, None), diagnosis));
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -490,6 +485,10 @@ impl ScheduleAlgorithm {
             }
         }
         let all = snapshot.node_infos();
+        let whole = pre_res
+            .as_ref()
+            .and_then(|r| r.node_names.as_ref())
+            .is_none();
         let restricted: Vec<Arc<NodeInfo>>;
         let restricted_rows: Vec<NodeRow>;
         let (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]) =
@@ -527,7 +526,7 @@ impl ScheduleAlgorithm {
                     (&restricted, &restricted_rows)
                 }
             };
-        let (feasible, feasible_rows) = self.find_nodes_that_pass_filters(
+        let (positions, feasible_rows) = self.find_nodes_that_pass_filters(
             fwk,
             state,
             pod,
@@ -535,6 +534,19 @@ impl ScheduleAlgorithm {
             (nodes, rows),
             explain.as_deref_mut(),
         )?;
+        let first = positions.first().copied().unwrap_or(0);
+        let is_run = positions.iter().enumerate().all(|(i, &p)| p == first + i);
+        if whole && is_run && self.extenders.is_empty() {
+            let feasible = Feasible {
+                owned: Vec::new(),
+                run: Some(first..first + positions.len()),
+                rows: Some(feasible_rows),
+            };
+            self.positions = positions;
+            return Ok((feasible, diagnosis));
+        }
+        let feasible: Vec<Arc<NodeInfo>> = positions.iter().map(|&p| nodes[p].clone()).collect();
+        self.positions = positions;
         let feasible = self.find_nodes_that_pass_extenders(
             pod,
             feasible,
@@ -548,13 +560,7 @@ impl ScheduleAlgorithm {
             .iter()
             .all(|e| !e.is_filter())
             .then_some(feasible_rows);
-        Ok((
-            Feasible {
-                nodes: feasible,
-                rows,
-            },
-            diagnosis,
-        ))
+        Ok((Feasible::owned(feasible, rows), diagnosis))
     }
 
     /// Narrows `feasible` by each interested extender's filter, in configuration order.
@@ -709,10 +715,12 @@ impl ScheduleAlgorithm {
         diagnosis: &mut Diagnosis,
         (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]),
         mut explain: Option<&mut Explanation>,
-    ) -> Result<(Vec<Arc<NodeInfo>>, Vec<NodeRow>), ScheduleError> {
+    ) -> Result<(Vec<usize>, Vec<NodeRow>), ScheduleError> {
         let n = nodes.len();
+        let mut positions = std::mem::take(&mut self.positions);
+        positions.clear();
         if n == 0 {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok((positions, Vec::new()));
         }
         if rows.len() != n {
             return Err(ScheduleError::Internal(Status::error(format!(
@@ -727,19 +735,18 @@ impl ScheduleAlgorithm {
         );
         let start = self.next_start_node_index % n;
         if !fwk.has_filter_plugins() {
-            let feasible: Vec<Arc<NodeInfo>> = (0..to_find)
-                .map(|i| nodes[(start + i) % n].clone())
-                .collect();
-            let feasible_rows = (0..to_find).map(|i| rows[(start + i) % n]).collect();
-            self.next_start_node_index = (start + feasible.len()) % n;
-            return Ok((feasible, feasible_rows));
+            positions.extend((0..to_find).map(|i| (start + i) % n));
+            let feasible_rows = positions.iter().map(|&p| rows[p]).collect();
+            self.next_start_node_index = (start + positions.len()) % n;
+            return Ok((positions, feasible_rows));
         }
         let par = &fwk.handle().parallelizer;
         let filters = fwk
             .active_filters(state)
             .with_nominated(&self.nominated, fwk);
+        positions.reserve(to_find.min(n));
         let mut pass = FilterPass {
-            feasible: Vec::with_capacity(to_find.min(n)),
+            feasible: positions,
             rows: Vec::with_capacity(to_find.min(n)),
             to_find,
             processed: 0,
@@ -772,8 +779,8 @@ impl ScheduleAlgorithm {
                     if pass.done() {
                         break;
                     }
-                    let node = &nodes[(start + i) % n];
-                    let row = &rows[(start + i) % n];
+                    let at = (start + i) % n;
+                    let (node, row) = (&nodes[at], &rows[at]);
                     let (status, rec) = match explain.as_deref_mut() {
                         Some(_) => {
                             let mut rec = Vec::new();
@@ -792,8 +799,14 @@ impl ScheduleAlgorithm {
                             Vec::new(),
                         ),
                     };
-                    let consumed =
-                        pass.consume(node, row, status, rec, diagnosis, explain.as_deref_mut());
+                    let consumed = pass.consume(
+                        (at, node),
+                        row,
+                        status,
+                        rec,
+                        diagnosis,
+                        explain.as_deref_mut(),
+                    );
                     if consumed.is_err() {
                         filters.record(&mut samples);
                     }
@@ -821,7 +834,10 @@ impl ScheduleAlgorithm {
         feasible: &Feasible,
         mut explain: Option<&mut Explanation>,
     ) -> Result<Vec<i64>, ScheduleError> {
-        let (nodes, rows) = (&feasible.nodes[..], feasible.rows.as_deref());
+        let (nodes, rows) = (
+            feasible.nodes(snapshot.node_infos()),
+            feasible.rows.as_deref(),
+        );
         // Without Score plugins every node scores the same, unless extenders score them.
         let scores = if fwk.has_score_plugins() {
             let s = fwk.run_pre_score_plugins(
@@ -897,10 +913,37 @@ fn extender_verdict(result: &extender::FilterResult, node: &str) -> Status {
 
 /// The nodes that passed Filter (and the extenders), with their rows when those still line
 /// up with them.
+///
+/// When the feasible nodes are one run of the snapshot's node list (every node the pass
+/// looked at fit, and the pass did not wrap around the list's end), the list is that run
+/// of the snapshot: a cycle then clones no `Arc<NodeInfo>` per feasible node, whose
+/// reference count shares a cache line with the NodeInfo that Filter and Score read from
+/// the rows instead.
 #[derive(Debug, Default)]
 struct Feasible {
-    nodes: Vec<Arc<NodeInfo>>,
+    /// The nodes, cloned; empty when `run` is set.
+    owned: Vec<Arc<NodeInfo>>,
+    /// Where the nodes are in the snapshot's node list, instead of `owned`.
+    run: Option<std::ops::Range<usize>>,
     rows: Option<Vec<NodeRow>>,
+}
+
+impl Feasible {
+    fn owned(nodes: Vec<Arc<NodeInfo>>, rows: Option<Vec<NodeRow>>) -> Self {
+        Feasible {
+            owned: nodes,
+            run: None,
+            rows,
+        }
+    }
+
+    /// The feasible nodes, in order; `all` is the cycle's snapshot's node list.
+    fn nodes<'a>(&'a self, all: &'a [Arc<NodeInfo>]) -> &'a [Arc<NodeInfo>] {
+        match &self.run {
+            Some(r) => all.get(r.clone()).unwrap_or_default(),
+            None => &self.owned,
+        }
+    }
 }
 
 /// What one parallel chunk of a filter wave found, in node order.
@@ -947,7 +990,8 @@ fn filter_chunk(
 
 /// The running result of a filter pass over nodes taken in order.
 struct FilterPass {
-    feasible: Vec<Arc<NodeInfo>>,
+    /// Positions of the feasible nodes in the pass's node list, in the order found.
+    feasible: Vec<usize>,
     /// The row of each feasible node, for Score.
     rows: Vec<NodeRow>,
     to_find: usize,
@@ -980,12 +1024,8 @@ impl FilterPass {
                 return Err(ScheduleError::Internal(s.clone()));
             }
             self.processed += chunk.range.len();
-            self.feasible.extend(
-                chunk
-                    .feasible
-                    .iter()
-                    .map(|&k| nodes[(base + k) % n].clone()),
-            );
+            self.feasible
+                .extend(chunk.feasible.iter().map(|&k| (base + k) % n));
             self.rows
                 .extend(chunk.feasible.iter().map(|&k| rows[(base + k) % n]));
             for (_, _, s) in &chunk.rejected {
@@ -1002,7 +1042,7 @@ impl FilterPass {
                 self.consume_rejected(name, s, diagnosis)?;
             }
             self.processed += 1;
-            self.feasible.push(nodes[(base + k) % n].clone());
+            self.feasible.push((base + k) % n);
             self.rows.push(rows[(base + k) % n]);
             if self.done() {
                 break;
@@ -1029,7 +1069,7 @@ impl FilterPass {
     /// Records one node's outcome; an Error status aborts the cycle, as upstream.
     fn consume(
         &mut self,
-        node: &Arc<NodeInfo>,
+        (at, node): (usize, &Arc<NodeInfo>),
         row: &NodeRow,
         status: Status,
         rec: Vec<PluginStatus>,
@@ -1041,7 +1081,7 @@ impl FilterPass {
             e.filter.push((node.name().to_string(), rec));
         }
         if status.is_success() {
-            self.feasible.push(node.clone());
+            self.feasible.push(at);
             self.rows.push(*row);
         } else if status.code() == Code::Error {
             return Err(ScheduleError::Internal(status));

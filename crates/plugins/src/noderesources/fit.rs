@@ -162,7 +162,8 @@ impl FilterPlugin for Fit {
         self.filter_on(state, node)
     }
 
-    /// Reads the row unless the pod requests a scalar resource (the row has none).
+    /// Reads the row unless the pod requests a scalar resource (the row has none). The
+    /// PreFilter state is looked up once per node.
     fn filter_with_row(
         &self,
         state: &CycleState,
@@ -171,23 +172,29 @@ impl FilterPlugin for Fit {
         row: &NodeRow,
     ) -> Status {
         match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
-            Some(PreFilterState(requests, _)) if requests.scalar_resources.is_empty() => {
-                self.filter_on(state, row)
-            }
-            _ => self.filter_on(state, node),
+            Some(s) if s.0.scalar_resources.is_empty() => self.filter_state(s, row),
+            Some(s) => self.filter_state(s, node),
+            None => missing_pre_filter_state(),
         }
     }
 }
 
+fn missing_pre_filter_state() -> Status {
+    Status::error(format!(
+        "error reading {PRE_FILTER_STATE_KEY:?} from cycleState: not found"
+    ))
+}
+
 impl Fit {
     fn filter_on<N: NodeAmounts + ?Sized>(&self, state: &CycleState, node: &N) -> Status {
-        let Some(PreFilterState(requests, backed_by_dra)) =
-            state.read::<PreFilterState>(PRE_FILTER_STATE_KEY)
-        else {
-            return Status::error(format!(
-                "error reading {PRE_FILTER_STATE_KEY:?} from cycleState: not found"
-            ));
-        };
+        match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => self.filter_state(s, node),
+            None => missing_pre_filter_state(),
+        }
+    }
+
+    fn filter_state<N: NodeAmounts + ?Sized>(&self, state: &PreFilterState, node: &N) -> Status {
+        let PreFilterState(requests, backed_by_dra) = state;
         let insufficient = fits_request(
             requests,
             node,

@@ -353,3 +353,82 @@ fn the_nominated_node_is_tried_first(
         want
     );
 }
+
+/// What a pass over all nodes should hand Score, by the plain rule: from the round-robin
+/// start, the first `to_find` nodes that fit, in list order; the next cycle starts after
+/// the last node looked at.
+fn expected_feasible(
+    n: usize,
+    fits: fn(usize) -> bool,
+    to_find: usize,
+    start: usize,
+) -> (Vec<String>, usize) {
+    let (mut found, mut looked) = (Vec::new(), 0);
+    for i in 0..n {
+        if found.len() >= to_find {
+            break;
+        }
+        looked += 1;
+        if fits((start + i) % n) {
+            found.push(format!("n{}", (start + i) % n));
+        }
+    }
+    (found, (start + looked) % n)
+}
+
+/// The feasible list Score gets (taken from the snapshot's node list when it is one run of
+/// it, cloned otherwise) holds the nodes, in the order, and with the rows of the plain
+/// rule, and the round-robin start moves on the same, over cycles that wrap around the
+/// list's end, sequential or parallel.
+#[rstest]
+#[case::every_node_fits(250, |_| true, Some(40), Parallelizer::sequential())]
+#[case::every_node_fits_and_the_pass_wraps(250, |_| true, Some(60), Parallelizer::sequential())]
+#[case::some_nodes_are_rejected(250, |i| i % 7 != 3, Some(40), Parallelizer::sequential())]
+#[case::every_node_fits_in_parallel(3000, |_| true, Some(40), Parallelizer::new(4))]
+#[case::some_rejected_in_parallel(3000, |i| i % 5 != 0, Some(40), Parallelizer::new(4))]
+fn the_feasible_list_and_the_round_robin_start_follow_the_plain_rule(
+    #[case] nodes: usize,
+    #[case] fits: fn(usize) -> bool,
+    #[case] pct: Option<i32>,
+    #[case] par: Parallelizer,
+) {
+    let rejects: Vec<(String, Status)> = (0..nodes)
+        .filter(|&i| !fits(i))
+        .map(|i| (format!("n{i}"), Status::unschedulable("Too many pods")))
+        .collect();
+    let refs: Vec<(&str, Status)> = rejects
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.clone()))
+        .collect();
+    let f = framework_with(vec![Fake::named("F").rejecting(&refs)], par);
+    let snap = snapshot(nodes);
+    let pod = make_pod("p").info();
+    let to_find = num_feasible_nodes_to_find(pct, nodes);
+    let mut algo = ScheduleAlgorithm::new(1, pct);
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    let mut start = 0;
+    for _ in 0..5 {
+        let (names, next) = expected_feasible(nodes, fits, to_find, start);
+        let rows: Vec<NodeRow> = names
+            .iter()
+            .filter_map(|n| snap.position(n))
+            .map(|i| snap.rows()[i])
+            .collect();
+        want.push((names, Some(rows), next));
+        start = next;
+        let mut state = CycleState::new();
+        let (feasible, _) = algo
+            .find_nodes_that_fit_pod(&f, &mut state, &pod, &snap, None, None)
+            .unwrap_or_else(|e| panic!("cycle failed: {e}"));
+        got.push((
+            feasible
+                .nodes(snap.node_infos())
+                .iter()
+                .map(|n| n.name().to_string())
+                .collect::<Vec<_>>(),
+            feasible.rows.clone(),
+            algo.next_start_node_index,
+        ));
+    }
+    assert_eq!(got, want);
+}

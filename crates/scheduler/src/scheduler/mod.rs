@@ -12,8 +12,9 @@
 //!    date from the cache (only changed NodeInfos are copied), and runs the scheduling cycle
 //!    ([`crate::schedule_one::ScheduleAlgorithm`]);
 //! 3. on a node: the pod is *assumed* in the cache (so the next cycle counts it), Reserve and
-//!    Permit run, and a binding task is spawned: it waits on Permit if a plugin asked it to,
-//!    then runs PreBind, Bind, PostBind;
+//!    Permit run, and a binding task is spawned (the loop's thread spawns a few
+//!    consecutive pods' tasks together, `handoff.rs`): it waits on Permit if a plugin asked
+//!    it to, then runs PreBind, Bind, PostBind;
 //! 4. on any failure after assume: Unreserve, forget the assumed pod, and hand the pod back
 //!    to the queue (backoff), write `PodScheduled=False` and a `FailedScheduling` event.
 //!
@@ -34,6 +35,7 @@
 mod binding;
 mod event_handlers;
 mod failure;
+mod handoff;
 mod preemption;
 mod schedule_one;
 

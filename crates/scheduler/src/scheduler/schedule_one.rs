@@ -16,6 +16,8 @@ use rand::{Rng, SeedableRng};
 
 use framework::{CycleState, PodInfo, QueuedPodInfo, Snapshot, Status, WaitingPod};
 
+use super::binding::BindingTask;
+use super::handoff::Handoff;
 use super::{scheduler_name, Attempt, AttemptOutcome, Shared, IDLE_WAKE};
 use crate::runtime::Framework;
 use crate::schedule_one::{Explanation, ScheduleAlgorithm, ScheduleError};
@@ -28,6 +30,11 @@ pub struct SchedulingLoop {
     /// Picks the cycles whose plugin calls are timed.
     sampler: SmallRng,
     namespaces_version: u64,
+    /// Binding cycles kept to be spawned together ([`super::handoff`]); used by
+    /// [`run`](Self::run) only, so that a caller stepping the loop finds every binding
+    /// cycle of a returned attempt spawned.
+    handoff: Handoff<BindingTask>,
+    grouped: bool,
 }
 
 impl std::fmt::Debug for SchedulingLoop {
@@ -62,6 +69,8 @@ impl SchedulingLoop {
             algorithm,
             sampler,
             namespaces_version: u64::MAX,
+            handoff: Handoff::default(),
+            grouped: false,
         }
     }
 
@@ -79,6 +88,7 @@ impl SchedulingLoop {
     /// Runs until [`Scheduler::stop`], sleeping while activeQ is empty.
     pub fn run(mut self) {
         let decisions = self.shared.options.decisions.clone();
+        self.grouped = true;
         while let Some(qpi) = self.pop_blocking() {
             match &decisions {
                 None => {
@@ -90,11 +100,24 @@ impl SchedulingLoop {
                     log.record_attempt(attempt, explanation, &self.snapshot);
                 }
             }
+            let runtime = &self.shared.runtime;
+            self.handoff.flush_due(Instant::now(), |t| {
+                runtime.spawn(t.run());
+            });
         }
+        self.spawn_bindings();
     }
 
-    fn pop_blocking(&self) -> Option<QueuedPodInfo> {
-        let shared = &self.shared;
+    /// Spawns the binding cycles kept in the group.
+    fn spawn_bindings(&mut self) {
+        let runtime = &self.shared.runtime;
+        self.handoff.flush(|t| {
+            runtime.spawn(t.run());
+        });
+    }
+
+    fn pop_blocking(&mut self) -> Option<QueuedPodInfo> {
+        let shared = self.shared.clone();
         let mut st = shared.state();
         loop {
             if shared.stopping.load(Ordering::Acquire) {
@@ -103,6 +126,14 @@ impl SchedulingLoop {
             shared.flush_locked(&mut st);
             if let Some(q) = st.queue.pop() {
                 return Some(q);
+            }
+            if !self.handoff.is_empty() {
+                // No pod to schedule now: the kept binding cycles go before the loop waits
+                // (outside the lock, which their tasks take).
+                drop(st);
+                self.spawn_bindings();
+                st = shared.state();
+                continue;
             }
             let now = shared.clock.now();
             let wait = st
@@ -264,7 +295,7 @@ impl SchedulingLoop {
             st.queue.delete_nominated_pod_if_exists(&pod.pod);
         }
         shared.tasks.started();
-        let task = super::binding::BindingTask {
+        let task = BindingTask {
             shared: shared.clone(),
             fwk,
             state,
@@ -274,7 +305,17 @@ impl SchedulingLoop {
             started,
             permit: verdict,
         };
-        shared.runtime.spawn(task.run());
+        // A pod waiting on Permit may be allowed by another pod's cycle: its binding cycle
+        // (and those kept before it) start now.
+        if self.grouped && task.permit.is_none() {
+            let runtime = &shared.runtime;
+            self.handoff.push(task, Instant::now(), |t| {
+                runtime.spawn(t.run());
+            });
+        } else {
+            self.spawn_bindings();
+            shared.runtime.spawn(task.run());
+        }
         attempt(pod, profile, AttemptOutcome::Assumed { node: host })
     }
 

@@ -711,6 +711,53 @@ async fn loop_thread_schedules_until_stopped() {
         .unwrap();
 }
 
+/// The loop's thread hands binding cycles over in groups: a failing bind in a group still
+/// un-reserves, forgets and requeues its pod, the others of the group bind, and a group
+/// smaller than a full one is handed over when the queue runs empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_binding_cycles_bind_and_a_failing_bind_still_unreserves_and_requeues() {
+    let h = harness("grouped", "permit: allow", &["default-scheduler"]);
+    h.cluster.apply_node(node("n1", "8"));
+    h.cluster
+        .fail_next_binds([ClientError::Transport("connection reset".into())]);
+    for i in 0..5 {
+        h.cluster.apply_pod(pod(&format!("p{i}"), "100m"));
+    }
+    let thread = h.sched.start().unwrap();
+    // Bounded wait: four pods bind and one bind fails (which one is up to the runtime:
+    // the binds of a group run concurrently).
+    let pods: Vec<String> = (0..5).map(|i| format!("p{i}")).collect();
+    let done = |h: &Harness| {
+        let unbound: Vec<&String> = pods.iter().filter(|p| h.node_of(p).is_none()).collect();
+        let queued = unbound.iter().map(|p| h.queue_of(p)).collect::<Vec<_>>();
+        (unbound.len(), queued, h.sched.tasks_in_flight())
+    };
+    let want = (1, vec![Some(QueueName::Backoff)], 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = done(&h);
+    while got != want && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        got = done(&h);
+    }
+    h.sched.stop();
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, want);
+    let failed = pods
+        .iter()
+        .find(|p| h.node_of(p).is_none())
+        .cloned()
+        .unwrap_or_default();
+    let mut log = h.take_log();
+    log.sort();
+    let mut want_log: Vec<String> = pods.iter().map(|p| format!("reserve {p} n1")).collect();
+    want_log.push(format!("unreserve {failed} n1"));
+    assert_eq!(log, want_log);
+    assert_eq!(h.sched.cache_counts(), (1, 4, 0));
+}
+
 /// A pod nominated to n1 (held back by a scheduling gate, so it stays nominated) takes
 /// room there from pods of lower priority, not from pods of higher priority.
 #[rstest]

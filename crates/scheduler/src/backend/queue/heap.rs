@@ -4,6 +4,11 @@
 //! The order is not stored in the heap: every operation that moves items takes the `less`
 //! function, so that the queue can order by a QueueSort plugin (activeQ) or by backoff expiry
 //! (backoffQ) without the heap owning either.
+//!
+//! Each item holds a slot number that stays with it while it moves; the item's position
+//! is kept by slot in a plain vector, so that moving items up and down (about log n swaps
+//! per push or pop) updates two vector entries per swap and hashes no key. The key map is
+//! read once per push, pop or removal.
 
 use std::collections::HashMap;
 
@@ -15,7 +20,13 @@ pub(crate) trait Keyed {
 }
 
 pub(crate) struct Heap<T> {
-    items: Vec<T>,
+    /// The heap, each item with its slot.
+    items: Vec<(T, usize)>,
+    /// `positions[slot]`: where the item of `slot` is in `items`.
+    positions: Vec<usize>,
+    /// Slots of removed items, to reuse.
+    free: Vec<usize>,
+    /// Key to slot.
     index: HashMap<PodKey, usize>,
 }
 
@@ -23,6 +34,8 @@ impl<T> Default for Heap<T> {
     fn default() -> Self {
         Heap {
             items: Vec::new(),
+            positions: Vec::new(),
+            free: Vec::new(),
             index: HashMap::new(),
         }
     }
@@ -37,30 +50,47 @@ impl<T: Keyed> Heap<T> {
         self.index.contains_key(key)
     }
 
+    fn position(&self, key: &str) -> Option<usize> {
+        let slot = *self.index.get(key)?;
+        self.positions.get(slot).copied()
+    }
+
     pub(crate) fn get(&self, key: &str) -> Option<&T> {
-        self.index.get(key).and_then(|&i| self.items.get(i))
+        self.position(key)
+            .and_then(|i| self.items.get(i))
+            .map(|(t, _)| t)
     }
 
     pub(crate) fn peek(&self) -> Option<&T> {
-        self.items.first()
+        self.items.first().map(|(t, _)| t)
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.items.iter()
+        self.items.iter().map(|(t, _)| t)
     }
 
     /// Adds `item`, replacing an item with the same key.
     pub(crate) fn push(&mut self, item: T, less: &dyn Fn(&T, &T) -> bool) {
-        if let Some(&i) = self.index.get(item.key()) {
+        if let Some(i) = self.position(item.key()) {
             if let Some(slot) = self.items.get_mut(i) {
-                *slot = item;
+                slot.0 = item;
                 self.fix(i, less);
                 return;
             }
         }
         let i = self.items.len();
-        self.index.insert(item.key().clone(), i);
-        self.items.push(item);
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.positions[slot] = i;
+                slot
+            }
+            None => {
+                self.positions.push(i);
+                self.positions.len() - 1
+            }
+        };
+        self.index.insert(item.key().clone(), slot);
+        self.items.push((item, slot));
         self.up(i, less);
     }
 
@@ -72,15 +102,16 @@ impl<T: Keyed> Heap<T> {
     }
 
     pub(crate) fn remove(&mut self, key: &str, less: &dyn Fn(&T, &T) -> bool) -> Option<T> {
-        let i = *self.index.get(key)?;
+        let i = self.position(key)?;
         self.remove_at(i, less)
     }
 
     fn remove_at(&mut self, i: usize, less: &dyn Fn(&T, &T) -> bool) -> Option<T> {
         let last = self.items.len().checked_sub(1)?;
         self.swap(i, last);
-        let item = self.items.pop()?;
+        let (item, slot) = self.items.pop()?;
         self.index.remove(item.key());
+        self.free.push(slot);
         if i < self.items.len() {
             self.fix(i, less);
         }
@@ -99,12 +130,16 @@ impl<T: Keyed> Heap<T> {
         }
         self.items.swap(a, b);
         for i in [a, b] {
-            if let Some(item) = self.items.get(i) {
-                if let Some(slot) = self.index.get_mut(item.key()) {
-                    *slot = i;
+            if let Some(&(_, slot)) = self.items.get(i) {
+                if let Some(p) = self.positions.get_mut(slot) {
+                    *p = i;
                 }
             }
         }
+    }
+
+    fn less_at(&self, a: usize, b: usize, less: &dyn Fn(&T, &T) -> bool) -> bool {
+        less(&self.items[a].0, &self.items[b].0)
     }
 
     /// Moves item `i` up while it is less than its parent; whether it moved.
@@ -112,7 +147,7 @@ impl<T: Keyed> Heap<T> {
         let start = i;
         while i > 0 {
             let parent = (i - 1) / 2;
-            if !less(&self.items[i], &self.items[parent]) {
+            if !self.less_at(i, parent, less) {
                 break;
             }
             self.swap(i, parent);
@@ -126,10 +161,10 @@ impl<T: Keyed> Heap<T> {
         loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut smallest = i;
-            if l < n && less(&self.items[l], &self.items[smallest]) {
+            if l < n && self.less_at(l, smallest, less) {
                 smallest = l;
             }
-            if r < n && less(&self.items[r], &self.items[smallest]) {
+            if r < n && self.less_at(r, smallest, less) {
                 smallest = r;
             }
             if smallest == i {
@@ -168,5 +203,47 @@ mod tests {
         }
         assert_eq!(out, ["c", "b", "a", "e"]);
         assert_eq!(h.len(), 0);
+    }
+
+    /// Pushes, replacements, removals and pops interleaved (slots are reused): every key
+    /// still in the heap is found with its latest value, and pops come in order.
+    #[test]
+    fn keys_are_found_after_moves_and_slot_reuse() {
+        let less = |a: &Item, b: &Item| a.1 < b.1;
+        let mut h = Heap::default();
+        let mut want: std::collections::BTreeMap<String, i32> = Default::default();
+        // A fixed pseudo-random sequence: values and keys from a small LCG.
+        let mut x: u32 = 12345;
+        let mut next = || {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (x >> 16) % 64
+        };
+        for step in 0..2000 {
+            let key = format!("k{}", next() % 40);
+            let value = next() as i32;
+            match step % 5 {
+                0..=2 => {
+                    h.push(Item(key.as_str().into(), value), &less);
+                    want.insert(key, value);
+                }
+                3 => {
+                    let got = h.remove(&key, &less).map(|i| i.1);
+                    assert_eq!(got, want.remove(&key), "remove {key} at step {step}");
+                }
+                _ => {
+                    let min = want.values().min().copied();
+                    let got = h.pop(&less).map(|Item(k, v)| {
+                        want.remove(&k.to_string());
+                        v
+                    });
+                    assert_eq!(got, min, "pop at step {step}");
+                }
+            }
+            let found: std::collections::BTreeMap<String, i32> = want
+                .keys()
+                .filter_map(|k| h.get(k).map(|i| (k.clone(), i.1)))
+                .collect();
+            assert_eq!((found, h.len()), (want.clone(), want.len()), "step {step}");
+        }
     }
 }

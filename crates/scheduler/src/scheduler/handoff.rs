@@ -1,0 +1,129 @@
+//! Binding cycles handed from the scheduling loop's thread to the runtime in small groups.
+//!
+//! Spawning a task from a thread outside the runtime wakes an idle worker (a syscall and,
+//! on a busy machine, a context switch on the loop's thread) when every worker is parked,
+//! which between two cycles they usually are. The loop keeps the binding cycles of a few
+//! consecutive pods and spawns them together: the first spawn of a group wakes a worker,
+//! the rest find it awake. Each binding cycle is still a task of its own, so bindings run
+//! concurrently as before; a group is handed over when it is full, when its first pod has
+//! waited [`MAX_DELAY`] (checked after each cycle), and before the loop waits for a pod.
+
+use std::time::{Duration, Instant};
+
+/// Binding cycles kept before they are handed over.
+pub(super) const MAX_GROUP: usize = 8;
+
+/// How long the first binding cycle of a group may wait for the group to fill.
+pub(super) const MAX_DELAY: Duration = Duration::from_micros(250);
+
+/// Binding cycles not yet handed to the runtime, oldest first.
+#[derive(Debug)]
+pub(super) struct Handoff<T> {
+    pending: Vec<T>,
+    /// When the oldest pending cycle was kept.
+    since: Option<Instant>,
+}
+
+impl<T> Default for Handoff<T> {
+    fn default() -> Self {
+        Handoff {
+            pending: Vec::with_capacity(MAX_GROUP),
+            since: None,
+        }
+    }
+}
+
+impl<T> Handoff<T> {
+    /// Keeps `task`; hands the group to `spawn` when it is full.
+    pub fn push(&mut self, task: T, now: Instant, spawn: impl FnMut(T)) {
+        self.since.get_or_insert(now);
+        self.pending.push(task);
+        if self.pending.len() >= MAX_GROUP {
+            self.flush(spawn);
+        }
+    }
+
+    /// Hands the group to `spawn` when its oldest cycle has waited [`MAX_DELAY`].
+    pub fn flush_due(&mut self, now: Instant, spawn: impl FnMut(T)) {
+        if self
+            .since
+            .is_some_and(|t| now.saturating_duration_since(t) >= MAX_DELAY)
+        {
+            self.flush(spawn);
+        }
+    }
+
+    /// Hands every kept cycle to `spawn`, oldest first.
+    pub fn flush(&mut self, spawn: impl FnMut(T)) {
+        self.since = None;
+        self.pending.drain(..).for_each(spawn);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What each step hands over, step by step.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        Push(u32, Duration),
+        FlushDue(Duration),
+        Flush,
+    }
+
+    #[rstest::rstest]
+    #[case::kept_until_the_group_is_full(
+        (0..MAX_GROUP as u32).map(|i| Step::Push(i, Duration::ZERO)).collect(),
+        {
+            let mut want = vec![Vec::new(); MAX_GROUP - 1];
+            want.push((0..MAX_GROUP as u32).collect());
+            want
+        }
+    )]
+    #[case::handed_over_once_the_oldest_waited_long_enough(
+        vec![
+            Step::Push(1, Duration::ZERO),
+            Step::Push(2, MAX_DELAY / 2),
+            Step::FlushDue(MAX_DELAY - Duration::from_nanos(1)),
+            Step::FlushDue(MAX_DELAY),
+            Step::Push(3, MAX_DELAY * 2),
+            Step::FlushDue(MAX_DELAY * 2 + MAX_DELAY / 2),
+            Step::FlushDue(MAX_DELAY * 3),
+        ],
+        vec![vec![], vec![], vec![], vec![1, 2], vec![], vec![], vec![3]]
+    )]
+    #[case::flush_hands_over_everything_in_order(
+        vec![
+            Step::Push(7, Duration::ZERO),
+            Step::Push(5, Duration::ZERO),
+            Step::Flush,
+            Step::Flush,
+            Step::FlushDue(MAX_DELAY * 10),
+        ],
+        vec![vec![], vec![], vec![7, 5], vec![], vec![]]
+    )]
+    fn binding_cycles_are_handed_over_in_order(
+        #[case] steps: Vec<Step>,
+        #[case] want: Vec<Vec<u32>>,
+    ) {
+        let t0 = Instant::now();
+        let mut h = Handoff::default();
+        let mut got = Vec::new();
+        for step in steps {
+            let mut spawned = Vec::new();
+            match step {
+                Step::Push(t, at) => h.push(t, t0 + at, |t| spawned.push(t)),
+                Step::FlushDue(at) => h.flush_due(t0 + at, |t| spawned.push(t)),
+                Step::Flush => h.flush(|t| spawned.push(t)),
+            }
+            got.push(spawned);
+        }
+        assert_eq!(got, want);
+        assert!(h.is_empty());
+    }
+}

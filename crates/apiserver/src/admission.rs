@@ -1348,10 +1348,123 @@ mod tests {
         lookup("", "v1", "pods").expect("pods")
     }
 
+    /// Init containers count toward the QoS class: a pod whose containers are all
+    /// guaranteed but whose init container has only requests is Burstable.
+    #[test]
+    fn init_containers_count_toward_the_qos_class() {
+        let limits = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {
+            "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "1"}}}],
+            "containers": [{"name": "c", "resources": limits}]}});
+        default_pod(&mut p);
+        assert_eq!(
+            p["status"],
+            json!({"phase": "Pending", "qosClass": "Burstable"})
+        );
+    }
+
+    /// Every place a quantity is looked for, with the path a field error names.
+    #[rstest]
+    #[case::pod_every_place(
+        ("", "v1", "pods"),
+        json!({"spec": {
+            "containers": [{"resources": {"limits": {"cpu": "1"}, "requests": {"memory": "2"}}}],
+            "initContainers": [{}, {"resources": {"requests": {"cpu": "3"}}}],
+            "ephemeralContainers": [{"resources": {"limits": {"x": "4"}}}],
+            "overhead": {"cpu": "5"},
+            "resources": {"requests": {"cpu": "6"}},
+            "volumes": [{"emptyDir": {"sizeLimit": "7"}},
+                        {"ephemeral": {"volumeClaimTemplate": {"spec": {"resources": {
+                            "requests": {"storage": "8"}}}}}}]}}),
+        &[
+            ("spec.containers[0].resources.limits[cpu]", "1"),
+            ("spec.containers[0].resources.requests[memory]", "2"),
+            ("spec.initContainers[1].resources.requests[cpu]", "3"),
+            ("spec.ephemeralContainers[0].resources.limits[x]", "4"),
+            ("spec.overhead[cpu]", "5"),
+            ("spec.resources.requests[cpu]", "6"),
+            ("spec.volumes[0].emptyDir.sizeLimit", "7"),
+            ("spec.volumes[1].ephemeral.volumeClaimTemplate.spec.resources.requests[storage]", "8"),
+        ][..],
+    )]
+    #[case::stateful_set_template_and_claim_templates(
+        ("apps", "v1", "statefulsets"),
+        json!({"spec": {"template": {"spec": {"containers": [
+                   {"resources": {"requests": {"cpu": "1"}}}]}},
+               "volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "2"}}}}]}}),
+        &[
+            ("spec.template.spec.containers[0].resources.requests[cpu]", "1"),
+            ("spec.volumeClaimTemplates[0].spec.resources.requests[storage]", "2"),
+        ][..],
+    )]
+    #[case::node_capacity_then_allocatable(
+        ("", "v1", "nodes"),
+        json!({"status": {"allocatable": {"cpu": "2"}, "capacity": {"cpu": "1"}}}),
+        &[("status.capacity[cpu]", "1"), ("status.allocatable[cpu]", "2")][..],
+    )]
+    #[case::claim_spec_and_status(
+        ("", "v1", "persistentvolumeclaims"),
+        json!({"spec": {"resources": {"limits": {"storage": "1"}}},
+               "status": {"capacity": {"storage": "2"}, "allocatedResources": {"storage": "3"}}}),
+        &[
+            ("spec.resources.limits[storage]", "1"),
+            ("status.capacity[storage]", "2"),
+            ("status.allocatedResources[storage]", "3"),
+        ][..],
+    )]
+    #[case::volume_capacity(
+        ("", "v1", "persistentvolumes"),
+        json!({"spec": {"capacity": {"storage": "1"}}}),
+        &[("spec.capacity[storage]", "1")][..],
+    )]
+    #[case::resource_slice_device_capacity(
+        ("resource.k8s.io", "v1", "resourceslices"),
+        json!({"spec": {"devices": [{}, {"capacity": {"mem": {"value": "1"}, "odd": {}}}]}}),
+        &[("spec.devices[1].capacity[mem].value", "1")][..],
+    )]
+    #[case::storage_capacity_fields(
+        ("storage.k8s.io", "v1", "csistoragecapacities"),
+        json!({"maximumVolumeSize": "2", "capacity": "1"}),
+        &[("capacity", "1"), ("maximumVolumeSize", "2")][..],
+    )]
+    #[case::misplaced_values_are_not_quantities(
+        ("", "v1", "pods"),
+        json!({"spec": {"containers": {"resources": {}}, "overhead": ["1"],
+                        "volumes": [{"emptyDir": []}]}}),
+        &[][..],
+    )]
+    fn quantities_are_found_with_their_paths(
+        #[case] resource: (&str, &str, &str),
+        #[case] obj: Value,
+        #[case] want: &[(&str, &str)],
+    ) {
+        let (group, version, plural) = resource;
+        let info = lookup(group, version, plural).expect("served");
+        let mut found = Vec::new();
+        quantities_of(info, &obj, &mut found);
+        let got: Vec<(String, Value)> = found.into_iter().map(|(p, v)| (p, v.clone())).collect();
+        let want: Vec<(String, Value)> = want
+            .iter()
+            .map(|(p, v)| ((*p).to_string(), json!(v)))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     #[rstest]
     #[case::best_effort(json!([{"name": "c"}]), "BestEffort")]
     #[case::burstable(json!([{"name": "c", "resources": {"requests": {"cpu": "1"}}}]), "Burstable")]
     #[case::guaranteed(json!([{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]), "Guaranteed")]
+    #[case::guaranteed_with_equal_requests(json!([{"name": "c", "resources": {
+        "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]), "Guaranteed")]
+    #[case::burstable_when_a_request_differs_from_its_limit(json!([{"name": "c", "resources": {
+        "requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]), "Burstable")]
+    #[case::burstable_when_one_container_has_no_limits(json!([
+        {"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+        {"name": "b"}]), "Burstable")]
+    #[case::best_effort_with_only_other_resources(json!([{"name": "c", "resources": {
+        "requests": {"ephemeral-storage": "1Gi"}, "limits": {"nvidia.com/gpu": "1"}}}]), "BestEffort")]
+    #[case::best_effort_when_resources_are_not_objects(json!([{"name": "c", "resources": {
+        "requests": ["cpu"], "limits": "1"}}]), "BestEffort")]
     fn pod_defaults(#[case] containers: Value, #[case] qos: &str) {
         let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": containers},
                            "status": {"phase": "Running"}});

@@ -1002,9 +1002,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::apply_scheduling_gated_condition(&mut obj);
             admission::merge_affinity_label_keys(&mut obj);
             admission::merge_topology_spread_label_keys(&mut obj);
-            let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses")
-                .ok_or_else(|| ApiError::internal("priorityclasses not served"))?;
-            let (classes, _) = req.st.store.list(pcs, None);
+            let classes = priority_classes_for(req, &obj)?;
             admission::admit_priority(info, &mut obj, &classes)?;
         }
         ("", "Namespace") => admission::default_namespace(&mut obj),
@@ -1094,6 +1092,25 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
         }
     }
     Ok(from_wire(info, obj))
+}
+
+/// The priority classes priority admission of `pod` may pick from, decoded: the class
+/// the pod names (none if there is no such class), or else the classes that may be the
+/// global default. Every pod create asks, and most classes are neither.
+fn priority_classes_for(req: &Req<'_>, pod: &Value) -> Result<Vec<Arc<Value>>, ApiError> {
+    let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses")
+        .ok_or_else(|| ApiError::internal("priorityclasses not served"))?;
+    let named = crate::meta::at(pod, &["spec", "priorityClassName"])
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    Ok(match named {
+        Some(name) => req.st.store.get(pcs, "", name).into_iter().collect(),
+        // The store writes JSON without spaces: a class whose `globalDefault` is true holds
+        // these bytes (a string value may too, which admission then looks at and skips).
+        None => req.st.store.list_where(pcs, None, |b| {
+            store::contains(b, br#""globalDefault":true"#)
+        }),
+    })
 }
 
 /// The stored namespace `name`, if any. Not to be called under the store's lock (inside

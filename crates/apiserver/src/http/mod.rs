@@ -1571,20 +1571,18 @@ fn binding_body(req: &Req<'_>) -> Result<Value, ApiError> {
 fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
     let info = p.info;
     let binding = binding_body(req)?;
-    let s = |ptr: &str| {
-        binding
-            .pointer(ptr)
+    let s = |path: &[&str]| {
+        crate::meta::at(&binding, path)
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_string()
     };
-    let body_name = s("/metadata/name");
+    let body_name = s(&["metadata", "name"]);
     if !body_name.is_empty() && body_name != name {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let target = s("/target/name");
+    let target = s(&["target", "name"]);
     if target.is_empty() {
         return Err(ApiError::invalid_kind(
             "Binding",
@@ -1595,19 +1593,16 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
             "FieldValueRequired",
         ));
     }
-    let (uid, rv) = (s("/metadata/uid"), s("/metadata/resourceVersion"));
-    let annotations = binding
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .cloned();
+    let (uid, rv) = (s(&["metadata", "uid"]), s(&["metadata", "resourceVersion"]));
+    let annotations =
+        crate::meta::at(&binding, &["metadata", "annotations"]).and_then(Value::as_object);
     req.st.store.update(
         info,
         namespace_of(p),
         name,
         req.query.dry_run(),
         |current| {
-            let current_uid = current
-                .pointer("/metadata/uid")
+            let current_uid = crate::meta::at(current, &["metadata", "uid"])
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if !uid.is_empty() && current_uid != uid {
@@ -1623,17 +1618,16 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
                     ),
                 ));
             }
-            if !rv.is_empty() && rv_of(current) != Some(rv.as_str()) {
+            if !rv.is_empty() && rv_of(current) != Some(rv) {
                 return Err(ApiError::modified(info, name));
             }
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
+            if crate::meta::at(current, &["metadata", "deletionTimestamp"]).is_some() {
                 return Err(ApiError::binding_conflict(
                     name,
                     format!("pod {name} is being deleted, cannot be assigned to a host"),
                 ));
             }
-            let node = current
-                .pointer("/spec/nodeName")
+            let node = crate::meta::at(current, &["spec", "nodeName"])
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if !node.is_empty() {
@@ -1642,8 +1636,7 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
                     format!("pod {name} is already assigned to node \"{node}\""),
                 ));
             }
-            if current
-                .pointer("/spec/schedulingGates")
+            if crate::meta::at(current, &["spec", "schedulingGates"])
                 .and_then(Value::as_array)
                 .is_some_and(|g| !g.is_empty())
             {
@@ -1652,42 +1645,56 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
                     format!("pod {name} has non-empty .spec.schedulingGates"),
                 ));
             }
-            let mut pod = current.clone();
-            pod["spec"]["nodeName"] = json!(target);
-            if let Some(a) = &annotations {
-                if !pod
-                    .pointer("/metadata/annotations")
-                    .is_some_and(Value::is_object)
-                {
-                    pod["metadata"]["annotations"] = json!({});
-                }
-                for (k, v) in a {
-                    pod["metadata"]["annotations"][k] = v.clone();
-                }
-            }
-            if !pod.get("status").is_some_and(Value::is_object) {
-                pod["status"] = json!({});
-            }
-            if let Some(st) = pod["status"].as_object_mut() {
-                st.remove("nominatedNodeName");
-            }
-            let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
-                          "lastTransitionTime": crate::meta::now_rfc3339()});
-            let conds = pod["status"]
-                .get("conditions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let mut conds: Vec<Value> = conds
-                .into_iter()
-                .filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"))
-                .collect();
-            conds.push(cond);
-            pod["status"]["conditions"] = json!(conds);
-            Ok(pod)
+            Ok(bound_pod(current, target, annotations))
         },
     )?;
-    Ok(json_response(201, &status::success(201, None)))
+    static BOUND: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    let body = BOUND.get_or_init(|| {
+        Bytes::from(serde_json::to_vec(&status::success(201, None)).unwrap_or_default())
+    });
+    Ok(bytes_response(201, body.clone()))
+}
+
+/// The pod a binding leaves: `spec.nodeName` set, the binding's annotations added, no
+/// `status.nominatedNodeName`, and a PodScheduled=True condition in place of any earlier
+/// one (appended after the other conditions).
+fn bound_pod(
+    current: &Value,
+    target: &str,
+    annotations: Option<&serde_json::Map<String, Value>>,
+) -> Value {
+    let mut pod = current.clone();
+    pod["spec"]["nodeName"] = json!(target);
+    if let Some(a) = annotations {
+        if !pod
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .is_some_and(Value::is_object)
+        {
+            pod["metadata"]["annotations"] = json!({});
+        }
+        for (k, v) in a {
+            pod["metadata"]["annotations"][k] = v.clone();
+        }
+    }
+    if !pod.get("status").is_some_and(Value::is_object) {
+        pod["status"] = json!({});
+    }
+    let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                      "lastTransitionTime": crate::meta::now_rfc3339()});
+    if let Some(st) = pod["status"].as_object_mut() {
+        st.remove("nominatedNodeName");
+        match st.get_mut("conditions") {
+            Some(Value::Array(conds)) => {
+                conds.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+                conds.push(cond);
+            }
+            _ => {
+                st.insert("conditions".to_string(), json!([cond]));
+            }
+        }
+    }
+    pod
 }
 
 /// The legacy bindings collection: the pod is the one the Binding's `metadata.name` names.

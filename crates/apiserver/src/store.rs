@@ -816,14 +816,17 @@ impl Store {
             }
             set_meta(&mut obj, "name", json!(name));
         }
-        if inner
-            .objects
-            .get(info.storage)
-            .is_some_and(|m| m.contains_key(&key(ns, &name)))
-        {
-            return Err(ApiError::already_exists(info, &name));
-        }
+        let inner = &mut *inner;
         let rv = inner.rv + 1;
+        // The new object's place, found once: taken means it exists, vacant is where it goes.
+        let std::collections::btree_map::Entry::Vacant(slot) = inner
+            .objects
+            .entry(info.storage)
+            .or_default()
+            .entry(key(ns, &name))
+        else {
+            return Err(ApiError::already_exists(info, &name));
+        };
         if info.namespaced {
             set_meta(&mut obj, "namespace", json!(ns));
         } else if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -831,8 +834,7 @@ impl Store {
         }
         // A uid given by admission (a Job's, which its generated labels carry) is kept;
         // clients' uids are dropped before admission.
-        if obj
-            .pointer("/metadata/uid")
+        if meta::at(&obj, &["metadata", "uid"])
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
         {
@@ -849,15 +851,11 @@ impl Store {
         if dry_run {
             return Ok(Written::dry(obj));
         }
-        inner.rv = rv;
         let event = WatchEvent::new(info.storage, EventType::Added, rv, &obj, None);
         let encoded = event.encoded.clone();
-        inner
-            .objects
-            .entry(info.storage)
-            .or_default()
-            .insert(key(ns, &name), encoded.clone());
-        self.record(&mut inner, event);
+        slot.insert(encoded.clone());
+        inner.rv = rv;
+        self.record(inner, event);
         Ok(Written::stored(obj, encoded))
     }
 

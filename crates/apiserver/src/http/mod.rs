@@ -392,10 +392,12 @@ fn object_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
 /// Every request: the Host and Origin checks (with CORS headers for an allowed origin), then
 /// [`dispatch`].
 pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let query = Query::parse(req.uri().query());
-    let headers = req.headers().clone();
+    // Taken apart rather than copied: every request is routed from its head.
+    let (parts, body) = req.into_parts();
+    let method = parts.method;
+    let path = parts.uri.path();
+    let query = Query::parse(parts.uri.query());
+    let headers = parts.headers;
     tracing::debug!(%method, %path, "request");
     if let Err(e) = host_allowed(&st.allowed_hosts, &headers) {
         return e.into_response();
@@ -416,7 +418,7 @@ pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
             return with_cors(StatusCode::NO_CONTENT.into_response(), origin);
         }
     }
-    let response = dispatch(&st, req, method, path, query, headers).await;
+    let response = dispatch(&st, body, method, path, query, headers).await;
     match &origin {
         Some(origin) => with_cors(response, origin),
         None => response,
@@ -426,20 +428,20 @@ pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
 /// Authentication, the body, routing and the verb; a write is answered once it is durable.
 async fn dispatch(
     st: &Arc<AppState>,
-    req: Request,
+    body: axum::body::Body,
     method: Method,
-    path: String,
+    path: &str,
     query: Query,
     headers: HeaderMap,
 ) -> Response {
-    if !st.tokens.is_empty() && !public_path(&path) && !authenticated(&st.tokens, &headers) {
+    if !st.tokens.is_empty() && !public_path(path) && !authenticated(&st.tokens, &headers) {
         return ApiError::unauthorized().into_response();
     }
-    let body = match read_body(req, st.max_body_bytes).await {
+    let body = match read_body(&headers, body, st.max_body_bytes).await {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let Some(r) = route(&path).filter(|r| !disabled_route(&st.disabled_api_groups, r)) else {
+    let Some(r) = route(path).filter(|r| !disabled_route(&st.disabled_api_groups, r)) else {
         return ApiError::no_route().into_response();
     };
     let accept = header_str(&headers, header::ACCEPT);
@@ -592,16 +594,19 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
         .unwrap_or("")
 }
 
-async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
-    let declared = req
-        .headers()
+async fn read_body(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::too_large(limit));
     }
-    axum::body::to_bytes(req.into_body(), limit)
+    axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| ApiError::too_large(limit))
 }

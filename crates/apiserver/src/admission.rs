@@ -75,42 +75,98 @@ pub fn check_decodes(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
 /// "v1" cannot be handled as a Pod: quantities must match …` otherwise, as upstream's decoder
 /// answers.
 pub fn check_quantities(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-    let mut found = Vec::new();
-    quantities_of(info, obj, &mut found);
-    for (_, v) in found {
-        if let Some(Err(e)) = crate::quantity::parse_json(v) {
-            return Err(ApiError::bad_request(format!(
-                "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
-                kind = info.kind,
-                version = info.version
-            )));
+    let mut first_error = None;
+    visit_quantities(info, obj, &mut |_, v| {
+        if first_error.is_none() {
+            if let Some(Err(e)) = crate::quantity::parse_json(v) {
+                first_error = Some(e);
+            }
         }
+    });
+    match first_error {
+        None => Ok(()),
+        Some(e) => Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+            kind = info.kind,
+            version = info.version
+        ))),
     }
-    Ok(())
 }
 
 /// The quantities of `obj` with their field paths (`spec.containers[0].resources.requests[cpu]`),
 /// for the kinds that have quantities.
 pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(String, &'a Value)>) {
-    let map_at = |v: &'a Value, ptr: &str, path: &str, out: &mut Vec<(String, &'a Value)>| {
-        if let Some(m) = v.pointer(ptr).and_then(Value::as_object) {
-            for (k, q) in m {
-                out.push((format!("{path}[{k}]"), q));
+    visit_quantities(info, obj, &mut |path, q| out.push((path.render(), q)));
+}
+
+/// Where a quantity is in its object, rendered only when asked: every write of a pod walks
+/// its quantities, and only a bad one is named.
+#[derive(Clone, Copy)]
+pub enum QuantityPath<'p> {
+    /// A field path written out.
+    Field(&'static str),
+    /// `parent.field`.
+    Child(&'p QuantityPath<'p>, &'static str),
+    /// `parent[index]`.
+    Index(&'p QuantityPath<'p>, usize),
+    /// `parent[key]`.
+    Key(&'p QuantityPath<'p>, &'p str),
+}
+
+impl QuantityPath<'_> {
+    /// The field path, as field errors name it.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        self.render_into(&mut out);
+        out
+    }
+
+    fn render_into(&self, out: &mut String) {
+        match self {
+            QuantityPath::Field(f) => out.push_str(f),
+            QuantityPath::Child(p, f) => {
+                p.render_into(out);
+                out.push('.');
+                out.push_str(f);
+            }
+            QuantityPath::Index(p, i) => {
+                p.render_into(out);
+                out.push('[');
+                out.push_str(&i.to_string());
+                out.push(']');
+            }
+            QuantityPath::Key(p, k) => {
+                p.render_into(out);
+                out.push('[');
+                out.push_str(k);
+                out.push(']');
             }
         }
-    };
-    let resources = |v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+    }
+}
+
+type QuantityVisitor<'v, 'a> = dyn FnMut(&QuantityPath<'_>, &'a Value) + 'v;
+
+/// Calls `f` with every quantity of `obj` and its path, for the kinds that have quantities.
+pub fn visit_quantities<'a>(info: &ResourceInfo, obj: &'a Value, f: &mut QuantityVisitor<'_, 'a>) {
+    fn map_at<'a>(m: Option<&'a Value>, path: &QuantityPath<'_>, f: &mut QuantityVisitor<'_, 'a>) {
+        for (k, q) in m.and_then(Value::as_object).into_iter().flatten() {
+            f(&QuantityPath::Key(path, k), q);
+        }
+    }
+    fn resources<'a>(v: &'a Value, path: &QuantityPath<'_>, f: &mut QuantityVisitor<'_, 'a>) {
         for kind in ["limits", "requests"] {
-            map_at(v, &format!("/{kind}"), &format!("{path}.{kind}"), out);
+            map_at(v.get(kind), &QuantityPath::Child(path, kind), f);
         }
-    };
-    let claim_spec = |v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+    }
+    fn claim_spec<'a>(v: &'a Value, path: &QuantityPath<'_>, f: &mut QuantityVisitor<'_, 'a>) {
         if let Some(r) = v.get("resources") {
-            resources(r, &format!("{path}.resources"), out);
+            resources(r, &QuantityPath::Child(path, "resources"), f);
         }
-    };
-    let pod_spec = |spec: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>| {
+    }
+    fn pod_spec<'a>(spec: &'a Value, path: &QuantityPath<'_>, f: &mut QuantityVisitor<'_, 'a>) {
         for list in ["containers", "initContainers", "ephemeralContainers"] {
+            let list_path = QuantityPath::Child(path, list);
             for (i, c) in spec
                 .get(list)
                 .and_then(Value::as_array)
@@ -119,14 +175,20 @@ pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(Str
                 .enumerate()
             {
                 if let Some(r) = c.get("resources") {
-                    resources(r, &format!("{path}.{list}[{i}].resources"), out);
+                    let at = QuantityPath::Index(&list_path, i);
+                    resources(r, &QuantityPath::Child(&at, "resources"), f);
                 }
             }
         }
-        map_at(spec, "/overhead", &format!("{path}.overhead"), out);
+        map_at(
+            spec.get("overhead"),
+            &QuantityPath::Child(path, "overhead"),
+            f,
+        );
         if let Some(r) = spec.get("resources") {
-            resources(r, &format!("{path}.resources"), out);
+            resources(r, &QuantityPath::Child(path, "resources"), f);
         }
+        let volumes = QuantityPath::Child(path, "volumes");
         for (i, vol) in spec
             .get("volumes")
             .and_then(Value::as_array)
@@ -134,66 +196,83 @@ pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(Str
             .flatten()
             .enumerate()
         {
-            if let Some(q) = vol.pointer("/emptyDir/sizeLimit") {
-                out.push((format!("{path}.volumes[{i}].emptyDir.sizeLimit"), q));
+            let at = QuantityPath::Index(&volumes, i);
+            if let Some(q) = meta::at(vol, &["emptyDir", "sizeLimit"]) {
+                let empty_dir = QuantityPath::Child(&at, "emptyDir");
+                f(&QuantityPath::Child(&empty_dir, "sizeLimit"), q);
             }
-            if let Some(s) = vol.pointer("/ephemeral/volumeClaimTemplate/spec") {
-                let p = format!("{path}.volumes[{i}].ephemeral.volumeClaimTemplate.spec");
-                claim_spec(s, &p, out);
+            if let Some(s) = meta::at(vol, &["ephemeral", "volumeClaimTemplate", "spec"]) {
+                let ephemeral = QuantityPath::Child(&at, "ephemeral");
+                let template = QuantityPath::Child(&ephemeral, "volumeClaimTemplate");
+                claim_spec(s, &QuantityPath::Child(&template, "spec"), f);
             }
         }
-    };
-    let at = |ptr: &str| obj.pointer(ptr);
+    }
+    let at = |path: &[&str]| meta::at(obj, path);
     match (info.group, info.kind) {
         ("", "Pod") => {
-            if let Some(s) = at("/spec") {
-                pod_spec(s, "spec", out);
+            if let Some(s) = at(&["spec"]) {
+                pod_spec(s, &QuantityPath::Field("spec"), f);
             }
         }
         ("", "ReplicationController") | ("apps", _) | ("batch", "Job") => {
-            if let Some(s) = at("/spec/template/spec") {
-                pod_spec(s, "spec.template.spec", out);
+            if let Some(s) = at(&["spec", "template", "spec"]) {
+                pod_spec(s, &QuantityPath::Field("spec.template.spec"), f);
             }
-            for (i, t) in at("/spec/volumeClaimTemplates")
+            let templates = QuantityPath::Field("spec.volumeClaimTemplates");
+            for (i, t) in at(&["spec", "volumeClaimTemplates"])
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .enumerate()
             {
                 if let Some(s) = t.get("spec") {
-                    claim_spec(s, &format!("spec.volumeClaimTemplates[{i}].spec"), out);
+                    let at = QuantityPath::Index(&templates, i);
+                    claim_spec(s, &QuantityPath::Child(&at, "spec"), f);
                 }
             }
         }
         ("batch", "CronJob") => {
-            if let Some(s) = at("/spec/jobTemplate/spec/template/spec") {
-                pod_spec(s, "spec.jobTemplate.spec.template.spec", out);
+            if let Some(s) = at(&["spec", "jobTemplate", "spec", "template", "spec"]) {
+                pod_spec(
+                    s,
+                    &QuantityPath::Field("spec.jobTemplate.spec.template.spec"),
+                    f,
+                );
             }
         }
         ("", "Node") => {
-            map_at(obj, "/status/capacity", "status.capacity", out);
-            map_at(obj, "/status/allocatable", "status.allocatable", out);
+            let capacity = QuantityPath::Field("status.capacity");
+            map_at(at(&["status", "capacity"]), &capacity, f);
+            let allocatable = QuantityPath::Field("status.allocatable");
+            map_at(at(&["status", "allocatable"]), &allocatable, f);
         }
         ("", "PersistentVolumeClaim") => {
-            if let Some(s) = at("/spec") {
-                claim_spec(s, "spec", out);
+            if let Some(s) = at(&["spec"]) {
+                claim_spec(s, &QuantityPath::Field("spec"), f);
             }
-            map_at(obj, "/status/capacity", "status.capacity", out);
+            let capacity = QuantityPath::Field("status.capacity");
+            map_at(at(&["status", "capacity"]), &capacity, f);
+            let allocated = QuantityPath::Field("status.allocatedResources");
+            map_at(at(&["status", "allocatedResources"]), &allocated, f);
+        }
+        ("", "PersistentVolume") => {
             map_at(
-                obj,
-                "/status/allocatedResources",
-                "status.allocatedResources",
-                out,
+                at(&["spec", "capacity"]),
+                &QuantityPath::Field("spec.capacity"),
+                f,
             );
         }
-        ("", "PersistentVolume") => map_at(obj, "/spec/capacity", "spec.capacity", out),
         ("resource.k8s.io", "ResourceSlice") => {
-            for (i, d) in at("/spec/devices")
+            let devices = QuantityPath::Field("spec.devices");
+            for (i, d) in at(&["spec", "devices"])
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .enumerate()
             {
+                let device = QuantityPath::Index(&devices, i);
+                let capacity = QuantityPath::Child(&device, "capacity");
                 for (k, c) in d
                     .get("capacity")
                     .and_then(Value::as_object)
@@ -201,7 +280,10 @@ pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(Str
                     .flatten()
                 {
                     if let Some(q) = c.get("value") {
-                        out.push((format!("spec.devices[{i}].capacity[{k}].value"), q));
+                        f(
+                            &QuantityPath::Child(&QuantityPath::Key(&capacity, k), "value"),
+                            q,
+                        );
                     }
                 }
             }
@@ -209,7 +291,7 @@ pub fn quantities_of<'a>(info: &ResourceInfo, obj: &'a Value, out: &mut Vec<(Str
         ("storage.k8s.io", "CSIStorageCapacity") => {
             for field in ["capacity", "maximumVolumeSize"] {
                 if let Some(q) = obj.get(field) {
-                    out.push((field.to_string(), q));
+                    f(&QuantityPath::Field(field), q);
                 }
             }
         }
@@ -997,30 +1079,26 @@ fn merge_term_label_keys(term: &mut Value, labels: &Map<String, Value>) {
 
 /// BestEffort, Guaranteed or Burstable, from the containers' requests and limits.
 fn qos_class(pod: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["initContainers", "containers"]
-        .iter()
-        .filter_map(|l| pod.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let res = |c: &Value, kind: &str| -> Map<String, Value> {
-        c.pointer(&format!("/resources/{kind}"))
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default()
+    let containers = || {
+        ["initContainers", "containers"]
+            .into_iter()
+            .filter_map(|l| meta::at(pod, &["spec", l]).and_then(Value::as_array))
+            .flatten()
     };
-    let relevant =
-        |m: &Map<String, Value>| -> bool { m.keys().any(|k| k == "cpu" || k == "memory") };
-    if containers
-        .iter()
-        .all(|c| !relevant(&res(c, "requests")) && !relevant(&res(c, "limits")))
-    {
+    fn res<'a>(c: &'a Value, kind: &str) -> Option<&'a Map<String, Value>> {
+        meta::at(c, &["resources", kind]).and_then(Value::as_object)
+    }
+    let relevant = |m: Option<&Map<String, Value>>| -> bool {
+        m.is_some_and(|m| m.contains_key("cpu") || m.contains_key("memory"))
+    };
+    if containers().all(|c| !relevant(res(c, "requests")) && !relevant(res(c, "limits"))) {
         return "BestEffort";
     }
-    let guaranteed = containers.iter().all(|c| {
+    let guaranteed = containers().all(|c| {
         let (req, lim) = (res(c, "requests"), res(c, "limits"));
         ["cpu", "memory"].iter().all(|r| {
-            lim.get(*r)
-                .is_some_and(|l| req.get(*r).is_none_or(|q| q == l))
+            lim.and_then(|l| l.get(*r))
+                .is_some_and(|l| req.and_then(|q| q.get(*r)).is_none_or(|q| q == l))
         })
     });
     if guaranteed {
@@ -1270,10 +1348,123 @@ mod tests {
         lookup("", "v1", "pods").expect("pods")
     }
 
+    /// Init containers count toward the QoS class: a pod whose containers are all
+    /// guaranteed but whose init container has only requests is Burstable.
+    #[test]
+    fn init_containers_count_toward_the_qos_class() {
+        let limits = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {
+            "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "1"}}}],
+            "containers": [{"name": "c", "resources": limits}]}});
+        default_pod(&mut p);
+        assert_eq!(
+            p["status"],
+            json!({"phase": "Pending", "qosClass": "Burstable"})
+        );
+    }
+
+    /// Every place a quantity is looked for, with the path a field error names.
+    #[rstest]
+    #[case::pod_every_place(
+        ("", "v1", "pods"),
+        json!({"spec": {
+            "containers": [{"resources": {"limits": {"cpu": "1"}, "requests": {"memory": "2"}}}],
+            "initContainers": [{}, {"resources": {"requests": {"cpu": "3"}}}],
+            "ephemeralContainers": [{"resources": {"limits": {"x": "4"}}}],
+            "overhead": {"cpu": "5"},
+            "resources": {"requests": {"cpu": "6"}},
+            "volumes": [{"emptyDir": {"sizeLimit": "7"}},
+                        {"ephemeral": {"volumeClaimTemplate": {"spec": {"resources": {
+                            "requests": {"storage": "8"}}}}}}]}}),
+        &[
+            ("spec.containers[0].resources.limits[cpu]", "1"),
+            ("spec.containers[0].resources.requests[memory]", "2"),
+            ("spec.initContainers[1].resources.requests[cpu]", "3"),
+            ("spec.ephemeralContainers[0].resources.limits[x]", "4"),
+            ("spec.overhead[cpu]", "5"),
+            ("spec.resources.requests[cpu]", "6"),
+            ("spec.volumes[0].emptyDir.sizeLimit", "7"),
+            ("spec.volumes[1].ephemeral.volumeClaimTemplate.spec.resources.requests[storage]", "8"),
+        ][..],
+    )]
+    #[case::stateful_set_template_and_claim_templates(
+        ("apps", "v1", "statefulsets"),
+        json!({"spec": {"template": {"spec": {"containers": [
+                   {"resources": {"requests": {"cpu": "1"}}}]}},
+               "volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "2"}}}}]}}),
+        &[
+            ("spec.template.spec.containers[0].resources.requests[cpu]", "1"),
+            ("spec.volumeClaimTemplates[0].spec.resources.requests[storage]", "2"),
+        ][..],
+    )]
+    #[case::node_capacity_then_allocatable(
+        ("", "v1", "nodes"),
+        json!({"status": {"allocatable": {"cpu": "2"}, "capacity": {"cpu": "1"}}}),
+        &[("status.capacity[cpu]", "1"), ("status.allocatable[cpu]", "2")][..],
+    )]
+    #[case::claim_spec_and_status(
+        ("", "v1", "persistentvolumeclaims"),
+        json!({"spec": {"resources": {"limits": {"storage": "1"}}},
+               "status": {"capacity": {"storage": "2"}, "allocatedResources": {"storage": "3"}}}),
+        &[
+            ("spec.resources.limits[storage]", "1"),
+            ("status.capacity[storage]", "2"),
+            ("status.allocatedResources[storage]", "3"),
+        ][..],
+    )]
+    #[case::volume_capacity(
+        ("", "v1", "persistentvolumes"),
+        json!({"spec": {"capacity": {"storage": "1"}}}),
+        &[("spec.capacity[storage]", "1")][..],
+    )]
+    #[case::resource_slice_device_capacity(
+        ("resource.k8s.io", "v1", "resourceslices"),
+        json!({"spec": {"devices": [{}, {"capacity": {"mem": {"value": "1"}, "odd": {}}}]}}),
+        &[("spec.devices[1].capacity[mem].value", "1")][..],
+    )]
+    #[case::storage_capacity_fields(
+        ("storage.k8s.io", "v1", "csistoragecapacities"),
+        json!({"maximumVolumeSize": "2", "capacity": "1"}),
+        &[("capacity", "1"), ("maximumVolumeSize", "2")][..],
+    )]
+    #[case::misplaced_values_are_not_quantities(
+        ("", "v1", "pods"),
+        json!({"spec": {"containers": {"resources": {}}, "overhead": ["1"],
+                        "volumes": [{"emptyDir": []}]}}),
+        &[][..],
+    )]
+    fn quantities_are_found_with_their_paths(
+        #[case] resource: (&str, &str, &str),
+        #[case] obj: Value,
+        #[case] want: &[(&str, &str)],
+    ) {
+        let (group, version, plural) = resource;
+        let info = lookup(group, version, plural).expect("served");
+        let mut found = Vec::new();
+        quantities_of(info, &obj, &mut found);
+        let got: Vec<(String, Value)> = found.into_iter().map(|(p, v)| (p, v.clone())).collect();
+        let want: Vec<(String, Value)> = want
+            .iter()
+            .map(|(p, v)| ((*p).to_string(), json!(v)))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     #[rstest]
     #[case::best_effort(json!([{"name": "c"}]), "BestEffort")]
     #[case::burstable(json!([{"name": "c", "resources": {"requests": {"cpu": "1"}}}]), "Burstable")]
     #[case::guaranteed(json!([{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]), "Guaranteed")]
+    #[case::guaranteed_with_equal_requests(json!([{"name": "c", "resources": {
+        "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]), "Guaranteed")]
+    #[case::burstable_when_a_request_differs_from_its_limit(json!([{"name": "c", "resources": {
+        "requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]), "Burstable")]
+    #[case::burstable_when_one_container_has_no_limits(json!([
+        {"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+        {"name": "b"}]), "Burstable")]
+    #[case::best_effort_with_only_other_resources(json!([{"name": "c", "resources": {
+        "requests": {"ephemeral-storage": "1Gi"}, "limits": {"nvidia.com/gpu": "1"}}}]), "BestEffort")]
+    #[case::best_effort_when_resources_are_not_objects(json!([{"name": "c", "resources": {
+        "requests": ["cpu"], "limits": "1"}}]), "BestEffort")]
     fn pod_defaults(#[case] containers: Value, #[case] qos: &str) {
         let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": containers},
                            "status": {"phase": "Running"}});

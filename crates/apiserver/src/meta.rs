@@ -25,6 +25,13 @@ fn now_seconds() -> i64 {
         .unwrap_or(0)
 }
 
+/// The value at `path` (object keys only, outermost first), as `Value::pointer` finds it
+/// for a pointer through objects without escapes, but without splitting and unescaping a pointer string: the
+/// write path reads several fixed fields of every object.
+pub fn at<'a>(obj: &'a serde_json::Value, path: &[&str]) -> Option<&'a serde_json::Value> {
+    path.iter().try_fold(obj, |v, key| v.as_object()?.get(*key))
+}
+
 /// Nanoseconds since the Unix epoch (0 before it), for names that must differ in time.
 pub fn unix_nanos() -> u128 {
     std::time::SystemTime::now()

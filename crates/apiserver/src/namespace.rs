@@ -55,7 +55,7 @@ pub async fn run(store: Arc<Store>) {
                     }
                 }
                 Ok(ev) if ev.kind == EventType::Deleted && !pending.is_empty() => {
-                    let ns = ev.attrs.namespace.as_str();
+                    let ns = ev.attrs.namespace();
                     if pending.contains(ns) && store.remove_namespace_if_empty(ns) {
                         pending.remove(ns);
                     }

@@ -227,17 +227,23 @@ impl FieldSelector {
 
 /// The string value of a selectable field, as field selectors compare it: absent is `""`
 /// (`"false"` for the two boolean fields), booleans are `true`/`false`.
-fn field_string(obj: &Value, field: &str, path: &[String]) -> String {
+/// Appends a selectable field's value to `out` as selectors compare it: absent is `""`,
+/// booleans are `true`/`false`, numbers, arrays and objects as their JSON text.
+fn push_field_string(obj: &Value, field: &str, path: &[String], out: &mut String) {
+    use std::fmt::Write as _;
     let value = path.iter().try_fold(obj, |v, segment| v.get(segment));
     match value {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Bool(b)) => b.to_string(),
-        Some(Value::Number(n)) => n.to_string(),
-        None | Some(Value::Null) => match field {
-            "spec.hostNetwork" | "spec.unschedulable" => "false".to_string(),
-            _ => String::new(),
-        },
-        Some(other) => other.to_string(),
+        Some(Value::String(s)) => out.push_str(s),
+        Some(Value::Bool(b)) => out.push_str(if *b { "true" } else { "false" }),
+        None | Some(Value::Null) => {
+            if matches!(field, "spec.hostNetwork" | "spec.unschedulable") {
+                out.push_str("false");
+            }
+        }
+        // Writing to a String does not fail.
+        Some(other) => {
+            let _ = write!(out, "{other}");
+        }
     }
 }
 
@@ -278,54 +284,79 @@ fn selectable_fields(storage: &str) -> &'static [(&'static str, Vec<String>)] {
 
 /// What label and field selectors read of one object, copied out of it once per write:
 /// the event log keeps these and the encoded object rather than the object (a decoded
-/// object takes several times the memory of its JSON).
+/// object takes several times the memory of its JSON). The values are kept in one string,
+/// so that a write costs two allocations here, not one per field and label.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Attrs {
-    /// `metadata.namespace` (empty for cluster-scoped objects).
-    pub namespace: String,
-    labels: Vec<(String, String)>,
-    /// The value of every selectable field of the object's resource, as compared.
-    fields: Vec<(&'static str, String)>,
+    /// Every value, one after the other: `metadata.namespace` (empty for cluster-scoped
+    /// objects), each selectable field of `fields` in its order, then each string-valued
+    /// label's key and value.
+    text: String,
+    /// Where each value of `text` ends.
+    ends: Vec<usize>,
+    /// The selectable fields of the object's resource.
+    fields: &'static [(&'static str, Vec<String>)],
 }
 
 impl Attrs {
     /// The attributes of `obj`, an object kept under `storage`.
     pub fn of(storage: &str, obj: &Value) -> Attrs {
+        let fields = selectable_fields(storage);
         let labels = obj
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|l| {
-                l.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Attrs {
-            namespace: obj
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            labels,
-            fields: selectable_fields(storage)
-                .iter()
-                .map(|(f, path)| (*f, field_string(obj, f, path)))
-                .collect(),
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object);
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(1 + fields.len() + 2 * labels.map_or(0, |l| l.len()));
+        let namespace = obj
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str);
+        text.push_str(namespace.unwrap_or_default());
+        ends.push(text.len());
+        for (f, path) in fields {
+            push_field_string(obj, f, path, &mut text);
+            ends.push(text.len());
         }
+        for (k, v) in labels.into_iter().flatten() {
+            let Some(v) = v.as_str() else { continue };
+            text.push_str(k);
+            ends.push(text.len());
+            text.push_str(v);
+            ends.push(text.len());
+        }
+        Attrs { text, ends, fields }
+    }
+
+    /// The `i`th value of `text`.
+    fn value(&self, i: usize) -> &str {
+        let start = match i.checked_sub(1) {
+            None => 0,
+            Some(before) => self.ends.get(before).copied().unwrap_or(0),
+        };
+        let end = self.ends.get(i).copied().unwrap_or(start);
+        self.text.get(start..end).unwrap_or("")
+    }
+
+    /// `metadata.namespace` (empty for cluster-scoped objects).
+    pub fn namespace(&self) -> &str {
+        self.value(0)
     }
 
     fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        let first = 1 + self.fields.len();
+        let count = self.ends.len().saturating_sub(first) / 2;
+        (0..count)
+            .map(|j| first + 2 * j)
+            .find(|&i| self.value(i) == key)
+            .map(|i| self.value(i + 1))
     }
 
     fn field(&self, field: &str) -> &str {
         self.fields
             .iter()
-            .find(|(f, _)| *f == field)
-            .map_or("", |(_, v)| v.as_str())
+            .position(|(f, _)| *f == field)
+            .map_or("", |i| self.value(1 + i))
     }
 }
 
@@ -340,7 +371,7 @@ fn field_value_is(obj: &Value, field: &str, pointer: &str, want: &str) -> bool {
             "spec.hostNetwork" | "spec.unschedulable" => want == "false",
             _ => want.is_empty(),
         },
-        // An array or object compares as its JSON text, as `field_string` renders it.
+        // An array or object compares as its JSON text, as `push_field_string` renders it.
         Some(other) => matches!(serde_json::to_string(other), Ok(text) if text == want),
     }
 }
@@ -460,15 +491,32 @@ mod tests {
         assert!(s.matches_attrs(&Attrs::of(info.storage, &event)));
     }
 
+    /// The attributes as namespace, labels and fields, for comparing whole values.
+    type AttrParts = (String, Vec<(String, String)>, Vec<(&'static str, String)>);
+
+    fn parts(attrs: &Attrs) -> AttrParts {
+        let first = 1 + attrs.fields.len();
+        let labels = (first..attrs.ends.len())
+            .step_by(2)
+            .map(|i| (attrs.value(i).to_string(), attrs.value(i + 1).to_string()))
+            .collect();
+        let fields = attrs
+            .fields
+            .iter()
+            .map(|(f, _)| (*f, attrs.field(f).to_string()))
+            .collect();
+        (attrs.namespace().to_string(), labels, fields)
+    }
+
     #[test]
     fn attrs_keep_namespace_labels_and_the_resource_fields() {
         let attrs = Attrs::of("pods", &labeled());
         assert_eq!(
-            attrs,
-            Attrs {
-                namespace: "ns".into(),
-                labels: vec![("app".into(), "web".into()), ("tier".into(), "fe".into())],
-                fields: vec![
+            parts(&attrs),
+            (
+                "ns".into(),
+                vec![("app".into(), "web".into()), ("tier".into(), "fe".into())],
+                vec![
                     ("metadata.name", "p".into()),
                     ("metadata.namespace", "ns".into()),
                     ("spec.nodeName", "n1".into()),
@@ -480,7 +528,56 @@ mod tests {
                     ("status.podIP", String::new()),
                     ("status.nominatedNodeName", String::new()),
                 ],
-            }
+            )
         );
+    }
+
+    /// The values kept in one string read back as each field and label rendered alone:
+    /// booleans, numbers, arrays and objects as their text, labels that are not strings
+    /// left out, a cluster-scoped object's namespace empty.
+    #[rstest]
+    #[case::pod_with_typed_fields(
+        "pods",
+        json!({"metadata": {"name": "p", "namespace": "ns",
+                            "labels": {"n": 1, "a": "", "b": "x"}},
+               "spec": {"hostNetwork": true, "nodeName": {"odd": [1]},
+                        "restartPolicy": 3, "schedulerName": ["s"]}}),
+        (
+            "ns".into(),
+            vec![("a".into(), String::new()), ("b".into(), "x".into())],
+            vec![
+                ("metadata.name", "p".into()),
+                ("metadata.namespace", "ns".into()),
+                ("spec.nodeName", r#"{"odd":[1]}"#.into()),
+                ("spec.schedulerName", r#"["s"]"#.into()),
+                ("spec.restartPolicy", "3".into()),
+                ("spec.serviceAccountName", String::new()),
+                ("spec.hostNetwork", "true".into()),
+                ("status.phase", String::new()),
+                ("status.podIP", String::new()),
+                ("status.nominatedNodeName", String::new()),
+            ],
+        )
+    )]
+    #[case::node_without_namespace_or_labels(
+        "nodes",
+        json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": null}}),
+        (
+            String::new(),
+            vec![],
+            vec![
+                ("metadata.name", "n1".into()),
+                ("metadata.namespace", String::new()),
+                ("spec.unschedulable", "false".into()),
+            ],
+        )
+    )]
+    #[case::not_an_object("pods", json!("text"), (String::new(), vec![], parts(&Attrs::of("pods", &json!({}))).2))]
+    fn attrs_read_back_each_value_as_rendered(
+        #[case] storage: &str,
+        #[case] obj: Value,
+        #[case] want: AttrParts,
+    ) {
+        assert_eq!(parts(&Attrs::of(storage, &obj)), want);
     }
 }

@@ -332,30 +332,33 @@ pub fn validate_resource_quantities(
     info: &crate::resources::ResourceInfo,
     obj: &Value,
 ) -> Vec<FieldError> {
-    let mut found = Vec::new();
-    crate::admission::quantities_of(info, obj, &mut found);
-    found
-        .into_iter()
-        .filter(|(path, _)| {
-            !path.contains("volumeClaimTemplate")
-                && [".resources.limits[", ".resources.requests[", ".overhead["]
-                    .iter()
-                    .any(|p| path.contains(p))
-        })
-        .filter_map(|(path, v)| {
-            let parsed = crate::quantity::parse_json(v)?.ok()?;
+    // Most quantities are fine: a path is rendered only for a negative one.
+    let mut errs = Vec::new();
+    crate::admission::visit_quantities(info, obj, &mut |path, v| {
+        let Some(Ok(parsed)) = crate::quantity::parse_json(v) else {
+            return;
+        };
+        if !parsed.negative {
+            return;
+        }
+        let path = path.render();
+        let checked = !path.contains("volumeClaimTemplate")
+            && [".resources.limits[", ".resources.requests[", ".overhead["]
+                .iter()
+                .any(|p| path.contains(p));
+        if checked {
             let written = match v {
                 Value::String(s) => s.trim().to_string(),
                 other => other.to_string(),
             };
-            parsed.negative.then(|| {
-                FieldError::invalid(
-                    path,
-                    Value::String(written),
-                    "must be greater than or equal to 0",
-                )
-            })
-        })
+            errs.push(FieldError::invalid(
+                path,
+                Value::String(written),
+                "must be greater than or equal to 0",
+            ));
+        }
+    });
+    errs.into_iter()
         .chain(requests_above_limits(info, obj))
         .collect()
 }

@@ -392,10 +392,12 @@ fn object_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
 /// Every request: the Host and Origin checks (with CORS headers for an allowed origin), then
 /// [`dispatch`].
 pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let query = Query::parse(req.uri().query());
-    let headers = req.headers().clone();
+    // Taken apart rather than copied: every request is routed from its head.
+    let (parts, body) = req.into_parts();
+    let method = parts.method;
+    let path = parts.uri.path();
+    let query = Query::parse(parts.uri.query());
+    let headers = parts.headers;
     tracing::debug!(%method, %path, "request");
     if let Err(e) = host_allowed(&st.allowed_hosts, &headers) {
         return e.into_response();
@@ -416,7 +418,7 @@ pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
             return with_cors(StatusCode::NO_CONTENT.into_response(), origin);
         }
     }
-    let response = dispatch(&st, req, method, path, query, headers).await;
+    let response = dispatch(&st, body, method, path, query, headers).await;
     match &origin {
         Some(origin) => with_cors(response, origin),
         None => response,
@@ -426,20 +428,20 @@ pub(crate) async fn handle(st: Arc<AppState>, req: Request) -> Response {
 /// Authentication, the body, routing and the verb; a write is answered once it is durable.
 async fn dispatch(
     st: &Arc<AppState>,
-    req: Request,
+    body: axum::body::Body,
     method: Method,
-    path: String,
+    path: &str,
     query: Query,
     headers: HeaderMap,
 ) -> Response {
-    if !st.tokens.is_empty() && !public_path(&path) && !authenticated(&st.tokens, &headers) {
+    if !st.tokens.is_empty() && !public_path(path) && !authenticated(&st.tokens, &headers) {
         return ApiError::unauthorized().into_response();
     }
-    let body = match read_body(req, st.max_body_bytes).await {
+    let body = match read_body(&headers, body, st.max_body_bytes).await {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let Some(r) = route(&path).filter(|r| !disabled_route(&st.disabled_api_groups, r)) else {
+    let Some(r) = route(path).filter(|r| !disabled_route(&st.disabled_api_groups, r)) else {
         return ApiError::no_route().into_response();
     };
     let accept = header_str(&headers, header::ACCEPT);
@@ -592,16 +594,19 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
         .unwrap_or("")
 }
 
-async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
-    let declared = req
-        .headers()
+async fn read_body(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::too_large(limit));
     }
-    axum::body::to_bytes(req.into_body(), limit)
+    axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| ApiError::too_large(limit))
 }
@@ -1002,9 +1007,7 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
             admission::apply_scheduling_gated_condition(&mut obj);
             admission::merge_affinity_label_keys(&mut obj);
             admission::merge_topology_spread_label_keys(&mut obj);
-            let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses")
-                .ok_or_else(|| ApiError::internal("priorityclasses not served"))?;
-            let (classes, _) = req.st.store.list(pcs, None);
+            let classes = priority_classes_for(req, &obj)?;
             admission::admit_priority(info, &mut obj, &classes)?;
         }
         ("", "Namespace") => admission::default_namespace(&mut obj),
@@ -1094,6 +1097,25 @@ fn admit_new(req: &Req<'_>, p: &ObjectPath, mut obj: Value) -> Result<Value, Api
         }
     }
     Ok(from_wire(info, obj))
+}
+
+/// The priority classes priority admission of `pod` may pick from, decoded: the class
+/// the pod names (none if there is no such class), or else the classes that may be the
+/// global default. Every pod create asks, and most classes are neither.
+fn priority_classes_for(req: &Req<'_>, pod: &Value) -> Result<Vec<Arc<Value>>, ApiError> {
+    let pcs = resources::lookup("scheduling.k8s.io", "v1", "priorityclasses")
+        .ok_or_else(|| ApiError::internal("priorityclasses not served"))?;
+    let named = crate::meta::at(pod, &["spec", "priorityClassName"])
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    Ok(match named {
+        Some(name) => req.st.store.get(pcs, "", name).into_iter().collect(),
+        // The store writes JSON without spaces: a class whose `globalDefault` is true holds
+        // these bytes (a string value may too, which admission then looks at and skips).
+        None => req.st.store.list_where(pcs, None, |b| {
+            store::contains(b, br#""globalDefault":true"#)
+        }),
+    })
 }
 
 /// The stored namespace `name`, if any. Not to be called under the store's lock (inside
@@ -1554,20 +1576,18 @@ fn binding_body(req: &Req<'_>) -> Result<Value, ApiError> {
 fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError> {
     let info = p.info;
     let binding = binding_body(req)?;
-    let s = |ptr: &str| {
-        binding
-            .pointer(ptr)
+    let s = |path: &[&str]| {
+        crate::meta::at(&binding, path)
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_string()
     };
-    let body_name = s("/metadata/name");
+    let body_name = s(&["metadata", "name"]);
     if !body_name.is_empty() && body_name != name {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let target = s("/target/name");
+    let target = s(&["target", "name"]);
     if target.is_empty() {
         return Err(ApiError::invalid_kind(
             "Binding",
@@ -1578,19 +1598,16 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
             "FieldValueRequired",
         ));
     }
-    let (uid, rv) = (s("/metadata/uid"), s("/metadata/resourceVersion"));
-    let annotations = binding
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .cloned();
+    let (uid, rv) = (s(&["metadata", "uid"]), s(&["metadata", "resourceVersion"]));
+    let annotations =
+        crate::meta::at(&binding, &["metadata", "annotations"]).and_then(Value::as_object);
     req.st.store.update(
         info,
         namespace_of(p),
         name,
         req.query.dry_run(),
         |current| {
-            let current_uid = current
-                .pointer("/metadata/uid")
+            let current_uid = crate::meta::at(current, &["metadata", "uid"])
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if !uid.is_empty() && current_uid != uid {
@@ -1606,17 +1623,16 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
                     ),
                 ));
             }
-            if !rv.is_empty() && rv_of(current) != Some(rv.as_str()) {
+            if !rv.is_empty() && rv_of(current) != Some(rv) {
                 return Err(ApiError::modified(info, name));
             }
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
+            if crate::meta::at(current, &["metadata", "deletionTimestamp"]).is_some() {
                 return Err(ApiError::binding_conflict(
                     name,
                     format!("pod {name} is being deleted, cannot be assigned to a host"),
                 ));
             }
-            let node = current
-                .pointer("/spec/nodeName")
+            let node = crate::meta::at(current, &["spec", "nodeName"])
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if !node.is_empty() {
@@ -1625,8 +1641,7 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
                     format!("pod {name} is already assigned to node \"{node}\""),
                 ));
             }
-            if current
-                .pointer("/spec/schedulingGates")
+            if crate::meta::at(current, &["spec", "schedulingGates"])
                 .and_then(Value::as_array)
                 .is_some_and(|g| !g.is_empty())
             {
@@ -1635,42 +1650,56 @@ fn bind(req: &Req<'_>, p: &ObjectPath, name: &str) -> Result<Response, ApiError>
                     format!("pod {name} has non-empty .spec.schedulingGates"),
                 ));
             }
-            let mut pod = current.clone();
-            pod["spec"]["nodeName"] = json!(target);
-            if let Some(a) = &annotations {
-                if !pod
-                    .pointer("/metadata/annotations")
-                    .is_some_and(Value::is_object)
-                {
-                    pod["metadata"]["annotations"] = json!({});
-                }
-                for (k, v) in a {
-                    pod["metadata"]["annotations"][k] = v.clone();
-                }
-            }
-            if !pod.get("status").is_some_and(Value::is_object) {
-                pod["status"] = json!({});
-            }
-            if let Some(st) = pod["status"].as_object_mut() {
-                st.remove("nominatedNodeName");
-            }
-            let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
-                          "lastTransitionTime": crate::meta::now_rfc3339()});
-            let conds = pod["status"]
-                .get("conditions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let mut conds: Vec<Value> = conds
-                .into_iter()
-                .filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"))
-                .collect();
-            conds.push(cond);
-            pod["status"]["conditions"] = json!(conds);
-            Ok(pod)
+            Ok(bound_pod(current, target, annotations))
         },
     )?;
-    Ok(json_response(201, &status::success(201, None)))
+    static BOUND: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    let body = BOUND.get_or_init(|| {
+        Bytes::from(serde_json::to_vec(&status::success(201, None)).unwrap_or_default())
+    });
+    Ok(bytes_response(201, body.clone()))
+}
+
+/// The pod a binding leaves: `spec.nodeName` set, the binding's annotations added, no
+/// `status.nominatedNodeName`, and a PodScheduled=True condition in place of any earlier
+/// one (appended after the other conditions).
+fn bound_pod(
+    current: &Value,
+    target: &str,
+    annotations: Option<&serde_json::Map<String, Value>>,
+) -> Value {
+    let mut pod = current.clone();
+    pod["spec"]["nodeName"] = json!(target);
+    if let Some(a) = annotations {
+        if !pod
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .is_some_and(Value::is_object)
+        {
+            pod["metadata"]["annotations"] = json!({});
+        }
+        for (k, v) in a {
+            pod["metadata"]["annotations"][k] = v.clone();
+        }
+    }
+    if !pod.get("status").is_some_and(Value::is_object) {
+        pod["status"] = json!({});
+    }
+    let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                      "lastTransitionTime": crate::meta::now_rfc3339()});
+    if let Some(st) = pod["status"].as_object_mut() {
+        st.remove("nominatedNodeName");
+        match st.get_mut("conditions") {
+            Some(Value::Array(conds)) => {
+                conds.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+                conds.push(cond);
+            }
+            _ => {
+                st.insert("conditions".to_string(), json!([cond]));
+            }
+        }
+    }
+    pod
 }
 
 /// The legacy bindings collection: the pod is the one the Binding's `metadata.name` names.

@@ -212,7 +212,7 @@ impl WatchFilter {
     }
 
     fn matches_attrs(&self, attrs: &Attrs) -> bool {
-        self.ns.as_deref().is_none_or(|ns| attrs.namespace == ns) && self.sel.matches_attrs(attrs)
+        self.ns.as_deref().is_none_or(|ns| attrs.namespace() == ns) && self.sel.matches_attrs(attrs)
     }
 
     fn encode(&self, kind: &str, obj: &Value) -> Bytes {

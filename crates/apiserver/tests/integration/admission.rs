@@ -341,3 +341,79 @@ fn quantities_are_judged_as_upstream_decodes_and_validates_them(
         }
     }
 }
+
+fn priority_class(name: &str, value: i64, global_default: bool, description: &str) -> Value {
+    json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+           "metadata": {"name": name}, "value": value, "globalDefault": global_default,
+           "preemptionPolicy": "Never", "description": description})
+}
+
+/// Priority admission picks the class the pod names, or the global default, among the
+/// stored classes; a class whose description merely spells `"globalDefault":true` is not
+/// a default.
+#[rstest]
+#[case::a_named_class_gives_its_value_and_policy(
+    Some("high"),
+    json!({"code": 201, "priorityClassName": "high", "priority": 1000, "preemptionPolicy": "Never"}),
+)]
+#[case::a_named_system_class_gives_its_value(
+    Some("system-node-critical"),
+    json!({"code": 201, "priorityClassName": "system-node-critical", "priority": 2000001000,
+           "preemptionPolicy": "PreemptLowerPriority"}),
+)]
+#[case::an_unknown_named_class_is_forbidden(
+    Some("nope"),
+    json!({"code": 403, "message": "pods \"p\" is forbidden: no PriorityClass with name nope was found"}),
+)]
+#[case::no_class_takes_the_global_default(
+    None,
+    json!({"code": 201, "priorityClassName": "default", "priority": 10, "preemptionPolicy": "Never"}),
+)]
+fn priority_admission_picks_the_named_class_or_the_global_default(
+    #[case] named: Option<&str>,
+    #[case] want: Value,
+) {
+    let c = Cluster::start();
+    const CLASSES: &str = "/apis/scheduling.k8s.io/v1/priorityclasses";
+    for class in [
+        priority_class("high", 1000, false, ""),
+        priority_class("default", 10, true, ""),
+        priority_class("spelled", 5, false, r#"not "globalDefault":true"#),
+    ] {
+        let (code, got) = c.post(CLASSES, &class);
+        assert_eq!(code, 201, "{got}");
+    }
+    let mut body = pod_with(json!({}), json!({}));
+    if let Some(n) = named {
+        body["spec"]["priorityClassName"] = json!(n);
+    }
+    let (code, got) = c.post(PODS, &body);
+    let seen = if code == 201 {
+        json!({"code": code, "priorityClassName": got["spec"]["priorityClassName"],
+               "priority": got["spec"]["priority"],
+               "preemptionPolicy": got["spec"]["preemptionPolicy"]})
+    } else {
+        json!({"code": code, "message": got["message"]})
+    };
+    assert_eq!(seen, want);
+}
+
+/// The same with no global default stored: a class whose description spells
+/// `"globalDefault":true` is skipped, and the pod gets priority 0.
+#[test]
+fn a_class_that_only_spells_global_default_is_not_the_default() {
+    let c = Cluster::start();
+    let class = priority_class("spelled", 5, false, r#""globalDefault":true"#);
+    let (code, got) = c.post("/apis/scheduling.k8s.io/v1/priorityclasses", &class);
+    assert_eq!(code, 201, "{got}");
+    let (code, got) = c.post(PODS, &pod_with(json!({}), json!({})));
+    assert_eq!(code, 201, "{got}");
+    assert_eq!(
+        (
+            &got["spec"]["priority"],
+            &got["spec"]["preemptionPolicy"],
+            got["spec"].get("priorityClassName")
+        ),
+        (&json!(0), &json!("PreemptLowerPriority"), None)
+    );
+}

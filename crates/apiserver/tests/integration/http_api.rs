@@ -328,6 +328,105 @@ fn binding_rules(
     }
 }
 
+/// What a binding stores, whole: only `spec.nodeName`, the binding's annotations, the
+/// PodScheduled condition (any earlier one replaced, appended after the others), no
+/// `status.nominatedNodeName`, a new resourceVersion and the generation raised; every
+/// other byte as it was.
+#[rstest]
+#[case::conditions_nominated_node_and_annotations(
+    json!({"metadata": {"annotations": {"keep": "k", "over": "old"}},
+           "status": {"phase": "Pending", "nominatedNodeName": "n9",
+                      "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+                                     {"type": "Ready", "status": "False"}]}}),
+    json!({"over": "new", "added": "a"}),
+    json!({"metadata": {"annotations": {"keep": "k", "over": "new", "added": "a"}},
+           "status": {"phase": "Pending",
+                      "conditions": [{"type": "Ready", "status": "False"}, "SCHEDULED"]}}),
+)]
+#[case::no_status_no_annotations(
+    json!({}),
+    Value::Null,
+    json!({"status": {"conditions": ["SCHEDULED"]}}),
+)]
+#[case::annotations_and_conditions_that_are_not_collections(
+    json!({"metadata": {"annotations": "x"}, "status": {"conditions": "y"}}),
+    json!({"a": "1"}),
+    json!({"metadata": {"annotations": {"a": "1"}}, "status": {"conditions": ["SCHEDULED"]}}),
+)]
+#[case::status_that_is_not_an_object(
+    json!({"status": ["odd"]}),
+    Value::Null,
+    json!({"status": {"conditions": ["SCHEDULED"]}}),
+)]
+fn binding_stores_the_pod_with_only_the_binding_changes(
+    #[case] pod_extra: Value,
+    #[case] annotations: Value,
+    #[case] changes: Value,
+) {
+    let c = Cluster::start();
+    let pods = apiserver::resources::lookup("", "v1", "pods").expect("pods");
+    let mut pod = pod("a");
+    pod["spec"]["schedulerName"] = json!("default-scheduler");
+    for (k, v) in pod_extra.as_object().into_iter().flatten() {
+        match (pod.get_mut(k), v) {
+            (Some(Value::Object(into)), Value::Object(from)) => into.extend(from.clone()),
+            _ => pod[k] = v.clone(),
+        }
+    }
+    // Straight in the store: a create over HTTP resets the status.
+    let before = c
+        .store()
+        .create(pods, "default", pod, false)
+        .expect("created");
+    let mut body = binding("a", "n1");
+    if !annotations.is_null() {
+        body["metadata"]["annotations"] = annotations;
+    }
+    let (code, status) = c.post(&format!("{PODS}/a/binding"), &body);
+    assert_eq!(code, 201, "{status}");
+    let (code, stored) = c.request_raw("GET", &format!("{PODS}/a"), None, "");
+    assert_eq!(code, 200);
+    let got: Value = serde_json::from_slice(&stored).expect("JSON");
+
+    let mut want = (*before).clone();
+    want["spec"]["nodeName"] = json!("n1");
+    want["metadata"]["resourceVersion"] = got["metadata"]["resourceVersion"].clone();
+    // The store raises the generation of any write that changes the spec.
+    want["metadata"]["generation"] = json!(2);
+    if let Some(status) = want["status"].as_object_mut() {
+        status.remove("nominatedNodeName");
+    }
+    for (k, v) in changes.as_object().into_iter().flatten() {
+        for (field, value) in v.as_object().into_iter().flatten() {
+            if !want[k].is_object() {
+                want[k] = json!({});
+            }
+            want[k][field] = value.clone();
+        }
+    }
+    let time = got["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.last())
+        .map(|c| c["lastTransitionTime"].clone())
+        .unwrap_or(Value::Null);
+    assert!(time.as_str().is_some_and(|t| t.ends_with('Z')), "{got}");
+    if let Some(conditions) = want["status"]["conditions"].as_array_mut() {
+        for cond in conditions.iter_mut().filter(|c| *c == "SCHEDULED") {
+            *cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                           "lastTransitionTime": time});
+        }
+    }
+    assert_ne!(
+        got["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    assert_eq!(got, want);
+    assert_eq!(
+        String::from_utf8_lossy(&stored),
+        serde_json::to_string(&want).expect("encodes")
+    );
+}
+
 fn watch_lines(c: &Cluster, query: &str) -> Vec<Value> {
     let (code, body) = c.request_raw(
         "GET",

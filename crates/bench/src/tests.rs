@@ -745,3 +745,46 @@ fn scheduler_command_that_exits_fails_the_run_with_the_end_of_its_output() {
         )
     );
 }
+
+// ---- the harness's pod bodies -----------------------------------------------------------
+
+fn bench_pod(name: Option<&str>, namespace: &str, label: &str) -> k8s_openapi::api::core::v1::Pod {
+    let template = objects::parse_pod(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  generateName: pod-\n  labels:\n    app: web\nspec:\n  containers:\n  - name: pause\n    image: registry.k8s.io/pause:3.10\n    resources:\n      requests:\n        cpu: 100m\n        memory: 500Mi\n",
+    )
+    .expect("pod template");
+    let mut pod = objects::pod_instance(&template, namespace, 0);
+    pod.metadata.name = name.map(str::to_string);
+    pod.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("step".into(), label.into());
+    pod
+}
+
+/// Each pod's create body is exactly `serde_json::to_vec` of the pod, whether it came
+/// from a shared template (only the name differs), a new template (something else
+/// differs), or a pod without a name or with a name that needs escaping.
+#[rstest]
+#[case::same_template(vec![bench_pod(Some("p-0"), "ns", "a"), bench_pod(Some("p-1"), "ns", "a"), bench_pod(Some("p-2"), "ns", "a")])]
+#[case::label_changes_midway(vec![bench_pod(Some("p-0"), "ns", "a"), bench_pod(Some("p-1"), "ns", "b"), bench_pod(Some("p-2"), "ns", "a")])]
+#[case::namespace_changes(vec![bench_pod(Some("p-0"), "ns", "a"), bench_pod(Some("p-0"), "other", "a")])]
+#[case::without_a_name(vec![bench_pod(None, "ns", "a"), bench_pod(Some("p-1"), "ns", "a")])]
+#[case::names_needing_escapes(vec![bench_pod(Some("a\"b\\c\u{1}é"), "ns", "a"), bench_pod(Some("\u{2028}"), "ns", "a")])]
+#[case::placeholder_also_in_a_label(vec![bench_pod(Some("p-0"), "ns", "KUBESCHED-BENCH-POD-NAME"), bench_pod(Some("p-1"), "ns", "KUBESCHED-BENCH-POD-NAME")])]
+fn pod_create_bodies_are_the_pods_serialized(#[case] pods: Vec<k8s_openapi::api::core::v1::Pod>) {
+    let want: Vec<(String, String)> = pods
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.namespace.clone().unwrap_or_default(),
+                String::from_utf8(serde_json::to_vec(p).expect("pod serializes")).expect("UTF-8"),
+            )
+        })
+        .collect();
+    let got: Vec<(String, String)> = crate::http::PodBodies::of(pods)
+        .into_iter()
+        .map(|(ns, body)| (ns, String::from_utf8(body).expect("UTF-8")))
+        .collect();
+    assert_eq!(got, want);
+}

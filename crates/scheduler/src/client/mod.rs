@@ -16,8 +16,11 @@
 pub mod informers;
 pub mod leader;
 mod limiter;
+pub mod raw;
 mod writer;
 
+#[cfg(test)]
+mod raw_tests;
 #[cfg(test)]
 mod tests;
 

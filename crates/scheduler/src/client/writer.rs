@@ -55,18 +55,19 @@ use framework::{
     PodStatusUpdate,
 };
 use k8s_openapi::api::core::v1::{
-    Binding as CoreBinding, Event as CoreEvent, EventSeries, EventSource, ObjectReference,
-    PersistentVolume, PersistentVolumeClaim, Pod, PodExtendedResourceClaimStatus,
+    Event as CoreEvent, EventSeries, EventSource, ObjectReference, PersistentVolume,
+    PersistentVolumeClaim, Pod, PodExtendedResourceClaimStatus,
 };
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::Resource;
 use serde_json::{json, Map, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{client_error, RateLimiter};
+use super::{client_error, raw, RateLimiter};
 use crate::metrics::MetricsRecorder;
 
 /// Longest event message, in bytes; longer ones are cut (on a character boundary), as
@@ -809,10 +810,9 @@ async fn background_worker(
             }
             Job::CreateEvent(key, body) => {
                 event_limiter.acquire().await;
-                let events: Api<CoreEvent> = Api::namespaced(client.clone(), &key.namespace);
-                if let Err(e) = events.create(&PostParams::default(), &body).await {
+                if let Err(e) = create_event(&client, &key.namespace, &body).await {
                     // Given up on: a later PATCH finds no object and POSTs it.
-                    event_failed(&queue, &key, &client_error(e));
+                    event_failed(&queue, &key, &e);
                 }
                 queue.event_done(key, true);
             }
@@ -875,11 +875,27 @@ async fn patch_event(
     object: &str,
     patch: Value,
 ) -> Result<(), ClientError> {
-    let events: Api<CoreEvent> = Api::namespaced(client.clone(), namespace);
-    events
+    // The answer is the Event as stored, which nothing reads: not decoded.
+    let request = kube::core::Request::new(CoreEvent::url_path(&(), Some(namespace)))
         .patch(object, &PatchParams::default(), &Patch::Strategic(patch))
+        .map_err(|e| ClientError::Transport(e.to_string()))?;
+    raw::send_discarding(client, request, "patch")
         .await
-        .map(drop)
+        .map_err(client_error)
+}
+
+/// POSTs a new Event object; its answer (the Event as stored) is not decoded.
+async fn create_event(
+    client: &kube::Client,
+    namespace: &str,
+    body: &CoreEvent,
+) -> Result<(), ClientError> {
+    let bytes = serde_json::to_vec(body).map_err(|e| ClientError::Transport(e.to_string()))?;
+    let request = kube::core::Request::new(CoreEvent::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), bytes)
+        .map_err(|e| ClientError::Transport(e.to_string()))?;
+    raw::send_discarding(client, request, "create")
+        .await
         .map_err(client_error)
 }
 
@@ -924,27 +940,50 @@ fn aggregate_event(a: &Aggregate, reporting_instance: &str) -> CoreEvent {
 }
 
 /// POSTs a Binding to `pods/{name}/binding`, with the pod's UID as precondition when known.
+/// The answer is a Status saying nothing the outcome does not, so it is not decoded.
 pub(crate) async fn bind(client: &kube::Client, binding: &Binding) -> Result<(), ClientError> {
-    let body = CoreBinding {
-        metadata: ObjectMeta {
-            name: Some(binding.name.clone()),
-            namespace: Some(binding.namespace.clone()),
-            uid: binding.uid.clone(),
-            ..ObjectMeta::default()
-        },
-        target: ObjectReference {
-            api_version: Some("v1".to_string()),
-            kind: Some("Node".to_string()),
-            name: Some(binding.node.clone()),
-            ..ObjectReference::default()
-        },
-    };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &binding.namespace);
-    // The answer is a Status; its content says nothing the code does not.
-    pods.create_subresource::<_, Value>("binding", &binding.name, &PostParams::default(), &body)
+    let request = bind_request(binding).map_err(|e| ClientError::Transport(e.to_string()))?;
+    raw::send_discarding(client, request, "create_subresource")
         .await
-        .map(drop)
         .map_err(client_error)
+}
+
+/// The request [`bind`] sends: what kube-rs' `create_subresource("binding", ...)` sends for
+/// the core/v1 Binding, with the body written directly (only the names vary).
+pub(crate) fn bind_request(
+    binding: &Binding,
+) -> Result<hyper::Request<Vec<u8>>, kube::core::request::Error> {
+    let url = Pod::url_path(&(), Some(&binding.namespace));
+    kube::core::Request::new(url).create_subresource(
+        "binding",
+        &binding.name,
+        &PostParams::default(),
+        binding_body(binding),
+    )
+}
+
+/// The JSON of the core/v1 Binding of `binding`, byte for byte as serde serializes
+/// k8s-openapi's `Binding` (fields in its order, absent ones left out).
+pub(crate) fn binding_body(binding: &Binding) -> Vec<u8> {
+    let mut body = Vec::with_capacity(160 + binding.name.len() + binding.node.len());
+    body.extend_from_slice(br#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"#);
+    push_json_str(&mut body, &binding.name);
+    body.extend_from_slice(br#","namespace":"#);
+    push_json_str(&mut body, &binding.namespace);
+    if let Some(uid) = &binding.uid {
+        body.extend_from_slice(br#","uid":"#);
+        push_json_str(&mut body, uid);
+    }
+    body.extend_from_slice(br#"},"target":{"apiVersion":"v1","kind":"Node","name":"#);
+    push_json_str(&mut body, &binding.node);
+    body.extend_from_slice(b"}}");
+    body
+}
+
+/// Appends `s` as a JSON string (quoted and escaped as serde_json escapes it).
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail, and a &str always serializes.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// The strategic-merge patch of `pods/status` for `update`, or `None` when it changes
@@ -987,15 +1026,18 @@ pub(crate) async fn patch_pod_status(
     let Some(patch) = status_patch(update, Timestamp::now()) else {
         return Ok(());
     };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &update.pod.namespace);
-    pods.patch_status(
-        &update.pod.name,
-        &PatchParams::default(),
-        &Patch::Strategic(patch),
-    )
-    .await
-    .map(drop)
-    .map_err(client_error)
+    // The answer is the whole pod, which nothing reads: not decoded.
+    let request = kube::core::Request::new(Pod::url_path(&(), Some(&update.pod.namespace)))
+        .patch_subresource(
+            "status",
+            &update.pod.name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .map_err(|e| ClientError::Transport(e.to_string()))?;
+    raw::send_discarding(client, request, "patch_status")
+        .await
+        .map_err(client_error)
 }
 
 /// `message` cut to at most `max` bytes, on a character boundary.

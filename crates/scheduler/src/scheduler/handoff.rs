@@ -6,7 +6,10 @@
 //! consecutive pods and spawns them together: the first spawn of a group wakes a worker,
 //! the rest find it awake. Each binding cycle is still a task of its own, so bindings run
 //! concurrently as before; a group is handed over when it is full, when its first pod has
-//! waited [`MAX_DELAY`] (checked after each cycle), and before the loop waits for a pod.
+//! waited [`MAX_DELAY`] (checked after each cycle), after a cycle that itself took that
+//! long, and before the loop waits for a pod. So only fast cycles group their binding
+//! cycles, and a binding cycle waits at most [`MAX_DELAY`] and the scheduling cycle running
+//! when that has passed.
 
 use std::time::{Duration, Instant};
 
@@ -43,12 +46,12 @@ impl<T> Handoff<T> {
         }
     }
 
-    /// Hands the group to `spawn` when its oldest cycle has waited [`MAX_DELAY`].
-    pub fn flush_due(&mut self, now: Instant, spawn: impl FnMut(T)) {
-        if self
-            .since
-            .is_some_and(|t| now.saturating_duration_since(t) >= MAX_DELAY)
-        {
+    /// After a scheduling cycle that began at `began`: hands the group to `spawn` when its
+    /// oldest cycle has waited [`MAX_DELAY`], or when this scheduling cycle took that long
+    /// (a wake-up costs little next to such a cycle, and the next one may be as slow).
+    pub fn cycle_done(&mut self, began: Instant, now: Instant, spawn: impl FnMut(T)) {
+        let waited = |t: Instant| now.saturating_duration_since(t) >= MAX_DELAY;
+        if self.since.is_some_and(waited) || (!self.is_empty() && waited(began)) {
             self.flush(spawn);
         }
     }
@@ -72,7 +75,8 @@ mod tests {
     #[derive(Debug, Clone, Copy)]
     enum Step {
         Push(u32, Duration),
-        FlushDue(Duration),
+        /// A scheduling cycle that began and ended at these offsets.
+        CycleDone(Duration, Duration),
         Flush,
     }
 
@@ -89,11 +93,11 @@ mod tests {
         vec![
             Step::Push(1, Duration::ZERO),
             Step::Push(2, MAX_DELAY / 2),
-            Step::FlushDue(MAX_DELAY - Duration::from_nanos(1)),
-            Step::FlushDue(MAX_DELAY),
+            Step::CycleDone(MAX_DELAY / 2, MAX_DELAY - Duration::from_nanos(1)),
+            Step::CycleDone(MAX_DELAY / 2, MAX_DELAY),
             Step::Push(3, MAX_DELAY * 2),
-            Step::FlushDue(MAX_DELAY * 2 + MAX_DELAY / 2),
-            Step::FlushDue(MAX_DELAY * 3),
+            Step::CycleDone(MAX_DELAY * 2, MAX_DELAY * 2 + MAX_DELAY / 2),
+            Step::CycleDone(MAX_DELAY * 2 + MAX_DELAY / 2, MAX_DELAY * 3),
         ],
         vec![vec![], vec![], vec![], vec![1, 2], vec![], vec![], vec![3]]
     )]
@@ -103,9 +107,19 @@ mod tests {
             Step::Push(5, Duration::ZERO),
             Step::Flush,
             Step::Flush,
-            Step::FlushDue(MAX_DELAY * 10),
+            Step::CycleDone(Duration::ZERO, MAX_DELAY * 10),
         ],
         vec![vec![], vec![], vec![7, 5], vec![], vec![]]
+    )]
+    #[case::a_slow_cycle_hands_its_binding_cycle_over_at_once(
+        vec![
+            Step::Push(1, MAX_DELAY - Duration::from_nanos(1)),
+            Step::CycleDone(Duration::ZERO, MAX_DELAY - Duration::from_nanos(1)),
+            Step::Flush,
+            Step::Push(2, MAX_DELAY * 3),
+            Step::CycleDone(MAX_DELAY * 2, MAX_DELAY * 3),
+        ],
+        vec![vec![], vec![], vec![1], vec![], vec![2]]
     )]
     fn binding_cycles_are_handed_over_in_order(
         #[case] steps: Vec<Step>,
@@ -118,7 +132,9 @@ mod tests {
             let mut spawned = Vec::new();
             match step {
                 Step::Push(t, at) => h.push(t, t0 + at, |t| spawned.push(t)),
-                Step::FlushDue(at) => h.flush_due(t0 + at, |t| spawned.push(t)),
+                Step::CycleDone(began, at) => {
+                    h.cycle_done(t0 + began, t0 + at, |t| spawned.push(t))
+                }
                 Step::Flush => h.flush(|t| spawned.push(t)),
             }
             got.push(spawned);

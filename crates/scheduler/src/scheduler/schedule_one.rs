@@ -90,6 +90,7 @@ impl SchedulingLoop {
         let decisions = self.shared.options.decisions.clone();
         self.grouped = true;
         while let Some(qpi) = self.pop_blocking() {
+            let began = Instant::now();
             match &decisions {
                 None => {
                     self.schedule_pod(qpi, None);
@@ -101,7 +102,7 @@ impl SchedulingLoop {
                 }
             }
             let runtime = &self.shared.runtime;
-            self.handoff.flush_due(Instant::now(), |t| {
+            self.handoff.cycle_done(began, Instant::now(), |t| {
                 runtime.spawn(t.run());
             });
         }

@@ -178,6 +178,45 @@ pub trait FilterPlugin: Plugin {
     ) -> Status {
         self.filter(state, pod, node)
     }
+
+    /// [`filter_with_row`](Self::filter_with_row) over many nodes at once. `alive` holds
+    /// positions in `nodes` and `rows` (`rows[i] == NodeRow::of(&nodes[i])`); on return it
+    /// holds, in the same order, the positions whose node passed, and the position and
+    /// status of each node rejected are appended to `rejected`. The runtime calls this in
+    /// the filter pass of a cycle that times no plugin call; a plugin overrides it to look
+    /// its cycle state up once for the whole run. Each status must be the one `filter`
+    /// gives.
+    fn filter_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        alive: &mut Vec<u32>,
+        rejected: &mut Vec<(u32, Status)>,
+    ) {
+        filter_each(alive, rejected, |i| {
+            self.filter_with_row(state, pod, &nodes[i], &rows[i])
+        });
+    }
+}
+
+/// The loop of a [`filter_rows`](FilterPlugin::filter_rows): `decide` gives the status of
+/// the node at a position; passing positions stay in `alive`, in order, and rejected ones
+/// move to `rejected` with their status.
+pub fn filter_each(
+    alive: &mut Vec<u32>,
+    rejected: &mut Vec<(u32, Status)>,
+    mut decide: impl FnMut(usize) -> Status,
+) {
+    alive.retain(|&i| {
+        let s = decide(i as usize);
+        if s.is_success() {
+            return true;
+        }
+        rejected.push((i, s));
+        false
+    });
 }
 
 /// The status of each node a cycle rejected, and the status of nodes absent from the map

@@ -382,3 +382,45 @@ impl NodeBuilder {
         ni
     }
 }
+
+/// Each node's status from one [`filter_rows`](crate::FilterPlugin::filter_rows) call over
+/// every node of `snap`, in node order; checks that the call kept the passing positions
+/// in order and reported each rejected node once.
+pub fn filter_rows_of(
+    plugin: &dyn crate::FilterPlugin,
+    state: &crate::CycleState,
+    pod: &PodInfo,
+    snap: &crate::Snapshot,
+) -> Vec<crate::Status> {
+    let n = snap.num_nodes();
+    let mut alive: Vec<u32> = (0..n)
+        .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+        .collect();
+    let mut rejected = Vec::new();
+    plugin.filter_rows(
+        state,
+        pod,
+        snap.node_infos(),
+        snap.rows(),
+        &mut alive,
+        &mut rejected,
+    );
+    assert_eq!(
+        alive.len() + rejected.len(),
+        n,
+        "filter_rows decided each node once"
+    );
+    let mut out = vec![crate::Status::success(); n];
+    for (i, s) in rejected {
+        out[i as usize] = s;
+    }
+    let passed: Vec<u32> = (0..n)
+        .filter(|&i| out[i].is_success())
+        .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+        .collect();
+    assert_eq!(
+        alive, passed,
+        "filter_rows kept the passing positions in order"
+    );
+    out
+}

@@ -1,5 +1,5 @@
-//! The plugins that read a node's [`NodeRow`] (`filter_with_row`, `score_rows`) decide
-//! exactly as they do from its NodeInfo (`filter`, `score_nodes`), on nodes and pods that
+//! The plugins that read a node's [`NodeRow`] (`filter_with_row`, `filter_rows`,
+//! `score_rows`) decide exactly as they do from its NodeInfo (`filter`, `score_nodes`), on nodes and pods that
 //! take each branch: flags set or not, scalar resources, images, full and over-committed
 //! nodes, and every Fit scoring strategy.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rstest::rstest;
 use serde_json::{json, Value};
 
-use framework::testing::{make_node, make_pod};
+use framework::testing::{filter_rows_of, make_node, make_pod};
 use framework::{CycleState, Handle, NodeRow, Plugin, PodInfo, Snapshot, Status};
 
 use crate::{imagelocality, noderesources, nodeunschedulable, tainttoleration};
@@ -130,18 +130,28 @@ fn decide(plugin: &dyn Plugin, pod: &PodInfo, snap: &Snapshot, by_row: bool) -> 
         .as_pre_score()
         .map(|p| p.pre_score(&mut state, pod, snap, nodes));
     let filter = match plugin.as_filter() {
-        Some(f) => nodes
-            .iter()
-            .zip(snap.rows())
-            .map(|(node, row)| {
-                let s = if by_row {
-                    f.filter_with_row(&state, pod, node, row)
-                } else {
-                    f.filter(&state, pod, node)
-                };
-                (node.name().to_string(), s)
-            })
-            .collect(),
+        Some(f) => {
+            let statuses: Vec<Status> = nodes
+                .iter()
+                .zip(snap.rows())
+                .map(|(node, row)| {
+                    if by_row {
+                        f.filter_with_row(&state, pod, node, row)
+                    } else {
+                        f.filter(&state, pod, node)
+                    }
+                })
+                .collect();
+            if by_row {
+                // The runtime's filter pass decides a run of rows at once.
+                assert_eq!(filter_rows_of(f, &state, pod, snap), statuses);
+            }
+            nodes
+                .iter()
+                .map(|n| n.name().to_string())
+                .zip(statuses)
+                .collect()
+        }
         None => Vec::new(),
     };
     let skipped = pre_score.as_ref().is_some_and(Status::is_skip);

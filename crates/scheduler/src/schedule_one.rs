@@ -773,6 +773,18 @@ impl ScheduleAlgorithm {
                     }
                     pass.merge_chunk(chunk, nodes, rows, start + next, diagnosis)?;
                 }
+            } else if explain.is_none() && filters.runs_rows() && u32::try_from(n).is_ok() {
+                // Plugin by plugin over the wave; the merge consumes nodes in order up to
+                // the last one needed, as the node-by-node loop below would have.
+                let chunk = filter_wave_rows(
+                    &filters,
+                    state,
+                    pod,
+                    (nodes, rows),
+                    start + next,
+                    end - next,
+                );
+                pass.merge_chunk(chunk, nodes, rows, start + next, diagnosis)?;
             } else {
                 let mut samples = filters.samples_for(end - next);
                 for i in next..end {
@@ -988,6 +1000,38 @@ fn filter_chunk(
     out
 }
 
+/// Runs the filters plugin by plugin ([`ActiveFilters::run_rows`]) over the `len` nodes
+/// from offset `base` in `nodes` (wrapping), as one chunk for [`FilterPass::merge_chunk`].
+fn filter_wave_rows(
+    filters: &ActiveFilters<'_>,
+    state: &CycleState,
+    pod: &PodInfo,
+    (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]),
+    base: usize,
+    len: usize,
+) -> ChunkResult {
+    let n = nodes.len();
+    let base = base % n;
+    let mut alive: Vec<u32> = (0..len)
+        .map(|k| u32::try_from((base + k) % n).unwrap_or(u32::MAX))
+        .collect();
+    let mut rejected = Vec::new();
+    filters.run_rows(state, pod, nodes, rows, &mut alive, &mut rejected);
+    let offset = |p: u32| (p as usize + n - base) % n;
+    let mut rejected: Vec<(usize, Arc<str>, Status)> = rejected
+        .into_iter()
+        .map(|(p, s)| (offset(p), nodes[p as usize].name_arc().clone(), s))
+        .collect();
+    // Each plugin's rejections are in node order; together they are put back in order.
+    rejected.sort_by_key(|r| r.0);
+    ChunkResult {
+        feasible: alive.into_iter().map(offset).collect(),
+        rejected,
+        range: 0..len,
+        samples: PluginSamples::default(),
+    }
+}
+
 /// The running result of a filter pass over nodes taken in order.
 struct FilterPass {
     /// Positions of the feasible nodes in the pass's node list, in the order found.
@@ -1003,8 +1047,9 @@ impl FilterPass {
         self.feasible.len() >= self.to_find
     }
 
-    /// Merges a parallel chunk. A chunk that cannot complete the pass is moved in whole;
-    /// the chunk where the pass completes is consumed node by node up to that point.
+    /// Merges a chunk (its offsets from `base`, wrapping). A chunk that cannot complete the
+    /// pass is moved in whole; of the chunk where the pass completes, the nodes up to the
+    /// last one needed are consumed.
     fn merge_chunk(
         &mut self,
         chunk: ChunkResult,
@@ -1014,6 +1059,15 @@ impl FilterPass {
         diagnosis: &mut Diagnosis,
     ) -> Result<(), ScheduleError> {
         let n = nodes.len();
+        let base = base % n;
+        // Offsets are below n: the position is `(base + k) % n` without dividing.
+        let wrap = |k: usize| {
+            if base + k >= n {
+                base + k - n
+            } else {
+                base + k
+            }
+        };
         let needed = self.to_find - self.feasible.len();
         if chunk.feasible.len() < needed {
             if let Some((_, _, s)) = chunk
@@ -1025,9 +1079,9 @@ impl FilterPass {
             }
             self.processed += chunk.range.len();
             self.feasible
-                .extend(chunk.feasible.iter().map(|&k| (base + k) % n));
+                .extend(chunk.feasible.iter().map(|&k| wrap(k)));
             self.rows
-                .extend(chunk.feasible.iter().map(|&k| rows[(base + k) % n]));
+                .extend(chunk.feasible.iter().map(|&k| rows[wrap(k)]));
             for (_, _, s) in &chunk.rejected {
                 diagnosis.add_plugin_status(s);
             }
@@ -1036,17 +1090,16 @@ impl FilterPass {
                 .extend_new(chunk.rejected.into_iter().map(|(_, name, s)| (name, s)));
             return Ok(());
         }
-        let mut rejected = chunk.rejected.into_iter().peekable();
-        for k in chunk.feasible {
-            while let Some((_, name, s)) = rejected.next_if(|(r, _, _)| *r < k) {
-                self.consume_rejected(name, s, diagnosis)?;
-            }
-            self.processed += 1;
-            self.feasible.push((base + k) % n);
-            self.rows.push(rows[(base + k) % n]);
-            if self.done() {
-                break;
-            }
+        // The pass ends at the chunk's `needed`-th feasible node: the nodes up to it are
+        // consumed, in order; those after it are not.
+        let last = chunk.feasible[needed - 1];
+        for (_, name, s) in chunk.rejected.into_iter().take_while(|(r, _, _)| *r < last) {
+            self.consume_rejected(name, s, diagnosis)?;
+        }
+        self.processed += needed;
+        for &k in &chunk.feasible[..needed] {
+            self.feasible.push(wrap(k));
+            self.rows.push(rows[wrap(k)]);
         }
         Ok(())
     }

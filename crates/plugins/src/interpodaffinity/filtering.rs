@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use framework::types::{AffinityTerm, WeightedAffinityTerm};
 use framework::{
-    CycleState, FilterPlugin, NodeInfo, NodeRow, PodInfo, PreFilterExtensions, PreFilterPlugin,
-    PreFilterResult, Snapshot, Status,
+    filter_each, CycleState, FilterPlugin, NodeInfo, NodeRow, PodInfo, PreFilterExtensions,
+    PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -157,6 +157,27 @@ impl FilterPlugin for InterPodAffinity {
             Some(status) => status,
             None => self.filter(state, pod, node),
         }
+    }
+
+    /// [`filter_with_row`](Self::filter_with_row) for each node, the state read once.
+    fn filter_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        alive: &mut Vec<u32>,
+        rejected: &mut Vec<(u32, Status)>,
+    ) {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
+            return filter_each(alive, rejected, |_| missing_state());
+        };
+        filter_each(alive, rejected, |i| {
+            match rows[i].index().and_then(|p| s.decide_at(pod, p)) {
+                Some(status) => status,
+                None => self.filter(state, pod, &nodes[i]),
+            }
+        });
     }
 }
 

@@ -1530,12 +1530,18 @@ fn filter_by_ids_and_by_labels(
     snap: &Snapshot,
 ) -> (Vec<Status>, Vec<Status>) {
     let nodes = snap.node_infos();
+    let by_ids: Vec<Status> = nodes
+        .iter()
+        .zip(snap.rows())
+        .map(|(n, row)| pl.filter_with_row(state, pod, n, row))
+        .collect();
+    // The runtime's filter pass decides a run of rows at once, the state read once.
+    assert_eq!(
+        framework::testing::filter_rows_of(pl, state, pod, snap),
+        by_ids
+    );
     (
-        nodes
-            .iter()
-            .zip(snap.rows())
-            .map(|(n, row)| pl.filter_with_row(state, pod, n, row))
-            .collect(),
+        by_ids,
         nodes.iter().map(|n| pl.filter(state, pod, n)).collect(),
     )
 }

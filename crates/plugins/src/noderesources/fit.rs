@@ -21,10 +21,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use framework::quantity::{parse_milli_value, parse_value};
 use framework::types::{is_extended_resource_name, RESOURCE_CPU};
 use framework::{
-    ActionType, ArgsError, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, EventObject,
-    EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, Plugin, PodInfo, PreFilterPlugin,
-    PreFilterResult, PreScorePlugin, QueueingHint, Resource, ScorePlugin, Snapshot, Status,
-    StorageListers,
+    filter_each, ActionType, ArgsError, ClusterEventWithHint, Code, CycleState, EnqueueExtensions,
+    EventObject, EventResource, FilterPlugin, Handle, NodeInfo, NodeRow, Plugin, PodInfo,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, Resource, ScorePlugin,
+    Snapshot, Status, StorageListers,
 };
 use framework::{SignFragment, SignPlugin};
 
@@ -175,6 +175,25 @@ impl FilterPlugin for Fit {
             Some(s) if s.0.scalar_resources.is_empty() => self.filter_state(s, row),
             Some(s) => self.filter_state(s, node),
             None => missing_pre_filter_state(),
+        }
+    }
+
+    /// [`filter_with_row`](Self::filter_with_row) for each node, the state read once.
+    fn filter_rows(
+        &self,
+        state: &CycleState,
+        _pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        alive: &mut Vec<u32>,
+        rejected: &mut Vec<(u32, Status)>,
+    ) {
+        match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) if s.0.scalar_resources.is_empty() => {
+                filter_each(alive, rejected, |i| self.filter_state(s, &rows[i]));
+            }
+            Some(s) => filter_each(alive, rejected, |i| self.filter_state(s, &*nodes[i])),
+            None => filter_each(alive, rejected, |_| missing_pre_filter_state()),
         }
     }
 }

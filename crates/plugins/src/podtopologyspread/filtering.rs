@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use framework::{
-    CycleState, FilterPlugin, NodeInfo, NodeRow, PodInfo, PreFilterExtensions, PreFilterPlugin,
-    PreFilterResult, Snapshot, Status,
+    filter_each, CycleState, FilterPlugin, NodeInfo, NodeRow, PodInfo, PreFilterExtensions,
+    PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
 
 use super::cache::{CountKey, DomainTable, NodeDomains};
@@ -128,9 +128,41 @@ impl FilterPlugin for PodTopologySpread {
         node: &NodeInfo,
         row: &NodeRow,
     ) -> Status {
-        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) else {
-            return Status::error(ERR_NO_PRE_FILTER_STATE);
-        };
+        match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => self.filter_row_in(s, state, pod, node, row),
+            None => Status::error(ERR_NO_PRE_FILTER_STATE),
+        }
+    }
+
+    /// [`filter_with_row`](Self::filter_with_row) for each node, the state read once.
+    fn filter_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        alive: &mut Vec<u32>,
+        rejected: &mut Vec<(u32, Status)>,
+    ) {
+        match state.read::<PreFilterState>(PRE_FILTER_STATE_KEY) {
+            Some(s) => filter_each(alive, rejected, |i| {
+                self.filter_row_in(s, state, pod, &nodes[i], &rows[i])
+            }),
+            None => filter_each(alive, rejected, |_| Status::error(ERR_NO_PRE_FILTER_STATE)),
+        }
+    }
+}
+
+impl PodTopologySpread {
+    /// [`filter_with_row`](FilterPlugin::filter_with_row) given the cycle's PreFilter state.
+    fn filter_row_in(
+        &self,
+        s: &PreFilterState,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        row: &NodeRow,
+    ) -> Status {
         let Some(position) = row.index() else {
             return self.filter(state, pod, node);
         };

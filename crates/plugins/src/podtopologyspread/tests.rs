@@ -1908,6 +1908,12 @@ fn filter_by_ids_and_by_labels(
         .zip(snap.rows())
         .map(|(n, row)| (n.name().to_string(), pl.filter_with_row(state, pod, n, row)))
         .collect();
+    // The runtime's filter pass decides a run of rows at once, the state read once.
+    let in_one_run = framework::testing::filter_rows_of(pl, state, pod, snap);
+    assert_eq!(
+        in_one_run,
+        by_ids.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>()
+    );
     by_ids.sort_by(|a, b| a.0.cmp(&b.0));
     (by_ids, filter_each(pl, state, pod, snap))
 }

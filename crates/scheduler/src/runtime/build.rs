@@ -383,6 +383,7 @@ impl Framework {
                 pre_score,
                 score,
                 signers,
+                last_refuser: std::sync::atomic::AtomicUsize::new(0),
                 reserve,
                 permit,
                 pre_bind: take(ExtensionPoint::PreBind),

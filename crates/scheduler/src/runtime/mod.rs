@@ -24,6 +24,7 @@ pub mod batch;
 mod build;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -62,12 +63,16 @@ pub struct Framework {
     /// The PreFilter, Filter, PreScore and Score plugins, each once, when all of them can
     /// sign pods; `None` when one cannot, and the profile signs no pod.
     signers: Option<Vec<Arc<dyn Plugin>>>,
+    /// The index in `signers` of the plugin that last refused a pod, asked first next time:
+    /// where one plugin refuses most pods (default spreading constraints), a refusal then
+    /// costs one call instead of every signature before it.
+    last_refuser: std::sync::atomic::AtomicUsize,
     reserve: Vec<Arc<dyn Plugin>>,
     permit: Vec<Arc<dyn Plugin>>,
     pre_bind: Vec<Arc<dyn Plugin>>,
     bind: Vec<Arc<dyn Plugin>>,
     post_bind: Vec<Arc<dyn Plugin>>,
-    /// Plugins enabled at the points that can reject a pod, for requeueing (later issues).
+    /// Plugins enabled at the points that can reject a pod, for requeueing.
     enqueue_extension_plugins: Vec<Arc<dyn Plugin>>,
     handle: Handle,
     metrics: Arc<dyn MetricsRecorder>,
@@ -198,6 +203,39 @@ impl<'a> ActiveFilters<'a> {
         let mut spare = t.spare.lock().unwrap_or_else(PoisonError::into_inner);
         if samples.0.capacity() > 0 && spare.len() < SPARE_SAMPLE_BUFFERS {
             spare.push(std::mem::take(&mut samples.0));
+        }
+    }
+
+    /// Whether [`run_rows`](Self::run_rows) may decide this cycle's nodes: no call is to be
+    /// timed (an unsampled cycle) and no nominated pod is to be counted on any node.
+    pub fn runs_rows(&self) -> bool {
+        self.timing.is_none() && self.nominated.is_none()
+    }
+
+    /// Runs the filters over the nodes at the positions in `alive` (into `nodes` and
+    /// `rows`), plugin by plugin: each plugin sees the nodes every earlier one passed, so a
+    /// node's status is that of its first rejection, as in [`run`](Self::run). Passing
+    /// positions stay in `alive`, in order; each rejected one is appended to `rejected`
+    /// with its status. Only for a cycle where [`runs_rows`](Self::runs_rows) holds.
+    pub fn run_rows(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        rows: &[NodeRow],
+        alive: &mut Vec<u32>,
+        rejected: &mut Vec<(u32, Status)>,
+    ) {
+        debug_assert!(self.runs_rows());
+        for (name, f) in &self.filters {
+            if alive.is_empty() {
+                break;
+            }
+            let from = rejected.len();
+            f.filter_rows(state, pod, nodes, rows, alive, rejected);
+            for (_, s) in &mut rejected[from..] {
+                *s = normalize_filter_status(std::mem::take(s), name);
+            }
         }
     }
 
@@ -686,23 +724,35 @@ impl Framework {
         if !pod.parse_errors.is_empty() {
             return None;
         }
+        let refuses = |i: usize, p: &Arc<dyn Plugin>| {
+            let signer = p.as_sign()?;
+            match signer.sign_pod(pod) {
+                Ok(parts) => Some(parts),
+                Err(s) => {
+                    tracing::trace!(pod = %pod.key, plugin = p.name(), status = %s.message(), "pod not signable");
+                    self.last_refuser.store(i, Ordering::Relaxed);
+                    None
+                }
+            }
+        };
+        // Whether a pod is signable, and its signature, do not depend on the order the
+        // plugins are asked in: the one that refused last goes first.
+        let first = self.last_refuser.load(Ordering::Relaxed).min(signers.len());
+        let first_parts = match signers.get(first) {
+            Some(p) => refuses(first, p)?,
+            None => Vec::new(),
+        };
         let mut fragments = std::collections::BTreeMap::new();
         fragments.insert(
             framework::sign::SCHEDULER_NAME_SIGNER,
             serde_json::Value::from(crate::scheduler::scheduler_name(pod)),
         );
-        for p in signers {
-            let signer = p.as_sign()?;
-            match signer.sign_pod(pod) {
-                Ok(parts) => {
-                    for f in parts {
-                        fragments.insert(f.key, f.value);
-                    }
-                }
-                Err(s) => {
-                    tracing::trace!(pod = %pod.key, plugin = p.name(), status = %s.message(), "pod not signable");
-                    return None;
-                }
+        for f in first_parts {
+            fragments.insert(f.key, f.value);
+        }
+        for (i, p) in signers.iter().enumerate().filter(|(i, _)| *i != first) {
+            for f in refuses(i, p)? {
+                fragments.insert(f.key, f.value);
             }
         }
         Some(framework::PodSignature::from_fragments(fragments))

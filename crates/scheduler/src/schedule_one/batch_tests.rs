@@ -505,3 +505,46 @@ fn a_profile_with_a_plugin_that_cannot_sign_signs_no_pod() {
         (false, None)
     );
 }
+
+/// The plugin that refused the last pod is asked first next time; what a pod's signature
+/// is, and whether it has one, stay the same whichever plugin refused before it.
+#[test]
+fn signatures_do_not_depend_on_the_pod_signed_before() {
+    let spread = web("spread").with(|p| {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: ZONE.into(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                ..Default::default()
+            }]);
+        }
+    });
+    let gpu = web("gpu").req(&[("example.com/gpu", "1")]);
+    let plain = web("a").toleration("k1", "Exists", "", "NoSchedule");
+    let fresh = framework(NO_DEFAULT_SPREAD).sign_pod(&plain.clone().info());
+    let fwk = framework(NO_DEFAULT_SPREAD);
+    let got: Vec<Option<framework::PodSignature>> = [
+        spread.clone(),
+        plain.clone(),
+        gpu.clone(),
+        plain.clone(),
+        spread,
+        gpu,
+        plain,
+    ]
+    .into_iter()
+    .map(|p| fwk.sign_pod(&p.info()))
+    .collect();
+    assert!(fresh.is_some());
+    let want = vec![
+        None,
+        fresh.clone(),
+        None,
+        fresh.clone(),
+        None,
+        None,
+        fresh,
+    ];
+    assert_eq!(got, want);
+}

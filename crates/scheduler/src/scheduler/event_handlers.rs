@@ -202,18 +202,18 @@ impl Shared {
         self.notify();
     }
 
+    // The handlers compute PodInfos before they take the state lock, which the scheduling
+    // loop takes several times per cycle.
     fn pod_added(&self, pod: Arc<Pod>) {
         if is_terminal(&pod) {
             return;
         }
-        let mut st = self.state();
-        if is_assigned(&pod) {
-            add_assigned_pod(&mut st, pod);
-            return;
-        }
+        let assigned = is_assigned(&pod);
         let info = Arc::new(PodInfo::new(pod));
-        if self.responsible_for(&info) {
-            st.queue.add(info);
+        if assigned {
+            add_assigned_pod(&mut self.state(), info);
+        } else if self.responsible_for(&info) {
+            self.state().queue.add(info);
         }
     }
 
@@ -224,18 +224,19 @@ impl Shared {
             self.pod_deleted(&old);
             return;
         }
-        let mut st = self.state();
         if is_assigned(&new) {
-            let uid = PodKey::of(&new);
+            let info = Arc::new(PodInfo::new(new.clone()));
+            let uid = info.id.clone();
+            let mut st = self.state();
             if st.cache.is_assumed_pod(&uid) || st.cache.get_pod(&uid).is_none() {
                 // Just bound (by us, confirming the assumed pod, or by someone else): it
                 // leaves the queue and counts on its node.
                 st.queue.delete(&old);
-                add_assigned_pod(&mut st, new);
+                add_assigned_pod(&mut st, info);
                 return;
             }
             let old_info = st.cache.get_pod(&uid).cloned();
-            if let Err(e) = st.cache.update_pod(&old, new.clone()) {
+            if let Err(e) = st.cache.update_pod_info(&old, info) {
                 tracing::debug!(pod = %uid, error = %e, "updating assigned pod");
             }
             let new_info = st.cache.get_pod(&uid).cloned();
@@ -251,14 +252,15 @@ impl Shared {
         let new_info = Arc::new(PodInfo::new(new));
         if !self.responsible_for(&new_info) {
             // Its schedulerName changed away from us.
-            st.queue.delete(&old);
+            self.state().queue.delete(&old);
             return;
         }
+        let old_info = PodInfo::new(old);
+        let mut st = self.state();
         if st.cache.is_assumed_pod(&new_info.id) {
             // Our own placement is on its way; the update is not a reason for a new attempt.
             return;
         }
-        let old_info = PodInfo::new(old);
         st.queue.update(&old_info, new_info);
     }
 
@@ -404,10 +406,10 @@ impl Shared {
 }
 
 /// Adds (or confirms) an assigned pod and tells waiting pods.
-fn add_assigned_pod(st: &mut State, pod: Arc<Pod>) {
-    let uid = PodKey::of(&pod);
-    if let Err(e) = st.cache.add_pod(pod.clone()) {
-        tracing::debug!(pod = %uid, error = %e, "adding assigned pod");
+fn add_assigned_pod(st: &mut State, info: Arc<PodInfo>) {
+    let pod = info.pod.clone();
+    if let Err(e) = st.cache.add_pod_info(info) {
+        tracing::debug!(pod = %PodKey::of(&pod), error = %e, "adding assigned pod");
     }
     let obj = EventObject::Pod(pod);
     st.queue.move_all_to_active_or_backoff(

@@ -440,8 +440,14 @@ impl Cache {
     /// elsewhere than assumed); adds a pod not seen before (also one that expired). A
     /// terminal pod is removed instead. A pod already added is refused, as upstream does.
     pub fn add_pod(&mut self, pod: Arc<Pod>) -> Result<(), CacheError> {
-        let uid = PodKey::of(&pod);
-        if is_terminal(&pod) {
+        self.add_pod_info(Arc::new(PodInfo::new(pod)))
+    }
+
+    /// [`add_pod`](Self::add_pod) of a pod whose PodInfo the caller computed (outside the
+    /// lock that guards the cache).
+    pub fn add_pod_info(&mut self, info: Arc<PodInfo>) -> Result<(), CacheError> {
+        let uid = info.id.clone();
+        if is_terminal(&info.pod) {
             self.drop_pod(&uid);
             return Ok(());
         }
@@ -451,7 +457,6 @@ impl Cache {
                 node: st.node.clone(),
             });
         }
-        let info = Arc::new(PodInfo::new(pod));
         let Some(node) = info.node_name().map(str::to_string) else {
             return Err(CacheError::NotAssigned {
                 pod: info.key.clone(),
@@ -486,10 +491,16 @@ impl Cache {
     /// An assigned pod's update event. A pod not in the cache is added; a pod that became
     /// terminal is removed. The pod is taken off the node the cache counted it on, whatever
     /// `old` says.
-    pub fn update_pod(&mut self, _old: &Pod, new: Arc<Pod>) -> Result<(), CacheError> {
-        let uid = PodKey::of(&new);
+    pub fn update_pod(&mut self, old: &Pod, new: Arc<Pod>) -> Result<(), CacheError> {
+        self.update_pod_info(old, Arc::new(PodInfo::new(new)))
+    }
+
+    /// [`update_pod`](Self::update_pod) with the new pod's PodInfo computed by the caller.
+    pub fn update_pod_info(&mut self, _old: &Pod, info: Arc<PodInfo>) -> Result<(), CacheError> {
+        let uid = info.id.clone();
+        let new = &info.pod;
         match self.pods.get(&uid) {
-            None => self.add_pod(new),
+            None => self.add_pod_info(info),
             Some(st) if st.assumed => Err(CacheError::UpdateOfAssumed {
                 pod: st.pod.key.clone(),
             }),
@@ -499,17 +510,17 @@ impl Cache {
                     .as_ref()
                     .and_then(|s| s.node_name.as_deref())
                     .is_some_and(|n| !n.is_empty());
-                if !assigned && !is_terminal(&new) {
+                if !assigned && !is_terminal(new) {
                     // spec.nodeName cannot be cleared; refuse rather than lose the pod.
                     return Err(CacheError::NotAssigned {
                         pod: st.pod.key.clone(),
                     });
                 }
                 self.drop_pod(&uid);
-                if is_terminal(&new) {
+                if is_terminal(new) {
                     return Ok(());
                 }
-                self.add_pod(new)
+                self.add_pod_info(info)
             }
         }
     }

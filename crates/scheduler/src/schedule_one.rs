@@ -757,13 +757,19 @@ impl ScheduleAlgorithm {
         // are recorded on the sequential path only (same result, simpler bookkeeping).
         let mut next = 0usize;
         let mut wave = to_find.max(64);
+        // An unsampled cycle without nominated pods decides nodes plugin by plugin.
+        let by_rows = filters.runs_rows() && u32::try_from(n).is_ok();
         while next < n && !pass.done() {
             let end = (next + wave).min(n);
             let parallel =
                 explain.is_none() && par.threads() > 1 && end - next >= PARALLEL_FILTER_MIN_NODES;
             if parallel {
                 let chunks = par.map_chunks(end - next, |r| {
-                    filter_chunk(&filters, state, pod, nodes, rows, start + next, r)
+                    if by_rows {
+                        filter_rows_chunk(&filters, state, pod, (nodes, rows), start + next, r)
+                    } else {
+                        filter_chunk(&filters, state, pod, nodes, rows, start + next, r)
+                    }
                 });
                 for mut chunk in chunks {
                     // Every call that ran is observed, merged or not (as upstream).
@@ -773,16 +779,16 @@ impl ScheduleAlgorithm {
                     }
                     pass.merge_chunk(chunk, nodes, rows, start + next, diagnosis)?;
                 }
-            } else if explain.is_none() && filters.runs_rows() && u32::try_from(n).is_ok() {
+            } else if explain.is_none() && by_rows {
                 // Plugin by plugin over the wave; the merge consumes nodes in order up to
                 // the last one needed, as the node-by-node loop below would have.
-                let chunk = filter_wave_rows(
+                let chunk = filter_rows_chunk(
                     &filters,
                     state,
                     pod,
                     (nodes, rows),
                     start + next,
-                    end - next,
+                    0..end - next,
                 );
                 pass.merge_chunk(chunk, nodes, rows, start + next, diagnosis)?;
             } else {
@@ -1000,24 +1006,40 @@ fn filter_chunk(
     out
 }
 
-/// Runs the filters plugin by plugin ([`ActiveFilters::run_rows`]) over the `len` nodes
-/// from offset `base` in `nodes` (wrapping), as one chunk for [`FilterPass::merge_chunk`].
-fn filter_wave_rows(
+/// Runs the filters plugin by plugin ([`ActiveFilters::run_rows`]) over `range` (offsets
+/// from `base` in `nodes`, wrapping), as a chunk for [`FilterPass::merge_chunk`].
+fn filter_rows_chunk(
     filters: &ActiveFilters<'_>,
     state: &CycleState,
     pod: &PodInfo,
     (nodes, rows): (&[Arc<NodeInfo>], &[NodeRow]),
     base: usize,
-    len: usize,
+    range: std::ops::Range<usize>,
 ) -> ChunkResult {
     let n = nodes.len();
     let base = base % n;
-    let mut alive: Vec<u32> = (0..len)
-        .map(|k| u32::try_from((base + k) % n).unwrap_or(u32::MAX))
+    let mut alive: Vec<u32> = range
+        .clone()
+        .map(|k| {
+            let p = if base + k >= n {
+                base + k - n
+            } else {
+                base + k
+            };
+            u32::try_from(p).unwrap_or(u32::MAX)
+        })
         .collect();
     let mut rejected = Vec::new();
     filters.run_rows(state, pod, nodes, rows, &mut alive, &mut rejected);
-    let offset = |p: u32| (p as usize + n - base) % n;
+    // Back from a position to its offset (offsets are below n).
+    let offset = |p: u32| {
+        let p = p as usize;
+        if p >= base {
+            p - base
+        } else {
+            p + n - base
+        }
+    };
     let mut rejected: Vec<(usize, Arc<str>, Status)> = rejected
         .into_iter()
         .map(|(p, s)| (offset(p), nodes[p as usize].name_arc().clone(), s))
@@ -1027,7 +1049,7 @@ fn filter_wave_rows(
     ChunkResult {
         feasible: alive.into_iter().map(offset).collect(),
         rejected,
-        range: 0..len,
+        range,
         samples: PluginSamples::default(),
     }
 }

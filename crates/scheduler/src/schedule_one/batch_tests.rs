@@ -537,14 +537,6 @@ fn signatures_do_not_depend_on_the_pod_signed_before() {
     .map(|p| fwk.sign_pod(&p.info()))
     .collect();
     assert!(fresh.is_some());
-    let want = vec![
-        None,
-        fresh.clone(),
-        None,
-        fresh.clone(),
-        None,
-        None,
-        fresh,
-    ];
+    let want = vec![None, fresh.clone(), None, fresh.clone(), None, None, fresh];
     assert_eq!(got, want);
 }

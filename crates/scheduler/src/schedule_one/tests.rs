@@ -438,8 +438,8 @@ fn the_feasible_list_and_the_round_robin_start_follow_the_plain_rule(
 /// start; or the cycle's error.
 type PassOutcome = Result<(Vec<String>, Vec<(String, String)>, Vec<&'static str>, usize), String>;
 
-fn filter_pass(fakes: Vec<Fake>, nodes: usize, sampled: bool) -> PassOutcome {
-    let f = framework_with(fakes, Parallelizer::sequential());
+fn filter_pass(fakes: Vec<Fake>, nodes: usize, par: Parallelizer, sampled: bool) -> PassOutcome {
+    let f = framework_with(fakes, par);
     let snap = snapshot(nodes);
     let pod = make_pod("p").info();
     let mut algo = ScheduleAlgorithm::new(1, Some(40));
@@ -522,8 +522,8 @@ fn deciding_nodes_plugin_by_plugin_equals_node_by_node(
     #[case] want: WantedPass,
 ) {
     let fakes = || vec![Fake::named("A").rejecting(a), Fake::named("B").rejecting(b)];
-    let columns = filter_pass(fakes(), 250, false);
-    let rows = filter_pass(fakes(), 250, true);
+    let columns = filter_pass(fakes(), 250, Parallelizer::sequential(), false);
+    let rows = filter_pass(fakes(), 250, Parallelizer::sequential(), true);
     assert_eq!(columns, rows);
     let got = columns.map(|(feasible, rejected, plugins, next)| {
         assert_eq!(feasible.len(), 100);
@@ -540,4 +540,37 @@ fn deciding_nodes_plugin_by_plugin_equals_node_by_node(
         )
     });
     assert_eq!(got, want);
+}
+
+/// The same in parallel chunks: of 3,000 nodes 1,200 are needed, so the first wave (1,200
+/// nodes) is filtered in parallel, each chunk plugin by plugin in an unsampled cycle and node
+/// by node in a sampled one; rejections by both plugins fall on both sides of chunk
+/// boundaries and of the last node needed.
+#[test]
+fn deciding_nodes_plugin_by_plugin_in_parallel_equals_node_by_node() {
+    let a: Vec<(String, Status)> = [5, 299, 300, 301, 1190, 1250]
+        .iter()
+        .map(|i| (format!("n{i}"), Status::unschedulable("a")))
+        .collect();
+    let b: Vec<(String, Status)> = [3, 300, 600, 1199, 1203, 1300]
+        .iter()
+        .map(|i| (format!("n{i}"), Status::unresolvable("b")))
+        .collect();
+    fn refs(v: &[(String, Status)]) -> Vec<(&str, Status)> {
+        v.iter().map(|(n, s)| (n.as_str(), s.clone())).collect()
+    }
+    let fakes = || {
+        vec![
+            Fake::named("A").rejecting(&refs(&a)),
+            Fake::named("B").rejecting(&refs(&b)),
+        ]
+    };
+    let columns = filter_pass(fakes(), 3000, Parallelizer::new(4), false);
+    let rows = filter_pass(fakes(), 3000, Parallelizer::new(4), true);
+    let sequential = filter_pass(fakes(), 3000, Parallelizer::sequential(), true);
+    assert_eq!(columns, rows);
+    assert_eq!(columns, sequential);
+    let got = columns
+        .map(|(feasible, rejected, plugins, next)| (feasible.len(), rejected.len(), plugins, next));
+    assert_eq!(got, Ok((1200, 9, vec!["A", "B"], 1209)));
 }

@@ -3,9 +3,10 @@
 //! Spawning a task from a thread outside the runtime wakes an idle worker (a syscall and,
 //! on a busy machine, a context switch on the loop's thread) when every worker is parked,
 //! which between two cycles they usually are. The loop keeps the binding cycles of a few
-//! consecutive pods and spawns them together: the first spawn of a group wakes a worker,
-//! the rest find it awake. Each binding cycle is still a task of its own, so bindings run
-//! concurrently as before; a group is handed over when it is full, when its first pod has
+//! consecutive pods and hands them over as one group: one task, spawned from the loop's
+//! thread, that spawns the group's cycles from a worker, so the loop's thread wakes one
+//! worker per group. Each binding cycle is still a task of its own, so bindings run
+//! concurrently as before. A group is handed over when it is full, when its first pod has
 //! waited [`MAX_DELAY`] (checked after each cycle), after a cycle that itself took that
 //! long, and before the loop waits for a pod. So only fast cycles group their binding
 //! cycles, and a binding cycle waits at most [`MAX_DELAY`] and the scheduling cycle running
@@ -38,7 +39,7 @@ impl<T> Default for Handoff<T> {
 
 impl<T> Handoff<T> {
     /// Keeps `task`; hands the group to `spawn` when it is full.
-    pub fn push(&mut self, task: T, now: Instant, spawn: impl FnMut(T)) {
+    pub fn push(&mut self, task: T, now: Instant, spawn: impl FnOnce(Vec<T>)) {
         self.since.get_or_insert(now);
         self.pending.push(task);
         if self.pending.len() >= MAX_GROUP {
@@ -49,17 +50,23 @@ impl<T> Handoff<T> {
     /// After a scheduling cycle that began at `began`: hands the group to `spawn` when its
     /// oldest cycle has waited [`MAX_DELAY`], or when this scheduling cycle took that long
     /// (a wake-up costs little next to such a cycle, and the next one may be as slow).
-    pub fn cycle_done(&mut self, began: Instant, now: Instant, spawn: impl FnMut(T)) {
+    pub fn cycle_done(&mut self, began: Instant, now: Instant, spawn: impl FnOnce(Vec<T>)) {
         let waited = |t: Instant| now.saturating_duration_since(t) >= MAX_DELAY;
         if self.since.is_some_and(waited) || (!self.is_empty() && waited(began)) {
             self.flush(spawn);
         }
     }
 
-    /// Hands every kept cycle to `spawn`, oldest first.
-    pub fn flush(&mut self, spawn: impl FnMut(T)) {
+    /// Hands every kept cycle to `spawn` as one group, oldest first (nothing when none is
+    /// kept).
+    pub fn flush(&mut self, spawn: impl FnOnce(Vec<T>)) {
         self.since = None;
-        self.pending.drain(..).for_each(spawn);
+        if !self.pending.is_empty() {
+            spawn(std::mem::replace(
+                &mut self.pending,
+                Vec::with_capacity(MAX_GROUP),
+            ));
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -131,14 +138,19 @@ mod tests {
         for step in steps {
             let mut spawned = Vec::new();
             match step {
-                Step::Push(t, at) => h.push(t, t0 + at, |t| spawned.push(t)),
+                Step::Push(t, at) => h.push(t, t0 + at, |g| spawned.push(g)),
                 Step::CycleDone(began, at) => {
-                    h.cycle_done(t0 + began, t0 + at, |t| spawned.push(t))
+                    h.cycle_done(t0 + began, t0 + at, |g| spawned.push(g))
                 }
-                Step::Flush => h.flush(|t| spawned.push(t)),
+                Step::Flush => h.flush(|g| spawned.push(g)),
             }
             got.push(spawned);
         }
+        // Each step hands over at most one group, and never an empty one.
+        let want: Vec<Vec<Vec<u32>>> = want
+            .into_iter()
+            .map(|g| if g.is_empty() { vec![] } else { vec![g] })
+            .collect();
         assert_eq!(got, want);
         assert!(h.is_empty());
     }

@@ -102,9 +102,8 @@ impl SchedulingLoop {
                 }
             }
             let runtime = &self.shared.runtime;
-            self.handoff.cycle_done(began, Instant::now(), |t| {
-                runtime.spawn(t.run());
-            });
+            self.handoff
+                .cycle_done(began, Instant::now(), |g| spawn_group(runtime, g));
         }
         self.spawn_bindings();
     }
@@ -112,9 +111,7 @@ impl SchedulingLoop {
     /// Spawns the binding cycles kept in the group.
     fn spawn_bindings(&mut self) {
         let runtime = &self.shared.runtime;
-        self.handoff.flush(|t| {
-            runtime.spawn(t.run());
-        });
+        self.handoff.flush(|g| spawn_group(runtime, g));
     }
 
     fn pop_blocking(&mut self) -> Option<QueuedPodInfo> {
@@ -310,9 +307,8 @@ impl SchedulingLoop {
         // (and those kept before it) start now.
         if self.grouped && task.permit.is_none() {
             let runtime = &shared.runtime;
-            self.handoff.push(task, Instant::now(), |t| {
-                runtime.spawn(t.run());
-            });
+            self.handoff
+                .push(task, Instant::now(), |g| spawn_group(runtime, g));
         } else {
             self.spawn_bindings();
             shared.runtime.spawn(task.run());
@@ -349,6 +345,23 @@ impl SchedulingLoop {
 }
 
 /// Drops an assumed pod from the cache; `true` when it was there.
+/// Starts a group of binding cycles, each its own task. A group of several is handed over
+/// as one task that spawns them from a worker: the loop's thread then wakes one worker per
+/// group (a syscall), and the others are woken, where needed, from the runtime.
+fn spawn_group(runtime: &tokio::runtime::Handle, group: Vec<BindingTask>) {
+    if group.len() == 1 {
+        for t in group {
+            runtime.spawn(t.run());
+        }
+        return;
+    }
+    runtime.spawn(async move {
+        for t in group {
+            tokio::spawn(t.run());
+        }
+    });
+}
+
 pub(super) fn forget(shared: &Shared, assumed: &PodInfo) -> bool {
     let uid = &assumed.id;
     match shared.state().cache.forget_pod(uid) {

@@ -406,6 +406,20 @@ fn web(name: &str) -> framework::testing::PodBuilder {
         .req(&[("cpu", "100m"), ("memory", "128Mi")])
 }
 
+/// A `web` pod with a `DoNotSchedule` zone spreading constraint of its own.
+fn spread_by_zone(name: &str) -> framework::testing::PodBuilder {
+    web(name).with(|p| {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: ZONE.into(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                ..Default::default()
+            }]);
+        }
+    })
+}
+
 /// Whether the profile signs `a`, and whether `a` and `b` get the same signature.
 #[rstest::rstest]
 #[case::identical_pods_with_other_names_share_a_signature(web("a"), web("b"), (true, true))]
@@ -422,16 +436,7 @@ fn web(name: &str) -> framework::testing::PodBuilder {
     (true, true)
 )]
 #[case::a_pod_with_spread_constraints_is_not_signed(
-    web("a").with(|p| {
-        if let Some(spec) = p.spec.as_mut() {
-            spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: ZONE.into(),
-                when_unsatisfiable: "DoNotSchedule".into(),
-                ..Default::default()
-            }]);
-        }
-    }),
+    spread_by_zone("a"),
     web("b"),
     (false, false)
 )]
@@ -510,16 +515,7 @@ fn a_profile_with_a_plugin_that_cannot_sign_signs_no_pod() {
 /// is, and whether it has one, stay the same whichever plugin refused before it.
 #[test]
 fn signatures_do_not_depend_on_the_pod_signed_before() {
-    let spread = web("spread").with(|p| {
-        if let Some(spec) = p.spec.as_mut() {
-            spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: ZONE.into(),
-                when_unsatisfiable: "DoNotSchedule".into(),
-                ..Default::default()
-            }]);
-        }
-    });
+    let spread = spread_by_zone("spread");
     let gpu = web("gpu").req(&[("example.com/gpu", "1")]);
     let plain = web("a").toleration("k1", "Exists", "", "NoSchedule");
     let fresh = framework(NO_DEFAULT_SPREAD).sign_pod(&plain.clone().info());

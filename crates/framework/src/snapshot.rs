@@ -176,6 +176,25 @@ pub struct Snapshot {
     /// The newest cache generation this snapshot reflects (0 when built by [`Snapshot::new`]);
     /// the scheduler cache copies in only NodeInfos changed since.
     generation: u64,
+    /// Names the node list by its content: a hash of the node names in list order, so
+    /// that a position taken under one version names the same node in any list of that
+    /// version (another snapshot of the same nodes included).
+    list_version: u64,
+    /// The names of the list the last [`Snapshot::set_node_infos`] replaced, with its
+    /// version: what a position taken in the cycle before a rebuild named.
+    retired: Option<(u64, Vec<Arc<str>>)>,
+}
+
+/// The version of a node list (see [`Snapshot::list_version`]): its length and names, in
+/// order, hashed.
+fn list_version_of(list: &[Arc<NodeInfo>]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    list.len().hash(&mut h);
+    for n in list {
+        n.name().hash(&mut h);
+    }
+    h.finish()
 }
 
 /// The zone key of a node: region and zone labels, or "" when it has neither.
@@ -291,6 +310,7 @@ impl Snapshot {
             index,
             ..Default::default()
         };
+        snap.list_version = list_version_of(&snap.node_info_list);
         snap.rebuild_affinity_lists();
         snap.rebuild_used_pvcs();
         snap
@@ -484,6 +504,13 @@ impl Snapshot {
     /// states already set), and rebuilds the name index and the affinity lists. Used by the
     /// scheduler cache when nodes were added or removed or changed zone.
     pub fn set_node_infos(&mut self, list: Vec<Arc<NodeInfo>>) {
+        let old_names = self
+            .node_info_list
+            .iter()
+            .map(|n| n.name_arc().clone())
+            .collect();
+        self.retired = Some((self.list_version, old_names));
+        self.list_version = list_version_of(&list);
         self.index = list
             .iter()
             .enumerate()
@@ -497,6 +524,25 @@ impl Snapshot {
         self.node_info_list = list;
         self.rebuild_affinity_lists();
         self.rebuild_used_pvcs();
+    }
+
+    /// The version of the node list: positions in [`node_infos`](Self::node_infos) taken
+    /// under one version name the same nodes in every list of that version.
+    pub fn list_version(&self) -> u64 {
+        self.list_version
+    }
+
+    /// The name of the node at `position` in the node list of version `version`: this
+    /// snapshot's list, or the one its last rebuild replaced; `None` for another version or
+    /// a position past the list's end.
+    pub fn name_at(&self, version: u64, position: usize) -> Option<&Arc<str>> {
+        if version == self.list_version {
+            return self.node_info_list.get(position).map(|n| n.name_arc());
+        }
+        match &self.retired {
+            Some((v, names)) if *v == version => names.get(position),
+            _ => None,
+        }
     }
 
     /// Places `pod` on node `node` (as the cache does when a pod is assumed): only that

@@ -385,14 +385,36 @@ impl ScheduleAlgorithm {
             });
         }
         let totals = self.prioritize_nodes(fwk, state, pod, snapshot, &scored, explain)?;
-        let host = self.select_host(feasible, &totals);
+        let chosen = self.select_host(&totals);
+        let host = feasible.get(chosen).map_or("", |n| n.name());
         if let Some(b) = batch {
-            let others = feasible
-                .iter()
-                .zip(&totals)
-                .filter(|(n, _)| n.name() != host)
-                .map(|(n, &t)| (n.name_arc(), t));
-            b.store_schedule_results(host, ExactLen(others, feasible.len() - 1));
+            let others = || {
+                feasible
+                    .iter()
+                    .zip(&totals)
+                    .enumerate()
+                    .filter(move |(i, _)| *i != chosen)
+                    .map(|(i, (n, &t))| (i, n, t))
+            };
+            // Nodes of this snapshot's list are kept by position, named only if used.
+            let positions = scored.rows.as_ref().filter(|rows| {
+                rows.len() == feasible.len() && rows.iter().all(|r| r.index().is_some())
+            });
+            let count = feasible.len() - 1;
+            match positions {
+                Some(rows) => {
+                    let others = others().map(|(i, _, t)| (rows[i].position, t));
+                    b.store_schedule_results_at(
+                        host,
+                        snapshot.list_version(),
+                        ExactLen(others, count),
+                    );
+                }
+                None => {
+                    let others = others().map(|(_, n, t)| (n.name_arc(), t));
+                    b.store_schedule_results(host, ExactLen(others, count));
+                }
+            }
         }
         Ok(ScheduleResult {
             suggested_host: host.to_string(),
@@ -428,7 +450,7 @@ impl ScheduleAlgorithm {
         }
         if let Some(b) = batch {
             let nominated = nominated_node(pod, &self.nominated).is_some();
-            b.get_node_hint(fwk.sign_pod(pod), nominated, |name| {
+            b.get_node_hint(fwk.sign_pod(pod), nominated, snapshot, |name| {
                 last_node_verdict(fwk, state, pod, snapshot, name)
             });
             // The batch's next node is the best one left if it still fits: Filter decides.
@@ -897,8 +919,8 @@ impl ScheduleAlgorithm {
         Ok(totals)
     }
 
-    /// The node with the highest total; ties broken uniformly at random.
-    fn select_host<'a>(&mut self, nodes: &'a [Arc<NodeInfo>], totals: &[i64]) -> &'a str {
+    /// The index of the node with the highest total; ties broken uniformly at random.
+    fn select_host(&mut self, totals: &[i64]) -> usize {
         let max = totals.iter().copied().max().unwrap_or(0);
         let ties = totals.iter().filter(|&&t| t == max).count();
         let pick = if ties > 1 {
@@ -911,7 +933,7 @@ impl ScheduleAlgorithm {
             .enumerate()
             .filter(|(_, &t)| t == max)
             .nth(pick)
-            .map_or("", |(i, _)| nodes[i].name())
+            .map_or(0, |(i, _)| i)
     }
 }
 

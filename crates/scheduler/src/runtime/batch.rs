@@ -63,12 +63,25 @@ impl PartialOrd for ScoredNode {
     }
 }
 
+/// Feasible nodes kept by their position in a snapshot's node list, named only when the
+/// list is first used: most kept lists are dropped unused (the next pod fits on the node
+/// the last one went to), and naming 500 nodes and ordering them is most of what keeping a
+/// list costs.
+#[derive(Debug, Clone, Default)]
+struct Unnamed {
+    list_version: u64,
+    /// `(position, total, tie_break)` of each node.
+    nodes: Vec<(u32, i64, u64)>,
+}
+
 /// The feasible nodes of a scored cycle, best first (upstream `SortedScoredNodes`). Built in
 /// linear time; each pop costs a logarithm, so a cycle that keeps a list it never uses pays
 /// little.
 #[derive(Debug, Clone, Default)]
 pub struct SortedScoredNodes {
     heap: BinaryHeap<ScoredNode>,
+    /// Nodes not named yet; they join `heap` at the first [`pop`](Self::pop).
+    unnamed: Unnamed,
 }
 
 impl SortedScoredNodes {
@@ -83,6 +96,23 @@ impl SortedScoredNodes {
                     name,
                 })
                 .collect(),
+            unnamed: Unnamed::default(),
+        }
+    }
+
+    /// The nodes at positions of the node list of version `list_version` (see
+    /// `Snapshot::list_version`), with their totals and tie-breaks; named at the first
+    /// [`pop`](Self::pop).
+    pub fn at_positions(
+        list_version: u64,
+        nodes: impl IntoIterator<Item = (u32, i64, u64)>,
+    ) -> Self {
+        SortedScoredNodes {
+            heap: BinaryHeap::new(),
+            unnamed: Unnamed {
+                list_version,
+                nodes: nodes.into_iter().collect(),
+            },
         }
     }
 
@@ -97,24 +127,51 @@ impl SortedScoredNodes {
         )
     }
 
-    /// Takes the best node left.
-    pub fn pop(&mut self) -> Option<Arc<str>> {
+    /// Takes the best node left. `name_at(version, position)` names the nodes kept by
+    /// position (`Snapshot::name_at`); when it cannot name one, the list is dropped.
+    pub fn pop(&mut self, name_at: impl Fn(u64, u32) -> Option<Arc<str>>) -> Option<Arc<str>> {
+        if !self.unnamed.nodes.is_empty() {
+            let Unnamed {
+                list_version,
+                nodes,
+            } = std::mem::take(&mut self.unnamed);
+            let named: Option<Vec<ScoredNode>> = nodes
+                .into_iter()
+                .map(|(position, total, tie_break)| {
+                    name_at(list_version, position).map(|name| ScoredNode {
+                        total,
+                        tie_break,
+                        name,
+                    })
+                })
+                .collect();
+            match named {
+                Some(named) => self.heap.extend(named),
+                None => {
+                    self.heap.clear();
+                    return None;
+                }
+            }
+        }
         self.heap.pop().map(|n| n.name)
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() + self.unnamed.nodes.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 
-    /// The nodes left, best first (tests and logs).
+    /// The named nodes left, best first, then the positions of the unnamed ones (tests and
+    /// logs).
     pub fn names(&self) -> Vec<String> {
         let mut nodes: Vec<&ScoredNode> = self.heap.iter().collect();
         nodes.sort_by(|a, b| b.cmp(a));
-        nodes.iter().map(|n| n.name.to_string()).collect()
+        let named = nodes.iter().map(|n| n.name.to_string());
+        let unnamed = self.unnamed.nodes.iter().map(|(p, _, _)| format!("#{p}"));
+        named.chain(unnamed).collect()
     }
 }
 
@@ -170,6 +227,8 @@ impl OpportunisticBatch {
     /// off the kept list, or `None` (and the list dropped when it no longer holds).
     /// `nominated`: the pod is nominated to a node. `last_node` says what the node the last
     /// pod went to says of this pod; it is asked only when everything else allows a hint.
+    /// `name_at` names nodes kept by position (`Snapshot::name_at` of the cycle's snapshot).
+    #[allow(clippy::too_many_arguments)]
     pub fn get_node_hint(
         &mut self,
         signature: Option<&PodSignature>,
@@ -177,9 +236,12 @@ impl OpportunisticBatch {
         cycle: u64,
         now: Instant,
         last_node: impl FnOnce(&str) -> LastNode,
+        name_at: impl Fn(u64, u32) -> Option<Arc<str>>,
     ) -> Option<Arc<str>> {
         let hint = if self.state_compatible(signature, nominated, cycle, now, last_node) {
-            self.state.as_mut().and_then(|s| s.sorted_nodes.pop())
+            self.state
+                .as_mut()
+                .and_then(|s| s.sorted_nodes.pop(name_at))
         } else {
             None
         };
@@ -378,11 +440,12 @@ pub struct CycleBatch<'a> {
 
 impl CycleBatch<'_> {
     /// Signs the pod and asks the batch for a hint (after PreFilter, whose state the check
-    /// of the last chosen node reads).
+    /// of the last chosen node reads). `snapshot` is the cycle's.
     pub fn get_node_hint(
         &mut self,
         signature: Option<PodSignature>,
         nominated: bool,
+        snapshot: &framework::Snapshot,
         last_node: impl FnOnce(&str) -> LastNode,
     ) {
         self.hint = self.batch.get_node_hint(
@@ -391,6 +454,7 @@ impl CycleBatch<'_> {
             self.cycle,
             self.now,
             last_node,
+            |version, position| snapshot.name_at(version, position as usize).cloned(),
         );
         self.signature = signature;
     }
@@ -409,6 +473,33 @@ impl CycleBatch<'_> {
             chosen,
             count,
             || SortedScoredNodes::new(others.map(|(n, t)| (n.clone(), t, rng.random::<u64>()))),
+            self.cycle,
+            self.now,
+        );
+    }
+
+    /// [`store_schedule_results`](Self::store_schedule_results) with the other feasible
+    /// nodes given by position in the node list of version `list_version` (named only if
+    /// the list is used). The tie-breaks are drawn as there, one per node in order.
+    pub fn store_schedule_results_at(
+        &mut self,
+        chosen: &str,
+        list_version: u64,
+        others: impl ExactSizeIterator<Item = (u32, i64)>,
+    ) {
+        let count = others.len();
+        let rng = &mut *self.rng;
+        self.batch.store_schedule_results(
+            self.signature.take(),
+            self.hint.as_deref(),
+            chosen,
+            count,
+            || {
+                SortedScoredNodes::at_positions(
+                    list_version,
+                    others.map(|(p, t)| (p, t, rng.random::<u64>())),
+                )
+            },
             self.cycle,
             self.now,
         );

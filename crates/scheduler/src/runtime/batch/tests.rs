@@ -171,9 +171,15 @@ fn batch_basic(
     let sig = |s: &str| (!s.is_empty()).then(|| PodSignature::from_text(s));
     let t0 = Instant::now();
 
-    let hint = batch.get_node_hint(sig(c.first_sig).as_ref(), false, 1, t0, |_| {
-        LastNode::Rejects
-    });
+    let no_positions = |_: u64, _: u32| None;
+    let hint = batch.get_node_hint(
+        sig(c.first_sig).as_ref(),
+        false,
+        1,
+        t0,
+        |_| LastNode::Rejects,
+        no_positions,
+    );
     assert_eq!(hint, None, "first pod");
     if c.first_scheduled {
         let others = SortedScoredNodes::ordered(&c.first_other_nodes);
@@ -206,6 +212,7 @@ fn batch_basic(
                 LastNode::Fits
             }
         },
+        no_positions,
     );
     assert_eq!(hint.as_deref(), expected_hint);
     if expected_hint.is_some() {
@@ -245,6 +252,54 @@ fn sorted_scored_nodes_pop_the_highest_total_then_the_highest_tie_break() {
         (Arc::from("d"), 20, 0),
     ]);
     assert_eq!(nodes.names(), ["b", "d", "c", "a"]);
-    let popped: Vec<String> = std::iter::from_fn(|| nodes.pop().map(|n| n.to_string())).collect();
+    let popped: Vec<String> =
+        std::iter::from_fn(|| nodes.pop(|_, _| None).map(|n| n.to_string())).collect();
     assert_eq!(popped, ["b", "d", "c", "a"]);
+}
+
+/// Nodes kept by position are named at the first pop, through the list version they were
+/// taken under (the snapshot's list, or the one a rebuild just replaced), and pop in the
+/// order the same nodes kept by name would; a list that cannot be named is dropped.
+#[rstest::rstest]
+#[case::named_through_the_current_list(true, false, Some(vec!["n1", "n3", "n0", "n2"]))]
+#[case::named_through_the_list_a_rebuild_replaced(false, false, Some(vec!["n1", "n3", "n0", "n2"]))]
+#[case::dropped_when_the_version_is_unknown(false, true, None)]
+fn nodes_kept_by_position_are_named_when_first_used(
+    #[case] same_list: bool,
+    #[case] unknown_version: bool,
+    #[case] want: Option<Vec<&str>>,
+) {
+    use framework::testing::make_node;
+    let nodes = |names: &[&str]| -> Vec<Arc<k8s_openapi::api::core::v1::Node>> {
+        names.iter().map(|n| Arc::new(make_node(n).obj())).collect()
+    };
+    let mut snap = framework::Snapshot::new(nodes(&["n0", "n1", "n2", "n3"]), []);
+    let mut version = snap.list_version();
+    if !same_list {
+        // A node is added: the list is rebuilt, positions move.
+        let infos = nodes(&["n4", "n0", "n1", "n2", "n3"])
+            .into_iter()
+            .map(|n| Arc::new(framework::NodeInfo::new(n)))
+            .collect();
+        snap.set_node_infos(infos);
+        assert_ne!(snap.list_version(), version);
+    }
+    if unknown_version {
+        version = framework::Snapshot::new(nodes(&["n0"]), []).list_version();
+    }
+    let scored = [(0, 50, 1), (1, 70, 0), (2, 50, 0), (3, 60, 0)];
+    let mut kept = SortedScoredNodes::at_positions(version, scored);
+    assert_eq!(kept.len(), 4);
+    let name_at = |v: u64, p: u32| snap.name_at(v, p as usize).cloned();
+    let first = kept.pop(name_at);
+    let got = first.map(|n| {
+        let mut all = vec![n.to_string()];
+        all.extend(std::iter::from_fn(|| kept.pop(name_at)).map(|n| n.to_string()));
+        all
+    });
+    assert_eq!(
+        got,
+        want.map(|w| w.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+    );
+    assert!(kept.is_empty());
 }

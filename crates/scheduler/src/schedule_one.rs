@@ -1028,6 +1028,16 @@ fn filter_chunk(
     out
 }
 
+/// The position in a list of `n` nodes at offset `k` from `base` (both below `n`), wrapping
+/// at the end: `(base + k) % n` without a division.
+fn position_at(base: usize, k: usize, n: usize) -> usize {
+    if base + k >= n {
+        base + k - n
+    } else {
+        base + k
+    }
+}
+
 /// Runs the filters plugin by plugin ([`ActiveFilters::run_rows`]) over `range` (offsets
 /// from `base` in `nodes`, wrapping), as a chunk for [`FilterPass::merge_chunk`].
 fn filter_rows_chunk(
@@ -1042,14 +1052,7 @@ fn filter_rows_chunk(
     let base = base % n;
     let mut alive: Vec<u32> = range
         .clone()
-        .map(|k| {
-            let p = if base + k >= n {
-                base + k - n
-            } else {
-                base + k
-            };
-            u32::try_from(p).unwrap_or(u32::MAX)
-        })
+        .map(|k| u32::try_from(position_at(base, k, n)).unwrap_or(u32::MAX))
         .collect();
     let mut rejected = Vec::new();
     filters.run_rows(state, pod, nodes, rows, &mut alive, &mut rejected);
@@ -1104,14 +1107,7 @@ impl FilterPass {
     ) -> Result<(), ScheduleError> {
         let n = nodes.len();
         let base = base % n;
-        // Offsets are below n: the position is `(base + k) % n` without dividing.
-        let wrap = |k: usize| {
-            if base + k >= n {
-                base + k - n
-            } else {
-                base + k
-            }
-        };
+        let wrap = |k: usize| position_at(base, k, n);
         let needed = self.to_find - self.feasible.len();
         if chunk.feasible.len() < needed {
             if let Some((_, _, s)) = chunk

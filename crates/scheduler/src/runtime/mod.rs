@@ -724,7 +724,8 @@ impl Framework {
         if !pod.parse_errors.is_empty() {
             return None;
         }
-        let refuses = |i: usize, p: &Arc<dyn Plugin>| {
+        // Plugin `i`'s fragments, or `None` when it refuses the pod (remembered).
+        let sign = |i: usize, p: &Arc<dyn Plugin>| {
             let signer = p.as_sign()?;
             match signer.sign_pod(pod) {
                 Ok(parts) => Some(parts),
@@ -739,7 +740,7 @@ impl Framework {
         // plugins are asked in: the one that refused last goes first.
         let first = self.last_refuser.load(Ordering::Relaxed).min(signers.len());
         let first_parts = match signers.get(first) {
-            Some(p) => refuses(first, p)?,
+            Some(p) => sign(first, p)?,
             None => Vec::new(),
         };
         let mut fragments = std::collections::BTreeMap::new();
@@ -751,7 +752,7 @@ impl Framework {
             fragments.insert(f.key, f.value);
         }
         for (i, p) in signers.iter().enumerate().filter(|(i, _)| *i != first) {
-            for f in refuses(i, p)? {
+            for f in sign(i, p)? {
                 fragments.insert(f.key, f.value);
             }
         }

@@ -2049,6 +2049,37 @@ fn only_nodes_without_a_domain_fall_back_to_labels() {
     );
 }
 
+/// Step `step` of the churn the id tests run between cycles: a pod placed (two steps in
+/// four), the pod of two steps before removed, or a node leaving (positions shift) or
+/// coming back.
+fn change_snapshot(snap: &mut Snapshot, step: usize) {
+    let node = format!("n{:02}", (step * 5) % 12);
+    let name = format!("q{step}");
+    match step % 4 {
+        0 | 1 => {
+            snap.assume_pod(foo_on(&name, &node).info(), &node);
+        }
+        2 => {
+            snap.remove_pod(
+                &format!("uid-q{}", step - 2),
+                &format!("n{:02}", ((step - 2) * 5) % 12),
+            );
+        }
+        _ => {
+            let mut list = snap.node_infos().to_vec();
+            if step % 8 == 3 {
+                list.remove(step % list.len());
+            } else {
+                list.push(Arc::new(NodeInfo::new(Arc::new(zoned(
+                    &format!("m{step}"),
+                    "zone1",
+                )))));
+            }
+            snap.set_node_infos(list);
+        }
+    }
+}
+
 /// One plugin kept across cycles decides by ids as by labels while pods land, leave and
 /// nodes come and go (the counts refreshed for the changed nodes, or recounted).
 #[test]
@@ -2069,32 +2100,7 @@ fn filter_by_domain_ids_follows_the_snapshot_across_cycles() {
         let (by_ids, by_labels) = filter_by_ids_and_by_labels(&pl, &state, &pod, &snap);
         got.push(by_ids);
         want.push(by_labels);
-        let node = format!("n{:02}", (step * 5) % 12);
-        let name = format!("q{step}");
-        match step % 4 {
-            0 | 1 => {
-                snap.assume_pod(foo_on(&name, &node).info(), &node);
-            }
-            2 => {
-                snap.remove_pod(
-                    &format!("uid-q{}", step - 2),
-                    &format!("n{:02}", ((step - 2) * 5) % 12),
-                );
-            }
-            _ => {
-                // A node leaves (positions shift), or comes back.
-                let mut list = snap.node_infos().to_vec();
-                if step % 8 == 3 {
-                    list.remove(step % list.len());
-                } else {
-                    list.push(Arc::new(NodeInfo::new(Arc::new(zoned(
-                        &format!("m{step}"),
-                        "zone1",
-                    )))));
-                }
-                snap.set_node_infos(list);
-            }
-        }
+        change_snapshot(&mut snap, step);
     }
     assert_eq!(got, want);
 }
@@ -2312,32 +2318,7 @@ fn score_by_domain_ids_follows_the_snapshot_across_cycles() {
             got.push(by_ids);
             want.push(by_labels);
         }
-        let node = format!("n{:02}", (step * 5) % 12);
-        let name = format!("q{step}");
-        match step % 4 {
-            0 | 1 => {
-                snap.assume_pod(foo_on(&name, &node).info(), &node);
-            }
-            2 => {
-                snap.remove_pod(
-                    &format!("uid-q{}", step - 2),
-                    &format!("n{:02}", ((step - 2) * 5) % 12),
-                );
-            }
-            _ => {
-                // A node leaves (positions shift), or comes back.
-                let mut list = snap.node_infos().to_vec();
-                if step % 8 == 3 {
-                    list.remove(step % list.len());
-                } else {
-                    list.push(Arc::new(NodeInfo::new(Arc::new(zoned(
-                        &format!("m{step}"),
-                        "zone1",
-                    )))));
-                }
-                snap.set_node_infos(list);
-            }
-        }
+        change_snapshot(&mut snap, step);
     }
     assert_eq!(got, want);
 }

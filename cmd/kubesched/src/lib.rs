@@ -170,8 +170,8 @@ enum Command {
     ///
     /// Modes: `http` (the default) starts the local API server in this process, creates the
     /// objects through it with kube-rs, and schedules with `kubesched run`'s own code path
-    /// (informers, the binding subresource; client QPS raised to 5,000 as upstream's
-    /// benchmark does); `in-process` drives the scheduler directly (an in-memory cluster, the
+    /// (informers, the binding subresource; client QPS and burst raised to 5,000 as
+    /// upstream's benchmark does, or set by --client-qps/--client-burst); `in-process` drives the scheduler directly (an in-memory cluster, the
     /// default profile, the real plugins). --config and --feature-gates set up kubesched's
     /// scheduler in both modes (your profile, your plugins when built as a library).
     ///
@@ -180,7 +180,7 @@ enum Command {
     /// scheduler is CMD, run under `sh -c` once the nodes exist. In CMD, {kubeconfig} is the
     /// path of a kubeconfig for the server and {config} that of a KubeSchedulerConfiguration
     /// (that kubeconfig, leader election off, clientConnection qps/burst 5000 as upstream's
-    /// scheduler_perf sets them, one profile for default-scheduler, the bench pods'
+    /// scheduler_perf sets them or as --client-qps/--client-burst say, one profile for default-scheduler, the bench pods'
     /// scheduler); KUBECONFIG is set too. It is ready once it has bound a probe pod. Binds
     /// are counted by a watch on the API server; the report adds the CPU-seconds of its
     /// process tree over the measured pods and gives its peak RSS; no attempt latency. Its
@@ -194,6 +194,7 @@ enum Command {
     ///   kubesched bench --mode in-process --workload TopologySpreading --nodes 500 --pods 1000
     ///   kubesched bench --mode in-process --workload SchedulingBasic \
     ///     --config my-profile.yaml --feature-gates OpportunisticBatching=false
+    ///   kubesched bench --workload SchedulingBasic/5000Nodes_50000Pods --client-qps 50000
     ///   kubesched bench --workload SchedulingBasic --compare \
     ///     --scheduler-command "kube-scheduler --config={config} --secure-port=0"
     ///   kubesched bench --workload SchedulingBasic \
@@ -311,10 +312,18 @@ struct BenchArgs {
     /// A KubeSchedulerConfiguration for kubesched's scheduler (in-process and http
     /// modes; with --scheduler-command, only with --compare). It needs a profile for
     /// default-scheduler, which the workloads' pods name. Without it, upstream's default
-    /// profile. In http mode, clientConnection qps/burst are 5000 whatever it says, and
-    /// leader election is off.
+    /// profile. In http mode, clientConnection qps/burst are --client-qps and
+    /// --client-burst whatever it says, and leader election is off.
     #[arg(long, value_name = "CONFIG")]
     config: Option<PathBuf>,
+    /// The scheduler's API client QPS limit in http mode and in the configuration written
+    /// for --scheduler-command. Default 5000, upstream scheduler_perf's, under which its
+    /// floors were measured; a higher limit shows what the API path does without it.
+    #[arg(long, value_name = "QPS", value_parser = positive_qps)]
+    client_qps: Option<f32>,
+    /// The scheduler's API client burst, as --client-qps (default: the QPS).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
+    client_burst: Option<i32>,
     /// Feature gates of kubesched's scheduler, as for `run`: `Name=bool,...`, e.g.
     /// OpportunisticBatching=false.
     #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
@@ -1111,6 +1120,37 @@ fn run_simulate(args: SimulateArgs, registry: &Registry) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--client-qps` and `--client-burst` over upstream scheduler_perf's limits; refused where
+/// no scheduler of the run has an API client.
+fn client_limits(args: &BenchArgs) -> Result<bench::http::ClientLimits, UsageError> {
+    let given = args.client_qps.is_some() || args.client_burst.is_some();
+    if given && matches!(args.mode, BenchMode::InProcess) && args.scheduler_command.is_none() {
+        return Err(UsageError(
+            "--client-qps and --client-burst limit the scheduler's API client; --mode \
+             in-process has none"
+                .into(),
+        ));
+    }
+    let upstream = bench::http::ClientLimits::UPSTREAM;
+    let qps = args.client_qps.unwrap_or(upstream.qps);
+    // A burst follows a QPS given without one, as upstream's benchmark sets both alike.
+    let burst = match (args.client_burst, args.client_qps) {
+        (Some(b), _) => b,
+        (None, Some(q)) => (q.ceil() as i32).max(1),
+        (None, None) => upstream.burst,
+    };
+    Ok(bench::http::ClientLimits { qps, burst })
+}
+
+/// A QPS limit: a finite number above zero.
+fn positive_qps(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(q) if q.is_finite() && q > 0.0 && q <= i32::MAX as f32 => Ok(q),
+        Ok(_) => Err(format!("{s:?}: a QPS above 0 is expected")),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
+}
+
 fn run_bench(args: BenchArgs, registry: &Registry) -> anyhow::Result<()> {
     use std::io::Write;
     if args.scheduler_command.is_some()
@@ -1124,9 +1164,11 @@ fn run_bench(args: BenchArgs, registry: &Registry) -> anyhow::Result<()> {
         )
         .into());
     }
+    let client = client_limits(&args)?;
     let scheduler = match &args.config {
         None => bench::SchedulerSetup {
             feature_gates: args.feature_gates,
+            client,
             ..Default::default()
         },
         Some(path) => {
@@ -1136,6 +1178,7 @@ fn run_bench(args: BenchArgs, registry: &Registry) -> anyhow::Result<()> {
                 source,
                 registry.clone(),
                 args.feature_gates,
+                client,
             )
             .map_err(|e| UsageError(e.to_string()))?;
             for w in warnings {
@@ -1213,7 +1256,10 @@ fn run_bench(args: BenchArgs, registry: &Registry) -> anyhow::Result<()> {
                     &mut progress,
                     &|| {
                         let command = args.scheduler_command.as_deref().unwrap_or_default();
-                        Ok(std::sync::Arc::new(bench::external::External::new(command)?) as _)
+                        Ok(
+                            std::sync::Arc::new(bench::external::External::new(command, client)?)
+                                as _,
+                        )
                     },
                     "external",
                 ),

@@ -38,7 +38,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchPara
 use kube::core::{ObjectList, Request};
 use serde::Deserialize;
 
-use crate::http::{Http, CLIENT_BURST, CLIENT_QPS};
+use crate::http::{ClientLimits, Http};
 use crate::in_process::Target;
 use crate::objects::Object;
 use crate::recorder::BenchRecorder;
@@ -72,6 +72,8 @@ pub struct External {
     child: Mutex<Option<Child>>,
     counter: Arc<BindCounter>,
     watch: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The client limits the written configuration sets, as reported.
+    client_qps: String,
 }
 
 /// Pods seen bound, each counted once into the recorder.
@@ -119,15 +121,17 @@ struct BoundMeta {
 }
 
 /// The KubeSchedulerConfiguration written for `{config}`.
-pub fn scheduler_config(kubeconfig: &Path) -> String {
+pub fn scheduler_config(kubeconfig: &Path, client: ClientLimits) -> String {
     // A JSON string is a YAML scalar: the path is quoted whatever it holds.
     let path = serde_json::Value::String(kubeconfig.display().to_string());
     format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\n\
          kind: KubeSchedulerConfiguration\n\
-         clientConnection:\n  kubeconfig: {path}\n  qps: {CLIENT_QPS}\n  burst: {CLIENT_BURST}\n\
+         clientConnection:\n  kubeconfig: {path}\n  qps: {}\n  burst: {}\n\
          leaderElection:\n  leaderElect: false\n\
          profiles:\n- schedulerName: {}\n",
+        client.qps,
+        client.burst,
         scheduler::config::defaults::SCHEDULER_NAME
     )
 }
@@ -157,8 +161,9 @@ pub fn shell_quote(s: &str) -> String {
 
 impl External {
     /// Starts the API server and writes the files; the command starts in
-    /// [`Target::start`], once the nodes exist.
-    pub fn new(command: &str) -> Result<External, BenchError> {
+    /// [`Target::start`], once the nodes exist. The configuration written for `{config}`
+    /// sets `client`'s QPS and burst.
+    pub fn new(command: &str, client: ClientLimits) -> Result<External, BenchError> {
         let api = Http::without_scheduler()?;
         let dir = tempfile::Builder::new()
             .prefix("kubesched-bench-")
@@ -171,7 +176,7 @@ impl External {
                 .map_err(|e| BenchError::External(format!("writing {}: {e}", path.display())))
         };
         write(&kubeconfig, api.kubeconfig())?;
-        write(&config, &scheduler_config(&kubeconfig))?;
+        write(&config, &scheduler_config(&kubeconfig, client))?;
         Ok(External {
             api,
             command: command.to_string(),
@@ -183,6 +188,7 @@ impl External {
                 probe_bound: AtomicBool::new(false),
             }),
             watch: Mutex::new(None),
+            client_qps: client.describe(),
         })
     }
 
@@ -415,10 +421,10 @@ impl Target for External {
         "external"
     }
 
-    fn client_qps(&self) -> &'static str {
+    fn client_qps(&self) -> String {
         // What the generated configuration sets; a command that does not read `{config}`
         // may use its own.
-        "5000"
+        self.client_qps.clone()
     }
 
     fn recorder(&self) -> &BenchRecorder {

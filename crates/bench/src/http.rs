@@ -10,8 +10,8 @@
 //! is saved is the harness's own CPU, which shares the two cores with the API server and the
 //! scheduler being measured. The scheduler's own requests are not shortened this way.
 //!
-//! The client's QPS limit is raised to 5,000 (burst 5,000), as upstream's scheduler_perf
-//! raises it; the report says so.
+//! The scheduler's client QPS limit is raised to 5,000 (burst 5,000), as upstream's
+//! scheduler_perf raises it, unless [`ClientLimits`] say otherwise; the report says which.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -33,9 +33,38 @@ use crate::objects::Object;
 use crate::recorder::BenchRecorder;
 use crate::BenchError;
 
-/// The client QPS and burst the benchmark runs the scheduler with (upstream: 5,000).
-pub const CLIENT_QPS: f32 = 5000.0;
-pub const CLIENT_BURST: i32 = 5000;
+/// The scheduler's API client limits in `--mode http` and in the configuration written for
+/// `--scheduler-command`: every request takes a token from a bucket of `burst` tokens
+/// refilled at `qps` per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClientLimits {
+    pub qps: f32,
+    pub burst: i32,
+}
+
+impl ClientLimits {
+    /// Upstream scheduler_perf's (QPS 5,000, burst 5,000), under which its floors were
+    /// measured.
+    pub const UPSTREAM: ClientLimits = ClientLimits {
+        qps: 5000.0,
+        burst: 5000,
+    };
+
+    /// As the report shows them: `5000`, or `50000 (burst 10000)` when the burst differs.
+    pub fn describe(&self) -> String {
+        if f64::from(self.qps) == f64::from(self.burst) {
+            format!("{}", self.qps)
+        } else {
+            format!("{} (burst {})", self.qps, self.burst)
+        }
+    }
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        ClientLimits::UPSTREAM
+    }
+}
 
 /// Requests the benchmark keeps in flight while creating objects.
 const IN_FLIGHT: usize = 64;
@@ -58,6 +87,8 @@ pub struct Http {
     stop: Mutex<Option<oneshot::Sender<()>>>,
     started: Mutex<Option<oneshot::Receiver<Scheduler>>>,
     kubeconfig: String,
+    /// The scheduler's client limits as reported (`n/a` without a scheduler).
+    client_qps: String,
 }
 
 /// Starts the local API server on a free loopback port, on a runtime of its own, with a
@@ -89,6 +120,24 @@ fn start_api() -> Result<(tokio::runtime::Runtime, apiserver::Server, kube::Clie
     Ok((rt, server, client))
 }
 
+/// The setup's configuration with its client limits in `clientConnection`, its source and
+/// its registry.
+pub(crate) fn resolve_for_http(
+    setup: &SchedulerSetup,
+) -> Result<
+    (
+        scheduler::config::KubeSchedulerConfiguration,
+        String,
+        plugins::Registry,
+    ),
+    BenchError,
+> {
+    let (mut cfg, source, registry) = setup.resolve()?;
+    cfg.client_connection.qps = setup.client.qps;
+    cfg.client_connection.burst = setup.client.burst;
+    Ok((cfg, source, registry))
+}
+
 impl Http {
     pub fn new() -> Result<Http, BenchError> {
         Http::with_decisions(false)
@@ -100,14 +149,12 @@ impl Http {
         Http::with_setup(&SchedulerSetup::default(), record_decisions)
     }
 
-    /// The scheduler `setup` describes, as `kubesched run` would run it, but with client
-    /// QPS and burst raised to 5,000 and without leader election (as upstream's
-    /// scheduler_perf); `record_decisions` as for [`with_decisions`](Self::with_decisions).
+    /// The scheduler `setup` describes, as `kubesched run` would run it, but with the
+    /// setup's client limits (upstream scheduler_perf's by default) and without leader
+    /// election; `record_decisions` as for [`with_decisions`](Self::with_decisions).
     pub fn with_setup(setup: &SchedulerSetup, record_decisions: bool) -> Result<Http, BenchError> {
         let (rt, server, client) = start_api()?;
-        let (mut cfg, source, registry) = setup.resolve()?;
-        cfg.client_connection.qps = CLIENT_QPS;
-        cfg.client_connection.burst = CLIENT_BURST;
+        let (cfg, source, registry) = resolve_for_http(setup)?;
         let recorder = Arc::new(BenchRecorder::default());
         let options = AppOptions {
             config: cfg,
@@ -151,6 +198,7 @@ impl Http {
             stop: Mutex::new(Some(stop)),
             started: Mutex::new(Some(started_rx)),
             kubeconfig,
+            client_qps: setup.client.describe(),
         })
     }
 
@@ -170,6 +218,7 @@ impl Http {
             stop: Mutex::new(None),
             started: Mutex::new(None),
             kubeconfig,
+            client_qps: "n/a".into(),
         })
     }
 
@@ -301,8 +350,8 @@ impl Target for Http {
         "http"
     }
 
-    fn client_qps(&self) -> &'static str {
-        "5000"
+    fn client_qps(&self) -> String {
+        self.client_qps.clone()
     }
 
     fn recorder(&self) -> &BenchRecorder {

@@ -29,6 +29,7 @@ use scheduler::memory::MemoryCluster;
 use scheduler::source::{Change, ObjectEvent};
 use scheduler::{Scheduler, SchedulerBuilder};
 
+use crate::http::ClientLimits;
 use crate::objects::{self, Object};
 use crate::recorder::BenchRecorder;
 use crate::report::{Latency, Report, RunStatus, Throughput};
@@ -75,7 +76,8 @@ impl Default for RunOptions {
 }
 
 /// The scheduler kubesched runs for a workload: a configuration (upstream's default
-/// profile when none is given), the plugins it may name, and its feature gates.
+/// profile when none is given), the plugins it may name, its feature gates, and the client
+/// limits it runs with against an API server.
 #[derive(Clone, Default)]
 pub struct SchedulerSetup {
     /// The configuration and where it came from (a file path, for messages).
@@ -83,18 +85,22 @@ pub struct SchedulerSetup {
     /// The plugins the configuration may name; the in-tree ones when `None`.
     pub registry: Option<Registry>,
     pub feature_gates: FeatureGates,
+    /// Replace the configuration's clientConnection qps and burst in `--mode http` and in
+    /// the configuration written for `--scheduler-command` (no client in-process).
+    pub client: ClientLimits,
 }
 
 impl SchedulerSetup {
     /// A user's configuration (`source` names it in messages). The workloads' pods are
     /// default-scheduler's, so a configuration without that profile is refused. Returns
     /// the warnings to show: client QPS and burst the file sets, which the benchmark
-    /// replaces.
+    /// replaces with `client` in http mode.
     pub fn with_config(
         config: KubeSchedulerConfiguration,
         source: impl Into<String>,
         registry: Registry,
         feature_gates: FeatureGates,
+        client: ClientLimits,
     ) -> Result<(SchedulerSetup, Vec<String>), BenchError> {
         let source = source.into();
         if !config
@@ -110,14 +116,17 @@ impl SchedulerSetup {
         }
         let mut warnings = Vec::new();
         let cc = &config.client_connection;
-        if cc.qps != config::defaults::QPS || cc.burst != config::defaults::BURST {
+        let set = cc.qps != config::defaults::QPS || cc.burst != config::defaults::BURST;
+        if set && (cc.qps != client.qps || cc.burst != client.burst) {
+            let why = if client == ClientLimits::UPSTREAM {
+                "as upstream's scheduler_perf raises them"
+            } else {
+                "as --client-qps and --client-burst set them"
+            };
             warnings.push(format!(
                 "{source}: clientConnection.qps {} and burst {} are replaced by {} and {} in \
-                 http mode, as upstream's scheduler_perf raises them",
-                cc.qps,
-                cc.burst,
-                crate::http::CLIENT_QPS,
-                crate::http::CLIENT_BURST
+                 http mode, {why}",
+                cc.qps, cc.burst, client.qps, client.burst
             ));
         }
         Ok((
@@ -125,6 +134,7 @@ impl SchedulerSetup {
                 config: Some((config, source)),
                 registry: Some(registry),
                 feature_gates,
+                client,
             },
             warnings,
         ))
@@ -159,7 +169,7 @@ pub trait Target: Send + Sync {
     /// `in-process` or `http`.
     fn mode(&self) -> &'static str;
     /// The API client's QPS limit, as reported.
-    fn client_qps(&self) -> &'static str;
+    fn client_qps(&self) -> String;
     /// Counts of bound pods and attempt durations.
     fn recorder(&self) -> &BenchRecorder;
     fn create_namespace(&self, name: &str);
@@ -253,8 +263,8 @@ impl Target for InProcess {
         "in-process"
     }
 
-    fn client_qps(&self) -> &'static str {
-        "n/a"
+    fn client_qps(&self) -> String {
+        "n/a".into()
     }
 
     fn recorder(&self) -> &BenchRecorder {
@@ -412,7 +422,7 @@ pub fn run_on(
         peak_rss_mib: None,
         scheduler_cpu_seconds: None,
         scheduler_command: None,
-        client_qps: "n/a",
+        client_qps: "n/a".into(),
         duration_seconds: 0.0,
         upstream_floor: workload.upstream_floor,
     };

@@ -117,8 +117,9 @@ pub struct Report {
     /// The command of an external scheduler, as given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_command: Option<String>,
-    /// The API client's QPS limit: `n/a` in-process, where there is no client.
-    pub client_qps: &'static str,
+    /// The scheduler's API client QPS limit ([`crate::http::ClientLimits::describe`]): `n/a`
+    /// in-process, where there is no client.
+    pub client_qps: String,
     /// From the first measured pod created to the last bound (or the timeout).
     pub duration_seconds: f64,
     pub upstream_floor: Option<u32>,

@@ -7,10 +7,11 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use rstest::rstest;
 
+use crate::http::ClientLimits;
 use crate::objects::{self, Object};
 use crate::report::{self, Latency, Report, RunStatus, Throughput};
 use crate::workload::{self, ChurnMode, Sizes, WORKLOADS};
-use crate::{external, in_process, peak_rss, process, RunOptions};
+use crate::{external, in_process, peak_rss, process, RunOptions, SchedulerSetup};
 
 fn sizes(nodes: usize, init_pods: usize, measured_pods: usize) -> Sizes {
     Sizes {
@@ -121,7 +122,7 @@ fn workload_matches_upstream(
 }
 
 #[test]
-fn every_workload_of_issue_8_is_defined_once_in_order() {
+fn every_workload_is_defined_once_in_upstreams_order() {
     let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
     assert_eq!(
         names,
@@ -288,7 +289,7 @@ struct Outcome {
     scheduled_pods: usize,
     has_throughput: bool,
     has_latency: bool,
-    client_qps: &'static str,
+    client_qps: String,
 }
 
 fn outcome(r: &Report) -> Outcome {
@@ -301,7 +302,7 @@ fn outcome(r: &Report) -> Outcome {
         scheduled_pods: r.scheduled_pods,
         has_throughput: r.pods_per_second.is_some() && !r.samples.is_empty(),
         has_latency: r.attempt_latency_ms.is_some(),
-        client_qps: r.client_qps,
+        client_qps: r.client_qps.clone(),
     }
 }
 
@@ -315,7 +316,7 @@ fn bound(nodes: usize, init_pods: usize, measured: usize) -> Outcome {
         scheduled_pods: measured,
         has_throughput: true,
         has_latency: true,
-        client_qps: "n/a",
+        client_qps: "n/a".into(),
     }
 }
 
@@ -386,7 +387,7 @@ fn smoke_run_over_http(#[case] name: &str, #[case] expected: Outcome) {
         (
             "http",
             Outcome {
-                client_qps: "5000",
+                client_qps: "5000".into(),
                 ..expected
             }
         )
@@ -472,14 +473,14 @@ fn sample_report() -> Report {
         peak_rss_mib: Some(120.4),
         scheduler_cpu_seconds: None,
         scheduler_command: None,
-        client_qps: "n/a",
+        client_qps: "n/a".into(),
         duration_seconds: 1.47,
         upstream_floor: Some(680),
     }
 }
 
 #[test]
-fn json_has_issue_8s_fields() {
+fn json_has_every_report_field() {
     let v: serde_json::Value =
         serde_json::from_str(&report::to_json(&[sample_report()], false)).unwrap();
     assert_eq!(
@@ -518,7 +519,7 @@ fn external_report() -> Report {
         peak_rss_mib: Some(210.0),
         scheduler_cpu_seconds: Some(3.52),
         scheduler_command: Some("kube-scheduler --config {config}".into()),
-        client_qps: "5000",
+        client_qps: "5000".into(),
         ..sample_report()
     }
 }
@@ -649,10 +650,16 @@ fn shell_quote_keeps_a_single_quote_inside_the_word() {
     assert_eq!(external::shell_quote("it's"), r"'it'\''s'");
 }
 
-#[test]
-fn generated_configuration_is_one_default_scheduler_profile_at_scheduler_perfs_qps() {
+#[rstest]
+#[case::scheduler_perfs_limits(ClientLimits::UPSTREAM, (5000.0, 5000))]
+#[case::limits_given(ClientLimits { qps: 20000.5, burst: 7 }, (20000.5, 7))]
+fn generated_configuration_is_one_default_scheduler_profile_at_the_client_limits(
+    #[case] client: ClientLimits,
+    #[case] limits: (f32, i32),
+) {
     let path = std::path::Path::new("/tmp/kubesched bench/kubeconfig");
-    let cfg = scheduler::config::load_str(&external::scheduler_config(path), "generated").unwrap();
+    let cfg = scheduler::config::load_str(&external::scheduler_config(path, client), "generated")
+        .unwrap();
     let profiles: Vec<Option<String>> = cfg
         .profiles
         .iter()
@@ -669,10 +676,62 @@ fn generated_configuration_is_one_default_scheduler_profile_at_scheduler_perfs_q
         (
             false,
             "/tmp/kubesched bench/kubeconfig",
-            5000.0,
-            5000,
+            limits.0,
+            limits.1,
             vec![Some("default-scheduler".to_string())],
         )
+    );
+}
+
+#[rstest]
+#[case::qps_and_burst_alike(ClientLimits::UPSTREAM, "5000")]
+#[case::burst_differs(ClientLimits { qps: 50000.0, burst: 60000 }, "50000 (burst 60000)")]
+#[case::fractional_qps(ClientLimits { qps: 2.5, burst: 3 }, "2.5 (burst 3)")]
+fn client_limits_are_reported_as_the_qps_then_a_burst_that_differs(
+    #[case] limits: ClientLimits,
+    #[case] reported: &str,
+) {
+    assert_eq!(limits.describe(), reported);
+}
+
+/// `--mode http` runs the scheduler with the setup's client limits, whatever the user's
+/// configuration says.
+#[rstest]
+#[case::default_configuration(None)]
+#[case::file_with_limits_of_its_own(Some("clientConnection:\n  qps: 10\n  burst: 20\n"))]
+fn the_http_schedulers_client_has_the_setups_limits(#[case] file: Option<&str>) {
+    let client = ClientLimits {
+        qps: 12345.0,
+        burst: 678,
+    };
+    let setup = match file {
+        None => SchedulerSetup {
+            client,
+            ..SchedulerSetup::default()
+        },
+        Some(text) => {
+            let cfg = scheduler::config::load_str(
+                &format!(
+                    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{text}"
+                ),
+                "file",
+            )
+            .unwrap();
+            SchedulerSetup::with_config(
+                cfg,
+                "file",
+                plugins::in_tree_registry(),
+                Default::default(),
+                client,
+            )
+            .unwrap()
+            .0
+        }
+    };
+    let (cfg, _, _) = crate::http::resolve_for_http(&setup).unwrap();
+    assert_eq!(
+        (cfg.client_connection.qps, cfg.client_connection.burst),
+        (12345.0, 678)
     );
 }
 
@@ -732,6 +791,7 @@ fn scheduler_command_that_exits_fails_the_run_with_the_end_of_its_output() {
         &|| {
             Ok(std::sync::Arc::new(external::External::new(
                 "echo connecting to {kubeconfig} >/dev/null; echo no cluster for me; exit 3",
+                ClientLimits::UPSTREAM,
             )?) as _)
         },
         "external",

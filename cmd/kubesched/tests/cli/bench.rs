@@ -57,7 +57,7 @@ fn without_measurements(mut v: Value) -> Value {
 }
 
 #[test]
-fn in_process_json_has_issue_8s_fields() {
+fn in_process_json_has_every_report_field() {
     let out = bench(&[
         "--mode",
         "in-process",
@@ -418,15 +418,35 @@ fn config_without_a_default_scheduler_profile_exits_2_naming_the_file() {
     );
 }
 
-#[test]
-fn config_client_qps_is_replaced_with_a_warning() {
+/// A configuration's clientConnection qps/burst give way to the bench's client limits,
+/// upstream scheduler_perf's unless --client-qps/--client-burst are given, with a warning
+/// when they differ.
+#[rstest::rstest]
+#[case::upstreams_limits(
+    &[],
+    "5000",
+    "warning: {config}: clientConnection.qps 10 and burst 20 are replaced by 5000 and 5000 in \
+     http mode, as upstream's scheduler_perf raises them\n"
+)]
+#[case::qps_given_burst_follows(
+    &["--client-qps", "20000"],
+    "20000",
+    "warning: {config}: clientConnection.qps 10 and burst 20 are replaced by 20000 and 20000 \
+     in http mode, as --client-qps and --client-burst set them\n"
+)]
+#[case::limits_given_as_the_file_sets_them(&["--client-qps", "10", "--client-burst", "20"], "10 (burst 20)", "")]
+fn config_client_limits_are_replaced_by_the_benchs(
+    #[case] flags: &[&str],
+    #[case] client_qps: &str,
+    #[case] warning: &str,
+) {
     let scratch = Scratch::new("bench-config-qps");
     let config = config_file(
         &scratch,
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
          clientConnection:\n  qps: 10\n  burst: 20\n",
     );
-    let out = bench(&[
+    let mut args = vec![
         "--workload",
         "SchedulingBasic",
         "--nodes",
@@ -439,7 +459,9 @@ fn config_client_qps_is_replaced_with_a_warning() {
         &config,
         "-o",
         "json",
-    ]);
+    ];
+    args.extend_from_slice(flags);
+    let out = bench(&args);
     let r = json(&out);
     assert_eq!(
         (
@@ -449,12 +471,41 @@ fn config_client_qps_is_replaced_with_a_warning() {
         ),
         (
             Some(5),
-            Some("5000"),
-            format!(
-                "warning: {config}: clientConnection.qps 10 and burst 20 are replaced by 5000 \
-                 and 5000 in http mode, as upstream's scheduler_perf raises them\n"
-            )
+            Some(client_qps),
+            warning.replace("{config}", &config)
         )
+    );
+}
+
+#[rstest::rstest]
+#[case::in_process_has_no_client(
+    &["--mode", "in-process", "--client-qps", "100"],
+    "error: --client-qps and --client-burst limit the scheduler's API client; --mode \
+     in-process has none"
+)]
+#[case::qps_zero(
+    &["--client-qps", "0"],
+    "error: invalid value '0' for '--client-qps <QPS>': \"0\": a QPS above 0 is expected"
+)]
+#[case::qps_not_a_number(
+    &["--client-qps", "fast"],
+    "error: invalid value 'fast' for '--client-qps <QPS>': \"fast\": invalid float literal"
+)]
+#[case::burst_zero(
+    &["--client-burst", "0"],
+    "error: invalid value '0' for '--client-burst <N>': 0 is not in 1..=2147483647"
+)]
+fn client_limits_that_cannot_apply_exit_2(#[case] args: &[&str], #[case] first_line: &str) {
+    let out = bench(args);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .map(str::to_string)
+        ),
+        (Some(2), Some(first_line.to_string()))
     );
 }
 

@@ -140,6 +140,12 @@ impl EventType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodEvent {
     pub regarding: PodRef,
+    /// The pod's `metadata.resourceVersion` as the scheduler saw it when it recorded the
+    /// event, written as the Event's `involvedObject.resourceVersion`. It is part of what
+    /// makes two events one series, as in upstream's broadcaster (which keys series by the
+    /// whole reference): once a status write has changed the pod, its next event is a new
+    /// Event object with its own message.
+    pub resource_version: Option<String>,
     pub event_type: EventType,
     /// `Scheduled`, `FailedScheduling`, `Preempted`, ...
     pub reason: String,

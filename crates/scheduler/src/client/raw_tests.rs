@@ -281,6 +281,7 @@ async fn event_create_sends_what_the_typed_api_sends() {
             name: "web-1".into(),
             uid: Some("uid-1".into()),
         },
+        resource_version: Some("42".into()),
         event_type: EventType::Normal,
         reason: "Scheduled".into(),
         action: "Binding".into(),
@@ -304,6 +305,7 @@ async fn event_create_sends_what_the_typed_api_sends() {
             namespace: Some("team".into()),
             name: Some("web-1".into()),
             uid: Some("uid-1".into()),
+            resource_version: Some("42".into()),
             ..ObjectReference::default()
         },
         message: Some("Successfully assigned team/web-1 to n1".into()),

@@ -416,6 +416,7 @@ fn pod_event(message: &str) -> PodEvent {
             name: "web-1".into(),
             uid: Some("uid-1".into()),
         },
+        resource_version: Some("7".into()),
         event_type: EventType::Warning,
         reason: "FailedScheduling".into(),
         action: "Scheduling".into(),
@@ -614,6 +615,84 @@ fn waiting_status_writes_are_taken_before_waiting_event_writes() {
     assert_eq!(kinds, vec!["status", "post", "post"]);
 }
 
+/// What one write of an event series does: a POST (object, note, the pod version it names)
+/// or a PATCH of an object.
+#[derive(Debug, PartialEq)]
+enum VersionedWrite {
+    Post(usize, &'static str, &'static str),
+    Patch(usize),
+    /// A status write or a series' final count: none is expected here.
+    Other,
+}
+
+/// As upstream's broadcaster, which keys a series by the whole `regarding` reference: an
+/// event about another version of the pod (a status write came between the attempts) is a
+/// new Event object with its own message, and the same version's next event joins that
+/// version's series.
+#[rstest]
+#[case::same_version_joins_the_series(
+    vec![("7", "first"), ("7", "second")],
+    vec![VersionedWrite::Post(0, "first", "7"), VersionedWrite::Patch(0)])]
+#[case::new_version_is_a_new_object_with_its_message(
+    vec![("7", "first"), ("8", "second")],
+    vec![VersionedWrite::Post(0, "first", "7"), VersionedWrite::Post(1, "second", "8")])]
+#[case::later_events_of_the_new_version_join_its_series(
+    vec![("7", "first"), ("8", "second"), ("8", "third")],
+    vec![VersionedWrite::Post(0, "first", "7"), VersionedWrite::Post(1, "second", "8"),
+         VersionedWrite::Patch(1)])]
+fn events_about_another_version_of_the_pod_are_new_objects(
+    #[case] records: Vec<(&'static str, &'static str)>,
+    #[case] want: Vec<VersionedWrite>,
+) {
+    let queue = Queue::new(100, None);
+    let now = ts("2026-01-02T03:00:00Z");
+    let seen = tokio::time::Instant::now();
+    let notes: Vec<&'static str> = records.iter().map(|(_, m)| *m).collect();
+    let versions: Vec<&'static str> = records.iter().map(|(v, _)| *v).collect();
+    let mut objects: Vec<String> = Vec::new();
+    let mut object = |name: &str| match objects.iter().position(|o| o == name) {
+        Some(i) => i,
+        None => {
+            objects.push(name.to_string());
+            objects.len() - 1
+        }
+    };
+    let mut got = Vec::new();
+    for (version, message) in &records {
+        let event = PodEvent {
+            resource_version: Some((*version).to_string()),
+            ..pod_event(message)
+        };
+        queue.push_event(&event, now, seen);
+        while let Some(job) = queue.take("replica-1") {
+            match job {
+                Job::CreateEvent(key, body) => {
+                    let note = body.message.clone().unwrap_or_default();
+                    let version = body.involved_object.resource_version.clone();
+                    got.push(VersionedWrite::Post(
+                        object(body.metadata.name.as_deref().unwrap_or("")),
+                        notes.iter().copied().find(|n| *n == note).unwrap_or("?"),
+                        versions
+                            .iter()
+                            .copied()
+                            .find(|v| version.as_deref() == Some(*v))
+                            .unwrap_or("?"),
+                    ));
+                    queue.event_done(key, true);
+                }
+                Job::PatchEvent {
+                    key, object: name, ..
+                } => {
+                    got.push(VersionedWrite::Patch(object(&name)));
+                    queue.event_done(key, true);
+                }
+                Job::Status(..) | Job::FinalPatch { .. } => got.push(VersionedWrite::Other),
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
 #[test]
 fn core_event_carries_what_kubectl_shows() {
     let now = ts("2026-01-02T03:04:05.123456Z");
@@ -632,6 +711,7 @@ fn core_event_carries_what_kubectl_shows() {
             namespace: Some("team".into()),
             name: Some("web-1".into()),
             uid: Some("uid-1".into()),
+            resource_version: Some("7".into()),
             ..ObjectReference::default()
         },
         // 600 two-byte chars cut at 1024 bytes: 512 chars.
@@ -1333,6 +1413,7 @@ async fn recorded_event_is_listed_with_the_truncated_message() {
     );
     let event = PodEvent {
         regarding: PodRef::of(&pod),
+        resource_version: pod.metadata.resource_version.clone(),
         event_type: EventType::Warning,
         reason: "FailedScheduling".into(),
         action: "Scheduling".into(),
@@ -1370,6 +1451,7 @@ async fn recorded_event_is_listed_with_the_truncated_message() {
                 namespace: Some("default".into()),
                 name: Some("web".into()),
                 uid: pod.metadata.uid.clone(),
+                resource_version: pod.metadata.resource_version.clone(),
                 ..ObjectReference::default()
             },
             Some("FailedScheduling".into()),
@@ -1395,6 +1477,7 @@ async fn repeated_failed_scheduling_of_a_pod_is_one_event_with_a_series() {
     let kc = KubeClusterClient::new(client.clone(), WriterOptions::default());
     let failed = PodEvent {
         regarding: PodRef::of(&pod),
+        resource_version: pod.metadata.resource_version.clone(),
         event_type: EventType::Warning,
         reason: "FailedScheduling".into(),
         action: "Scheduling".into(),
@@ -2082,6 +2165,7 @@ async fn repeated_failed_attempts_under_a_rate_limit_keep_every_pods_last_status
             name: name.into(),
             uid: None,
         },
+        resource_version: None,
         event_type: EventType::Warning,
         reason: "FailedScheduling".into(),
         action: "Scheduling".into(),

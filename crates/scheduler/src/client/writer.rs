@@ -12,8 +12,11 @@
 //!   write waiting and one in flight, in the order they were asked for. They are never
 //!   dropped; memory is bounded by the number of pods.
 //! - **Events** are aggregated by upstream's rules for the events.k8s.io broadcaster: events
-//!   with the same pod, type, reason, action and reporting controller and instance are one
-//!   Event object. The first occurrence is POSTed; the second PATCHes a `series` (`count` 2,
+//!   about the same version of a pod (namespace, name, UID and resourceVersion, as the
+//!   Event's `involvedObject` names it) with the same type, reason, action and reporting
+//!   controller and instance are one Event object; a status write between two failed
+//!   attempts changes the pod's version, so the next failure is a new object with its own
+//!   message. The first occurrence is POSTed; the second PATCHes a `series` (`count` 2,
 //!   `lastObservedTime`) onto it; later ones are only counted here. Every
 //!   [`SERIES_REFRESH`] (the heartbeat) each series' current count is PATCHed, and every
 //!   [`SERIES_FINISH`] a series not observed for that long gets its final count written and
@@ -33,9 +36,7 @@
 //! Where this differs from upstream, on purpose: upstream's broadcaster drops events beyond
 //! 1000 queued between the recorder and its writer, and keeps every aggregate until its
 //! series finishes; here aggregates are bounded and only new series beyond the capacity are
-//! dropped. The isomorphic key names the pod by namespace, name and UID: upstream's
-//! reference also carries the pod's resourceVersion, so there a status write between two
-//! failed attempts starts a new object, here it does not. A series PATCH carries the count
+//! dropped. A series PATCH carries the count
 //! as it is when a worker sends it (upstream sends the count 2 it had when the second
 //! occurrence was recorded), and also sets the core/v1 `count` and `lastTimestamp`, which
 //! `kubectl get events` reads. Events are written through core/v1 (upstream uses
@@ -122,14 +123,15 @@ impl Default for WriterOptions {
 /// The `(namespace, name)` of a pod.
 pub(crate) type PodName = (String, String);
 
-/// What makes two events one series (upstream's isomorphic-event key): the pod, type,
-/// reason, action and reporting controller (the reporting instance is this client's, the
-/// same for all). The message does not.
+/// What makes two events one series (upstream's isomorphic-event key): the pod (its
+/// version included), type, reason, action and reporting controller (the reporting instance
+/// is this client's, the same for all). The message does not.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct EventKey {
     namespace: String,
     name: String,
     uid: Option<String>,
+    resource_version: Option<String>,
     event_type: &'static str,
     reason: String,
     action: String,
@@ -142,6 +144,7 @@ impl EventKey {
             namespace: event.regarding.namespace.clone(),
             name: event.regarding.name.clone(),
             uid: event.regarding.uid.clone(),
+            resource_version: event.resource_version.clone(),
             event_type: event.event_type.as_str(),
             reason: event.reason.clone(),
             action: event.action.clone(),
@@ -1082,6 +1085,7 @@ pub(crate) fn core_event(event: &PodEvent, reporting_instance: &str, now: Timest
             namespace: Some(pod.namespace.clone()),
             name: Some(pod.name.clone()),
             uid: pod.uid.clone(),
+            resource_version: event.resource_version.clone(),
             ..ObjectReference::default()
         },
         reason: Some(event.reason.clone()),

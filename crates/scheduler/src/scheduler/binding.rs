@@ -118,6 +118,7 @@ impl BindingTask {
             .run_post_bind_plugins(&self.state, &self.assumed, &self.node);
         let event = PodEvent {
             regarding: PodRef::of(&self.assumed.pod),
+            resource_version: self.assumed.pod.metadata.resource_version.clone(),
             event_type: EventType::Normal,
             reason: "Scheduled".into(),
             action: "Binding".into(),

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use k8s_openapi::api::core::v1::Pod;
+
 use framework::{
     EventType, Nomination, PodCondition, PodEvent, PodInfo, PodRef, PodStatusUpdate, QueuedPodInfo,
     Status,
@@ -45,13 +47,17 @@ impl Shared {
         };
         let event = PodEvent {
             regarding: pod_ref,
+            resource_version: pod.pod.metadata.resource_version.clone(),
             event_type: EventType::Warning,
             reason: "FailedScheduling".into(),
             action: "Scheduling".into(),
             message: truncate_message(message).to_string(),
             reporting_controller: fwk.profile_name().to_string(),
         };
-        self.spawn_writes(Some(update), event);
+        // As upstream's updatePod: a status the pod already shows is not written again, so
+        // the pod keeps its version and the next failure's event joins this one's series.
+        let update = changes_status(&pod.pod, &update).then_some(update);
+        self.spawn_writes(update, event);
     }
 
     pub(super) fn spawn_writes(self: &Arc<Self>, update: Option<PodStatusUpdate>, event: PodEvent) {
@@ -139,5 +145,91 @@ impl Shared {
         }
         tracing::debug!(pod = %pod.key, %message, "unable to schedule pod; waiting");
         self.report_failure(fwk, &pod, status, message, nomination);
+    }
+}
+
+/// Whether `update` changes what `pod`'s status says: the condition's status, reason or
+/// message, or the nominated node. Upstream: updatePod in schedule_one.go, which writes
+/// nothing when neither the condition nor the nomination would change.
+fn changes_status(pod: &Pod, update: &PodStatusUpdate) -> bool {
+    let status = pod.status.as_ref();
+    let condition_changes = update.condition.as_ref().is_some_and(|want| {
+        let current = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == want.type_));
+        current.is_none_or(|c| {
+            c.status != want.status
+                || c.reason.as_deref().unwrap_or("") != want.reason
+                || c.message.as_deref().unwrap_or("") != want.message
+        })
+    });
+    let nominated = status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .unwrap_or("");
+    let nomination_changes = match &update.nomination {
+        Nomination::Keep => false,
+        Nomination::Set(node) => nominated != node,
+        Nomination::Clear => !nominated.is_empty(),
+    };
+    condition_changes || nomination_changes
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{PodCondition as CoreCondition, PodStatus};
+    use rstest::rstest;
+
+    use super::*;
+
+    fn pod(condition: Option<(&str, &str, &str)>, nominated: Option<&str>) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                conditions: condition.map(|(status, reason, message)| {
+                    vec![CoreCondition {
+                        type_: "PodScheduled".into(),
+                        status: status.into(),
+                        reason: Some(reason.into()),
+                        message: Some(message.into()),
+                        ..CoreCondition::default()
+                    }]
+                }),
+                nominated_node_name: nominated.map(str::to_string),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
+    }
+
+    fn update(message: &str, nomination: Nomination) -> PodStatusUpdate {
+        PodStatusUpdate {
+            pod: PodRef::of(&Pod::default()),
+            condition: Some(PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: "Unschedulable".into(),
+                message: message.into(),
+            }),
+            nomination,
+        }
+    }
+
+    const FULL: &str = "0/1 nodes are available: 1 Insufficient cpu.";
+
+    #[rstest]
+    #[case::no_condition_yet(pod(None, None), update(FULL, Nomination::Keep), true)]
+    #[case::same_condition(pod(Some(("False", "Unschedulable", FULL)), None), update(FULL, Nomination::Keep), false)]
+    #[case::new_message(pod(Some(("False", "Unschedulable", "0/1 nodes are available.")), None), update(FULL, Nomination::Keep), true)]
+    #[case::new_reason(pod(Some(("False", "SchedulerError", FULL)), None), update(FULL, Nomination::Keep), true)]
+    #[case::new_status(pod(Some(("True", "Unschedulable", FULL)), None), update(FULL, Nomination::Keep), true)]
+    #[case::same_condition_new_nomination(pod(Some(("False", "Unschedulable", FULL)), Some("n1")), update(FULL, Nomination::Set("n2".into())), true)]
+    #[case::same_condition_same_nomination(pod(Some(("False", "Unschedulable", FULL)), Some("n1")), update(FULL, Nomination::Set("n1".into())), false)]
+    #[case::clearing_a_nomination(pod(Some(("False", "Unschedulable", FULL)), Some("n1")), update(FULL, Nomination::Clear), true)]
+    #[case::clearing_no_nomination(pod(Some(("False", "Unschedulable", FULL)), None), update(FULL, Nomination::Clear), false)]
+    fn a_failure_writes_the_status_only_when_it_changes(
+        #[case] pod: Pod,
+        #[case] update: PodStatusUpdate,
+        #[case] writes: bool,
+    ) {
+        assert_eq!(changes_status(&pod, &update), writes);
     }
 }

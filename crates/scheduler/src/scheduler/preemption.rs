@@ -84,6 +84,7 @@ impl Shared {
             }
             events.push(PodEvent {
                 regarding: victim_ref,
+                resource_version: victim.pod.metadata.resource_version.clone(),
                 event_type: EventType::Normal,
                 reason: "Preempted".into(),
                 action: "Preempting".into(),

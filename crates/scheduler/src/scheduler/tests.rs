@@ -315,6 +315,7 @@ fn failed(name: &str, reason: &str, message: &str) -> PodStatusUpdate {
 fn event(name: &str, kind: EventType, reason: &str, message: &str, profile: &str) -> PodEvent {
     PodEvent {
         regarding: pod_ref(name),
+        resource_version: None,
         event_type: kind,
         reason: reason.into(),
         action: if reason == "Scheduled" {
@@ -1076,6 +1077,7 @@ async fn preemptor_is_nominated_then_bound_after_its_victim_is_deleted() {
             vec![pod_ref("low")],
             vec![PodEvent {
                 regarding: pod_ref("low"),
+                resource_version: None,
                 event_type: EventType::Normal,
                 reason: "Preempted".into(),
                 action: "Preempting".into(),

@@ -366,6 +366,54 @@ fn an_unbound_immediate_claim_holds_its_pod_until_a_matching_volume_appears() {
     );
 }
 
+/// A pod first refused for a claim that does not exist yet, then for the claim being
+/// unbound: each reason is an Event of its own with its message (upstream keeps events of
+/// different versions of a pod apart, and the first failure's status write made a new one),
+/// not a series under the first reason's note.
+#[test]
+fn a_new_failure_reason_is_a_new_event_with_its_message() {
+    let scratch = Scratch::new("vol-new-reason");
+    let (_up, kubeconfig, _) = up(&scratch, &[]);
+    apply(
+        &kubeconfig,
+        &scratch,
+        "node.yaml",
+        &node_yaml("n-1", "4", &[], None),
+    );
+    wait_nodes(&kubeconfig, 1);
+    apply(
+        &kubeconfig,
+        &scratch,
+        "pod.yaml",
+        &pod_with_volumes("waiter", "app: waiter", "", &["later"]),
+    );
+    let missing = "0/1 nodes are available: persistentvolumeclaim \"later\" not found. \
+                   preemption: 0/1 nodes are available: 1 Preemption is not helpful for \
+                   scheduling.";
+    wait_pending_with(&kubeconfig, "waiter", missing);
+    let class = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: immediate\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: Immediate\n";
+    apply(
+        &kubeconfig,
+        &scratch,
+        "claim.yaml",
+        &[
+            class.to_string(),
+            claim("later", Some("immediate"), "ReadWriteOnce", None),
+        ]
+        .join("---\n"),
+    );
+    let unbound = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. \
+                   preemption: 0/1 nodes are available: 1 Preemption is not helpful for \
+                   scheduling.";
+    wait_pending_with(&kubeconfig, "waiter", unbound);
+    // A later attempt on a newer version of the pod may add another Event with the same
+    // message; each message is listed once here.
+    let mut messages = failed_scheduling(&kubeconfig, "waiter");
+    messages.sort();
+    messages.dedup();
+    assert_eq!(messages, vec![missing.to_string(), unbound.to_string()]);
+}
+
 #[test]
 fn a_second_read_write_once_pod_user_is_refused() {
     let scratch = Scratch::new("vol-rwop");

@@ -165,6 +165,22 @@ fn zoned_nodes(cpu_a: &str) -> String {
     .join("---\n")
 }
 
+/// The StorageClass of immediately bound claims with no provisioner.
+const IMMEDIATE_CLASS: &str = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: immediate\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: Immediate\n";
+
+/// `up` with one 4-CPU node `n-1`, listed.
+fn up_with_one_node(scratch: &Scratch) -> (crate::support::Proc, std::path::PathBuf) {
+    let (up, kubeconfig, _) = up(scratch, &[]);
+    apply(
+        &kubeconfig,
+        scratch,
+        "node.yaml",
+        &node_yaml("n-1", "4", &[], None),
+    );
+    wait_nodes(&kubeconfig, 1);
+    (up, kubeconfig)
+}
+
 fn wait_nodes(kubeconfig: &Path, n: usize) {
     wait_for(Duration::from_secs(30), "nodes", || {
         let out = kubectl_ok(kubeconfig, &["get", "nodes", "-o", "name"]);
@@ -313,17 +329,9 @@ fn a_pod_whose_claim_is_bound_to_a_zone_a_volume_is_placed_in_zone_a() {
 #[test]
 fn an_unbound_immediate_claim_holds_its_pod_until_a_matching_volume_appears() {
     let scratch = Scratch::new("vol-immediate");
-    let (_up, kubeconfig, _) = up(&scratch, &[]);
-    apply(
-        &kubeconfig,
-        &scratch,
-        "node.yaml",
-        &node_yaml("n-1", "4", &[], None),
-    );
-    wait_nodes(&kubeconfig, 1);
-    let class = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: immediate\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: Immediate\n";
+    let (_up, kubeconfig) = up_with_one_node(&scratch);
     let objects = [
-        class.to_string(),
+        IMMEDIATE_CLASS.to_string(),
         claim("later", Some("immediate"), "ReadWriteOnce", None),
         pod_with_volumes("waiter", "app: waiter", "", &["later"]),
     ];
@@ -373,14 +381,7 @@ fn an_unbound_immediate_claim_holds_its_pod_until_a_matching_volume_appears() {
 #[test]
 fn a_new_failure_reason_is_a_new_event_with_its_message() {
     let scratch = Scratch::new("vol-new-reason");
-    let (_up, kubeconfig, _) = up(&scratch, &[]);
-    apply(
-        &kubeconfig,
-        &scratch,
-        "node.yaml",
-        &node_yaml("n-1", "4", &[], None),
-    );
-    wait_nodes(&kubeconfig, 1);
+    let (_up, kubeconfig) = up_with_one_node(&scratch);
     apply(
         &kubeconfig,
         &scratch,
@@ -391,13 +392,12 @@ fn a_new_failure_reason_is_a_new_event_with_its_message() {
                    preemption: 0/1 nodes are available: 1 Preemption is not helpful for \
                    scheduling.";
     wait_pending_with(&kubeconfig, "waiter", missing);
-    let class = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: immediate\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: Immediate\n";
     apply(
         &kubeconfig,
         &scratch,
         "claim.yaml",
         &[
-            class.to_string(),
+            IMMEDIATE_CLASS.to_string(),
             claim("later", Some("immediate"), "ReadWriteOnce", None),
         ]
         .join("---\n"),

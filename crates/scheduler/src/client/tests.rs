@@ -469,6 +469,23 @@ fn patch(object: usize, count: i32, last: u64) -> SeriesWrite {
     }
 }
 
+/// Numbers Event objects by the order their names are first seen, so that cases name
+/// them 0, 1, ... instead of by their generated names.
+#[derive(Default)]
+struct ObjectNumbers(Vec<String>);
+
+impl ObjectNumbers {
+    fn of(&mut self, name: &str) -> usize {
+        match self.0.iter().position(|o| o == name) {
+            Some(i) => i,
+            None => {
+                self.0.push(name.to_string());
+                self.0.len() - 1
+            }
+        }
+    }
+}
+
 #[rstest]
 #[case::first_event_is_posted(vec![Record(Warning, "FailedScheduling", 0)],
     vec![post(0, "FailedScheduling")])]
@@ -517,14 +534,7 @@ fn event_series_writes_follow_upstreams_broadcaster(
     let secs = |t: &MicroTime| {
         u64::try_from(t.0.duration_since(start).as_secs()).expect("after the start")
     };
-    let mut objects: Vec<String> = Vec::new();
-    let mut object = |name: &str| match objects.iter().position(|o| o == name) {
-        Some(i) => i,
-        None => {
-            objects.push(name.to_string());
-            objects.len() - 1
-        }
-    };
+    let mut objects = ObjectNumbers::default();
     let series_of = |patch: &serde_json::Value| {
         let s: k8s_openapi::api::core::v1::EventSeries =
             serde_json::from_value(patch["series"].clone()).expect("series patch");
@@ -552,7 +562,7 @@ fn event_series_writes_follow_upstreams_broadcaster(
             match job {
                 Job::CreateEvent(key, body) => {
                     got.push(SeriesWrite::Post {
-                        object: object(body.metadata.name.as_deref().unwrap_or("")),
+                        object: objects.of(body.metadata.name.as_deref().unwrap_or("")),
                         reason: body.reason.clone().unwrap_or_default(),
                         series: body.series.as_ref().map(|s| {
                             (
@@ -570,7 +580,7 @@ fn event_series_writes_follow_upstreams_broadcaster(
                     ..
                 } => {
                     got.push(SeriesWrite::Patch {
-                        object: object(&name),
+                        object: objects.of(&name),
                         series: series_of(&patch),
                     });
                     queue.event_done(key, true);
@@ -580,7 +590,7 @@ fn event_series_writes_follow_upstreams_broadcaster(
                     patch,
                     ..
                 } => got.push(SeriesWrite::Patch {
-                    object: object(&name),
+                    object: objects.of(&name),
                     series: series_of(&patch),
                 }),
                 Job::Status(key, _) => queue.status_done(key),
@@ -649,14 +659,7 @@ fn events_about_another_version_of_the_pod_are_new_objects(
     let seen = tokio::time::Instant::now();
     let notes: Vec<&'static str> = records.iter().map(|(_, m)| *m).collect();
     let versions: Vec<&'static str> = records.iter().map(|(v, _)| *v).collect();
-    let mut objects: Vec<String> = Vec::new();
-    let mut object = |name: &str| match objects.iter().position(|o| o == name) {
-        Some(i) => i,
-        None => {
-            objects.push(name.to_string());
-            objects.len() - 1
-        }
-    };
+    let mut objects = ObjectNumbers::default();
     let mut got = Vec::new();
     for (version, message) in &records {
         let event = PodEvent {
@@ -670,7 +673,7 @@ fn events_about_another_version_of_the_pod_are_new_objects(
                     let note = body.message.clone().unwrap_or_default();
                     let version = body.involved_object.resource_version.clone();
                     got.push(VersionedWrite::Post(
-                        object(body.metadata.name.as_deref().unwrap_or("")),
+                        objects.of(body.metadata.name.as_deref().unwrap_or("")),
                         notes.iter().copied().find(|n| *n == note).unwrap_or("?"),
                         versions
                             .iter()
@@ -683,7 +686,7 @@ fn events_about_another_version_of_the_pod_are_new_objects(
                 Job::PatchEvent {
                     key, object: name, ..
                 } => {
-                    got.push(VersionedWrite::Patch(object(&name)));
+                    got.push(VersionedWrite::Patch(objects.of(&name)));
                     queue.event_done(key, true);
                 }
                 Job::Status(..) | Job::FinalPatch { .. } => got.push(VersionedWrite::Other),

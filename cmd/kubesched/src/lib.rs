@@ -171,22 +171,24 @@ enum Command {
     /// Modes: `http` (the default) starts the local API server in this process, creates the
     /// objects through it with kube-rs, and schedules with `kubesched run`'s own code path
     /// (informers, the binding subresource; client QPS and burst raised to 5,000 as
-    /// upstream's benchmark does, or set by --client-qps/--client-burst); `in-process` drives the scheduler directly (an in-memory cluster, the
-    /// default profile, the real plugins). --config and --feature-gates set up kubesched's
-    /// scheduler in both modes (your profile, your plugins when built as a library).
+    /// upstream's benchmark does, or set by --client-qps/--client-burst); `in-process`
+    /// drives the scheduler directly (an in-memory cluster, the default profile, the real
+    /// plugins). --config and --feature-gates set up kubesched's scheduler in both modes
+    /// (your profile, your plugins when built as a library).
     ///
     /// --scheduler-command "CMD" is a third mode (`external` in the report; not a --mode
     /// value, since it takes the command): the local API server as in `http`, and the
     /// scheduler is CMD, run under `sh -c` once the nodes exist. In CMD, {kubeconfig} is the
     /// path of a kubeconfig for the server and {config} that of a KubeSchedulerConfiguration
     /// (that kubeconfig, leader election off, clientConnection qps/burst 5000 as upstream's
-    /// scheduler_perf sets them or as --client-qps/--client-burst say, one profile for default-scheduler, the bench pods'
-    /// scheduler); KUBECONFIG is set too. It is ready once it has bound a probe pod. Binds
-    /// are counted by a watch on the API server; the report adds the CPU-seconds of its
-    /// process tree over the measured pods and gives its peak RSS; no attempt latency. Its
-    /// output goes to a temporary file, quoted if it exits during the run; it is stopped
-    /// (SIGTERM, then SIGKILL after 10 s) at the end of each workload. --compare runs each
-    /// workload in `http` mode first, then with the command: one table, one row each.
+    /// scheduler_perf sets them or as --client-qps/--client-burst say, one profile for
+    /// default-scheduler, the bench pods' scheduler); KUBECONFIG is set too. It is ready
+    /// once it has bound a probe pod. Binds are counted by a watch on the API server; the
+    /// report adds the CPU-seconds of its process tree over the measured pods and gives its
+    /// peak RSS; no attempt latency. Its output goes to a temporary file, quoted if it exits
+    /// during the run; it is stopped (SIGTERM, then SIGKILL after 10 s) at the end of each
+    /// workload. --compare runs each workload in `http` mode first, then with the command:
+    /// one table, one row each.
     ///
     /// Examples:
     ///   kubesched bench --workload SchedulingBasic
